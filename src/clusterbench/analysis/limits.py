@@ -1,0 +1,125 @@
+"""The limits a figure is judged against: theoretical (Rpeak) and measured (best seen).
+
+Each entry of :data:`LIMITS` takes the run context and a result and returns
+``(value, description)`` or ``None`` when the limit is unknown here. Benchmarks name limits in
+their metric declarations; :func:`judge` evaluates them in order.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from ..benchmarks.base import Result, RunContext
+
+LimitFn = Callable[["RunContext", "Result"], Optional[tuple[float, str]]]
+LIMITS: dict[str, LimitFn] = {}
+
+#: Metrics that count as "memory bandwidth measured on this node" (benchmark, metric).
+BANDWIDTH_METRICS = {("stream", m) for m in ("copy", "scale", "add", "triad")} | {
+    ("bandwidth", "read"), ("bandwidth", "write")}
+
+
+def limit(name: str) -> Callable[[LimitFn], LimitFn]:
+    def deco(fn: LimitFn) -> LimitFn:
+        LIMITS[name] = fn
+        return fn
+    return deco
+
+
+def _ncores(res: "Result") -> int:
+    p = res.params
+    for key in ("threads", "processes", "cores"):
+        if isinstance(p.get(key), int) and p[key] > 0:
+            return p[key]
+    return 1
+
+
+def _per_cpu_rpeak(ctx: "RunContext", cpus: Sequence[int] | None, n: int, clock: str) -> float | None:
+    rp = ctx.probe.get("rpeak") or {}
+    key = f"dp_gflops_{clock}"
+    kinds = rp.get("per_kind") or []
+    topo_cpus = {c["pu"]: c for c in (ctx.probe.get("topology") or {}).get("cpus", [])}
+    if cpus and kinds and len(kinds) > 1:
+        by_kind = {k.get("kind"): k.get(key) for k in kinds}
+        vals = [by_kind.get((topo_cpus.get(c) or {}).get("kind")) for c in cpus]
+        if all(v is not None for v in vals):
+            return float(sum(vals))  # type: ignore[arg-type]
+    per_core = (rp.get("per_core") or {}).get(key)
+    return float(per_core) * n if per_core else None
+
+
+@limit("rpeak")
+def rpeak(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+    """Theoretical DP peak of the cores used, at the nominal clock."""
+    n = _ncores(res)
+    val = _per_cpu_rpeak(ctx, res.params.get("cpus"), n, "nominal")
+    if val is None:
+        return None
+    return val, f"Rpeak, DP, nominal clock, {n} core{'s' if n > 1 else ''}"
+
+
+@limit("rpeak_max")
+def rpeak_max(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+    n = _ncores(res)
+    val = _per_cpu_rpeak(ctx, res.params.get("cpus"), n, "max")
+    if val is None:
+        return None
+    return val, f"Rpeak, DP, maximum clock, {n} core{'s' if n > 1 else ''}"
+
+
+def _best(ctx: "RunContext", pairs: set[tuple[str, str]], match: Callable[[dict], bool]) -> float | None:
+    best: float | None = None
+    for r in ctx.results:
+        if (r.benchmark, r.metric) in pairs and match(r.params):
+            best = r.value if best is None else max(best, r.value)
+    if ctx.history:
+        for bench, metric in pairs:
+            for h in ctx.history(bench, metric):
+                if match(h.get("params") or {}):
+                    v = float(h["value"])
+                    best = v if best is None else max(best, v)
+    return best
+
+
+@limit("measured_peak")
+def measured_peak(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+    """Best FMA-peak measured on this host with as many cores (this run, then the store)."""
+    n = _ncores(res)
+    best = _best(ctx, {("peak", "gflops")}, lambda p: p.get("threads") == n)
+    if best is None:
+        return None
+    return best, f"measured peak (FMA kernel), {n} core{'s' if n > 1 else ''}"
+
+
+@limit("best_bandwidth")
+def best_bandwidth(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+    """Best memory bandwidth measured on this host with the same thread count."""
+    n = _ncores(res)
+    pairs = BANDWIDTH_METRICS | {(res.benchmark, res.metric)}
+    best = _best(ctx, pairs, lambda p: p.get("threads") == n and not p.get("in_cache"))
+    best = max(best or 0.0, res.value)
+    return best, f"best memory bandwidth measured here, {n} thread{'s' if n > 1 else ''}"
+
+
+@limit("dram_theoretical")
+def dram_theoretical(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+    """Channels x transfer rate x 8 B, where the probe could read the DIMMs."""
+    mem = ctx.probe.get("memory") or {}
+    val = mem.get("theoretical_bandwidth_mbs")
+    if not val:
+        return None
+    return float(val), "theoretical DRAM bandwidth (channels x MT/s x 8 B)"
+
+
+def judge(ctx: "RunContext", res: "Result", names: Sequence[str]) -> list[dict]:
+    """Evaluate the named limits; unknown ones are skipped (never guessed)."""
+    out = []
+    for name in names:
+        got = LIMITS[name](ctx, res)
+        if got is None:
+            continue
+        value, desc = got
+        if value and value > 0:
+            out.append({"name": name, "description": desc, "value": value, "fraction": res.value / value})
+    return out

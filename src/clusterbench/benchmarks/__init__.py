@@ -1,0 +1,42 @@
+"""Benchmark registry: each module in this package registers one benchmark.
+
+Adding a benchmark means adding one C kernel under ``kernels/`` and one module here; nothing
+else is edited. ``REGISTRY`` maps the name used on the command line to the class.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ..errors import UsageError
+from .base import Benchmark, Metric, Param, Result, RunContext
+
+REGISTRY: dict[str, type[Benchmark]] = {}
+
+
+def register(cls: type[Benchmark]) -> type[Benchmark]:
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_all() -> None:
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name not in ("base",) and not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+
+
+def get_benchmark(name: str) -> Benchmark:
+    _load_all()
+    if name not in REGISTRY:
+        raise UsageError(f"unknown benchmark '{name}'",
+                         f"choose one of: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]()
+
+
+def all_benchmarks() -> dict[str, type[Benchmark]]:
+    _load_all()
+    return dict(sorted(REGISTRY.items()))
+
+
+__all__ = ["Benchmark", "Metric", "Param", "Result", "RunContext", "REGISTRY", "register",
+           "get_benchmark", "all_benchmarks"]

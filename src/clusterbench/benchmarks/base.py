@@ -1,0 +1,257 @@
+"""What a benchmark is: parameters, metrics (unit, direction, limits) and a run method.
+
+A benchmark module declares one :class:`Benchmark` subclass with ``@register``. Its metrics,
+their units, which direction is better and the limit each is judged against live in one place,
+the class body, so results, docs and comparisons all derive from the same declaration.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from ..analysis import limits as limits_mod
+from ..analysis import warnings as warn
+from ..analysis.stats import summarize
+from ..errors import KernelFailed, UsageError
+from ..kernels.build import Build, build_kernel
+from ..launch.local import KernelJob, Record, run_jobs
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A figure a benchmark yields. ``limits`` name entries of ``analysis.limits.LIMITS``,
+    the primary first; the first one that is known becomes the result's ``limit``."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    description: str
+    limits: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Param:
+    """A benchmark parameter; the CLI builds ``--name`` options from these."""
+
+    name: str
+    type: type | str  # int, float, str, bool, or "intlist" (comma-separated ints)
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+
+@dataclass
+class Result:
+    """One metric at one parameter point, with its samples, summary, limit and warnings."""
+
+    benchmark: str
+    metric: str
+    value: float
+    unit: str
+    higher_is_better: bool
+    params: dict
+    samples: list[float]
+    summary: dict
+    limit: dict | None = None
+    limits: list[dict] = field(default_factory=list)
+    warnings: list[dict] = field(default_factory=list)
+    kernel: str | None = None
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+class Progress:
+    """Progress sink; the CLI swaps in a rich progress bar. Silent by default."""
+
+    def start(self, description: str, total: float) -> None:  # noqa: D401
+        pass
+
+    def advance(self, amount: float = 1.0) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+@dataclass
+class RunContext:
+    """Everything a benchmark needs while it runs; usable from Python without the CLI.
+
+    ``sink(result)`` is called for every result as soon as it is measured (the store writes
+    it in its own transaction), so an interrupted run keeps what it finished.
+    """
+
+    probe: dict
+    profile: str = "default"  # "quick" | "default" | "full"
+    timeout: float = 600.0
+    oversubscribe: bool = False
+    progress: Progress = field(default_factory=Progress)
+    sink: Callable[[Result], None] | None = None
+    on_build: Callable[[Build], None] | None = None
+    history: Callable[[str, str], list[dict]] | None = None  # (benchmark, metric) -> stored results
+    results: list[Result] = field(default_factory=list)
+    builds: dict[str, dict] = field(default_factory=dict)
+    timer_resolution_s: float | None = None
+
+    # -- building and running kernels -------------------------------------------------------
+    def build(self, name: str, libs: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()) -> Build:
+        b = build_kernel(name, libs=libs, extra_flags=extra_flags)
+        self.builds[b.name] = b.info
+        if self.on_build:
+            self.on_build(b)
+        return b
+
+    def run_kernel(self, build: Build, args: Sequence[str], env: dict[str, str] | None = None,
+                   on_record: Callable[[Record], None] | None = None,
+                   timeout: float | None = None) -> list[Record]:
+        return self.run_parallel([KernelJob(build, list(args), env or {})],
+                                 (lambda _i, r: on_record(r)) if on_record else None, timeout)[0]
+
+    def run_parallel(self, jobs: Sequence[KernelJob], on_record: Callable[[int, Record], None] | None = None,
+                     timeout: float | None = None) -> list[list[Record]]:
+        def hook(i: int, rec: Record) -> None:
+            if rec.get("type") == "info" and rec.get("timer_resolution_s"):
+                self.timer_resolution_s = float(rec["timer_resolution_s"])
+            if on_record:
+                on_record(i, rec)
+        return run_jobs(jobs, timeout or self.timeout, hook)
+
+    # -- recording results ---------------------------------------------------------------------
+    def emit(self, bench: "Benchmark", metric: str, samples: Sequence[float], params: dict,
+             times_s: Sequence[float] | None = None, extra_warnings: Sequence[warn.Warning_ | None] = (),
+             value: float | None = None, kernel: str | None = None) -> Result:
+        """Summarise samples into a Result, judge it against its limits, store it, return it.
+
+        ``value`` defaults to the best sample; pass it for derived figures (e.g. a plateau).
+        """
+        m = bench.metric(metric)
+        clean = [float(s) for s in samples]
+        if not clean or not all(math.isfinite(s) for s in clean):
+            raise KernelFailed(f"benchmark '{bench.name}' produced no valid samples for {metric}",
+                               "rerun; report it if it persists")
+        summary = summarize(clean, m.higher_is_better)
+        res = Result(
+            benchmark=bench.name, metric=m.name, value=float(summary["best"] if value is None else value),
+            unit=m.unit, higher_is_better=m.higher_is_better, params=dict(params), samples=clean,
+            summary=summary, kernel=kernel or bench.kernel,
+        )
+        ws: list[warn.Warning_ | None] = [warn.unstable(summary["cv"]) if len(clean) > 1 else None]
+        if times_s:
+            ws.append(warn.coarse_timer(times_s, self.timer_resolution_s))
+        ws.extend(extra_warnings)
+        res.warnings = warn.as_dicts(ws)
+        res.limits = limits_mod.judge(self, res, m.limits)
+        res.limit = res.limits[0] if res.limits else None
+        self.results.append(res)
+        if self.sink:
+            self.sink(res)
+        return res
+
+    # -- machine facts used by many benchmarks ---------------------------------------------------
+    @property
+    def n_pus(self) -> int:
+        topo = self.probe.get("topology") or {}
+        return int(topo.get("pus") or os.cpu_count() or 1)
+
+    @property
+    def n_cores(self) -> int:
+        topo = self.probe.get("topology") or {}
+        return int(topo.get("cores") or self.n_pus)
+
+
+class Benchmark:
+    """Base class. Subclasses set the class attributes and implement :meth:`run`."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]
+    kernel: ClassVar[str | None] = None
+    metrics: ClassVar[tuple[Metric, ...]] = ()
+    params: ClassVar[tuple[Param, ...]] = ()
+    #: parameter overrides applied by ``--quick`` and ``--full``
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def metric(self, name: str) -> Metric:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(f"{self.name} declares no metric {name!r}")
+
+    def defaults(self, profile: str = "default") -> dict[str, Any]:
+        vals = {p.name: p.default for p in self.params}
+        vals.update(self.profiles.get(profile, {}))
+        return vals
+
+    def resolve(self, ctx: RunContext, given: dict[str, Any]) -> dict[str, Any]:
+        """Defaults, then the profile, then the user's values; then :meth:`check`.
+
+        Runs before anything is stored, so bad input leaves nothing half-written."""
+        known = {p.name for p in self.params}
+        unknown = set(given) - known
+        if unknown:
+            name = sorted(unknown)[0]
+            raise UsageError(f"benchmark '{self.name}' has no parameter '{name}'",
+                             f"see 'clusterbench run {self.name} --help'")
+        params = self.defaults(ctx.profile)
+        params.update({k: v for k, v in given.items() if v is not None})
+        for p in self.params:
+            if p.choices and params[p.name] is not None and params[p.name] not in p.choices:
+                raise UsageError(f"--{p.name.replace('_', '-')} {params[p.name]!r} is not one of "
+                                 f"{', '.join(map(str, p.choices))}", "pick one of those")
+        return self.check(ctx, params)
+
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        """Validate and complete parameters (e.g. threads from the topology). Raise UsageError."""
+        return params
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        """Rough duration, for the progress bar's ETA."""
+        return 10.0
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
+        raise NotImplementedError
+
+
+# -- shared parameter helpers ------------------------------------------------------------------
+THREADS = Param("threads", int, None, "threads (default: one per physical core)")
+ORDER = Param("order", str, "compact", "thread placement order", ("compact", "spread"))
+SMT = Param("smt", bool, False, "also use SMT siblings (hyper-threads) after the physical cores")
+CPUS = Param("cpus", "intlist", None, "explicit cpu list, e.g. 0,2,4 (overrides --order)")
+
+
+def check_threads(ctx: RunContext, threads: int | None, name: str = "threads") -> int:
+    """Default to one thread per physical core; refuse 0 and more than the PUs unless asked."""
+    if threads is None:
+        return ctx.n_cores
+    if threads < 1:
+        raise UsageError(f"--{name} {threads} is not allowed", f"use --{name} 1 or more")
+    if threads > ctx.n_pus and not ctx.oversubscribe:
+        raise UsageError(f"--{name} {threads} exceeds the {ctx.n_pus} PUs of this machine",
+                         f"use --{name} {ctx.n_pus} or fewer, or add --oversubscribe")
+    return threads
+
+
+def placement(ctx: RunContext, threads: int, order: str = "compact", smt: bool = False,
+              cpus: Sequence[int] | None = None) -> list[int]:
+    """The cpus the threads run on, in thread order: explicit, or from the topology."""
+    from ..probe.topology import cpu_order
+
+    if cpus:
+        online = {c["pu"] for c in (ctx.probe.get("topology") or {}).get("cpus", [])}
+        bad = [c for c in cpus if online and c not in online]
+        if bad:
+            raise UsageError(f"cpu {bad[0]} is not an online cpu of this machine",
+                             "see 'clusterbench probe' for the cpu list")
+        base = list(cpus)
+    else:
+        base = cpu_order(ctx.probe, order, smt=smt) or list(range(ctx.n_pus))
+        if len(base) < threads:  # more threads than cores: use SMT siblings, then wrap around
+            base = cpu_order(ctx.probe, order, smt=True) or base
+    return [base[i % len(base)] for i in range(threads)]
+
+
+def cpulist(cpus: Sequence[int]) -> str:
+    return ",".join(str(c) for c in cpus)

@@ -1,0 +1,165 @@
+"""Compile C kernels on the node they measure, into a per-user cache.
+
+HPC users expect benchmarks built for the node under test, so kernels are compiled at first use
+with the system compiler, ``-O3 -march=native`` (``-mcpu=native`` where that is the convention)
+and OpenMP. The cache key hashes the sources, the compiler's identity and version, the flags,
+the libraries and the CPU the build targets: a shared ``$HOME`` on a mixed cluster must not hand
+an AVX-512 binary to a node without AVX-512.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import EnvironmentProblem
+
+KERNEL_DIR = Path(__file__).resolve().parent
+COMMON_HEADERS = ("cb_common.h",)
+WARN_FLAGS = ("-Wall", "-Wextra")
+
+#: Debian package that provides a library, for the "how to fix" half of an error message.
+LIB_PACKAGES = {
+    "numa": "libnuma-dev",
+    "openblas": "libopenblas-dev",
+    "blis": "libblis-dev",
+    "m": "libc6-dev",
+    "dl": "libc6-dev",
+}
+
+
+@dataclass(frozen=True)
+class Build:
+    """A compiled kernel and how it was made (stored with every result)."""
+
+    name: str
+    path: Path
+    info: dict = field(compare=False)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("CLUSTERBENCH_CACHE")
+    if base:
+        return Path(base) / "kernels"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "clusterbench" / "kernels"
+
+
+def compiler() -> str:
+    """The C compiler: ``$CC`` or ``cc``; a clear error when there is none."""
+    cc = os.environ.get("CC", "cc")
+    path = shutil.which(cc)
+    if not path:
+        raise EnvironmentProblem(
+            f"no C compiler '{cc}' found",
+            "install one (apt-get install build-essential) or load a compiler module and set CC",
+        )
+    return path
+
+
+def _compiler_version(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"C compiler {cc} does not run ({exc})", "reinstall it or set CC") from exc
+    return (out.stdout or out.stderr).splitlines()[0].strip() if (out.stdout or out.stderr) else "unknown"
+
+
+def arch_flags() -> list[str]:
+    """-march=native on x86; -mcpu=native on Arm and POWER, where that is the convention."""
+    machine = platform.machine().lower()
+    if machine.startswith(("aarch64", "arm", "ppc", "powerpc")):
+        return ["-mcpu=native"]
+    return ["-march=native"]
+
+
+def _cpu_identity() -> str:
+    """What -march=native depends on: the CPU model and its feature flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return platform.machine()
+    keep = []
+    for line in text.splitlines():
+        key = line.split(":", 1)[0].strip().lower()
+        if key in ("model name", "flags", "features", "cpu part", "cpu implementer", "cpu"):
+            keep.append(line.strip())
+        if not line.strip() and keep:
+            break  # the first processor is enough; heterogeneous parts differ in 'cpu part' only
+    return platform.machine() + "\n" + "\n".join(keep)
+
+
+def build_kernel(
+    name: str,
+    libs: tuple[str, ...] = (),
+    extra_flags: tuple[str, ...] = (),
+    openmp: bool = True,
+) -> Build:
+    """Compile ``kernels/<name>.c`` (cached) and return the binary with its build info."""
+    src = KERNEL_DIR / f"{name}.c"
+    if not src.is_file():
+        raise EnvironmentProblem(f"kernel source {src} is missing", "reinstall clusterbench")
+    cc = compiler()
+    version = _compiler_version(cc)
+    flags = ["-O3", *arch_flags(), *(["-fopenmp"] if openmp else []), *WARN_FLAGS, *extra_flags]
+    link = [f"-l{lib}" for lib in libs] + ["-lm"]
+    h = hashlib.sha256()
+    for part in (src, *(KERNEL_DIR / hdr for hdr in COMMON_HEADERS)):
+        h.update(part.read_bytes())
+    h.update(json.dumps([cc, version, flags, link, _cpu_identity()]).encode())
+    key = h.hexdigest()[:16]
+    out_dir = cache_dir() / f"{name}-{key}"
+    binary = out_dir / name
+    info = {
+        "kernel": name,
+        "compiler": cc,
+        "compiler_version": version,
+        "flags": flags,
+        "libs": link,
+        "cache_key": key,
+        "binary": str(binary),
+    }
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return Build(name, binary, info)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"cannot create the kernel cache {out_dir} ({exc.strerror})",
+            "set CLUSTERBENCH_CACHE to a writable directory",
+        ) from exc
+    # Build into a temporary name and rename: concurrent builds never see a half-written binary.
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
+    os.close(fd)
+    cmd = [cc, *flags, "-I", str(KERNEL_DIR), "-o", tmp, str(src), *link]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise _build_error(name, cc, proc.stderr, libs, openmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, binary)
+    (out_dir / "build.json").write_text(json.dumps({**info, "command": cmd, "warnings": proc.stderr}, indent=1))
+    return Build(name, binary, info)
+
+
+def _build_error(name: str, cc: str, stderr: str, libs: tuple[str, ...], openmp: bool) -> EnvironmentProblem:
+    for lib in libs:
+        if f"-l{lib}" in stderr or f"lib{lib}" in stderr:
+            pkg = LIB_PACKAGES.get(lib, f"lib{lib}-dev")
+            return EnvironmentProblem(
+                f"cannot link kernel '{name}': library {lib} not found",
+                f"install it (apt-get install {pkg}) or load its module",
+            )
+    if openmp and ("omp" in stderr.lower()):
+        return EnvironmentProblem(
+            f"compiler {cc} cannot build OpenMP code for kernel '{name}'",
+            "use GCC or Clang with libomp (apt-get install build-essential)",
+        )
+    first = next((ln for ln in stderr.splitlines() if "error" in ln), stderr.strip()[:200])
+    return EnvironmentProblem(f"kernel '{name}' failed to compile: {first}", "check CC and compiler modules")

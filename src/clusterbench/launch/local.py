@@ -1,0 +1,165 @@
+"""Run kernels as local processes: stream their JSON lines, bound them in time, leave no orphans.
+
+Each kernel runs in its own session (process group) so that a timeout, a Ctrl-C or a failure of
+a sibling kills it and every thread or child it made.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import KernelFailed
+from ..kernels.build import Build
+
+Record = dict
+OnRecord = Callable[[int, Record], None]
+
+
+@dataclass
+class KernelJob:
+    """One kernel process to start: the binary, its ``--key=value`` arguments, extra env."""
+
+    build: Build
+    args: Sequence[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Running:
+    job: KernelJob
+    proc: subprocess.Popen
+    buf: bytes = b""
+    stderr: bytes = b""
+    records: list[Record] = field(default_factory=list)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | None = None) -> list[list[Record]]:
+    """Run jobs concurrently; return each job's records. Raises KernelFailed on any failure.
+
+    ``on_record(job_index, record)`` is called as each line arrives, so callers can store
+    results as they are measured and show progress.
+    """
+    running: list[_Running] = []
+    sel = selectors.DefaultSelector()
+    try:
+        for idx, job in enumerate(jobs):
+            env = {**os.environ, **job.env}
+            proc = subprocess.Popen(
+                [str(job.build.path), *job.args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+            r = _Running(job, proc)
+            running.append(r)
+            assert proc.stdout and proc.stderr
+            sel.register(proc.stdout, selectors.EVENT_READ, (idx, "out"))
+            sel.register(proc.stderr, selectors.EVENT_READ, (idx, "err"))
+        deadline = time.monotonic() + timeout
+        open_streams = 2 * len(running)
+        while open_streams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                name = jobs[0].build.name
+                raise KernelFailed(
+                    f"kernel '{name}' timed out after {timeout:.0f} s",
+                    "raise --timeout or choose a smaller size",
+                )
+            for key, _ in sel.select(timeout=min(left, 1.0)):
+                idx, kind = key.data
+                r = running[idx]
+                chunk = os.read(key.fileobj.fileno(), 65536)  # type: ignore[union-attr]
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                if kind == "err":
+                    r.stderr = (r.stderr + chunk)[-8192:]
+                    continue
+                r.buf += chunk
+                while b"\n" in r.buf:
+                    line, r.buf = r.buf.split(b"\n", 1)
+                    if line.strip():
+                        rec = _parse_line(r.job.build.name, line)
+                        r.records.append(rec)
+                        _check_record(r.job.build.name, rec)
+                        if on_record:
+                            on_record(idx, rec)
+        for r in running:
+            try:
+                r.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as exc:
+                raise KernelFailed(f"kernel '{r.job.build.name}' did not exit", "raise --timeout") from exc
+            _check_exit(r)
+        return [r.records for r in running]
+    finally:
+        for r in running:
+            _kill(r.proc)
+            for stream in (r.proc.stdout, r.proc.stderr):
+                if stream:
+                    stream.close()
+        sel.close()
+
+
+def run_kernel(build: Build, args: Sequence[str], timeout: float, env: dict[str, str] | None = None,
+               on_record: Callable[[Record], None] | None = None) -> list[Record]:
+    """Run one kernel; see :func:`run_jobs`."""
+    cb = (lambda _i, rec: on_record(rec)) if on_record else None
+    return run_jobs([KernelJob(build, list(args), env or {})], timeout, cb)[0]
+
+
+def _parse_line(name: str, line: bytes) -> Record:
+    try:
+        rec = json.loads(line)
+    except ValueError as exc:
+        raise KernelFailed(f"kernel '{name}' printed a line that is not JSON: {line[:120]!r}",
+                           "report this as a bug with the kernel's build info") from exc
+    if not isinstance(rec, dict) or "type" not in rec:
+        raise KernelFailed(f"kernel '{name}' printed a JSON line without a type: {line[:120]!r}",
+                           "report this as a bug")
+    return rec
+
+
+def _check_record(name: str, rec: Record) -> None:
+    if rec["type"] == "error":
+        raise KernelFailed(f"kernel '{name}' failed: {rec.get('message', 'no message')}",
+                           "check the parameters (see --help)")
+    if rec["type"] == "validation" and not rec.get("ok", False):
+        raise KernelFailed(f"kernel '{name}' computed a wrong result: {rec.get('detail', '')}",
+                           "the results are not trustworthy; check the hardware (memory errors?) and the compiler")
+
+
+def _check_exit(r: _Running) -> None:
+    rc = r.proc.returncode
+    if rc == 0:
+        return
+    name = r.job.build.name
+    tail = r.stderr.decode(errors="replace").strip().splitlines()
+    last = tail[-1] if tail else ""
+    if rc < 0:
+        sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+        raise KernelFailed(f"kernel '{name}' was killed by {sig}" + (f": {last}" if last else ""),
+                           "if memory ran out, choose a smaller size; otherwise rerun and report it")
+    raise KernelFailed(f"kernel '{name}' exited with status {rc}" + (f": {last}" if last else ""),
+                       "rerun with a smaller size or report it")
