@@ -1,1 +1,4 @@
-"""store"""
+"""Results store (SQLite): runs, their provenance and every measured figure."""
+from .db import STORE_SCHEMA, Store, default_path
+
+__all__ = ["STORE_SCHEMA", "Store", "default_path"]

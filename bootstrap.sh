@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# clusterbench bootstrap: install what is missing, then do one thing.
+#
+#   ./bootstrap.sh characterise   # probe this machine and run the quick node profile (< 1 min on 2 cores)
+#   ./bootstrap.sh test           # run the test suite
+#   ./bootstrap.sh speed          # also install likwid and hpcc, then run benchmarks/speed_node.py
+#   ./bootstrap.sh install        # only install
+#
+# As root on Debian/Ubuntu it installs the system packages it needs with apt-get. Without root it
+# checks for them and says what to install (or which modules to load); see README "Without root".
+set -euo pipefail
+cd "$(dirname "$0")"
+ACTION="${1:-characterise}"
+shift || true
+
+APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv)
+[ "$ACTION" = speed ] && APT_PKGS+=(likwid hpcc)
+VENV="${CLUSTERBENCH_VENV:-.venv}"
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in "${APT_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "bootstrap: missing system packages: ${missing[*]}" >&2
+    echo "bootstrap: ask an administrator to install them, or load equivalent modules (compiler, hwloc, numactl, OpenBLAS); continuing" >&2
+  fi
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+extras=""
+[ "$ACTION" = test ] || [ "$ACTION" = speed ] && extras="[test]"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".$extras"
+
+case "$ACTION" in
+  install) ;;
+  characterise)
+    "$VENV/bin/clusterbench" probe
+    "$VENV/bin/clusterbench" run node --quick "$@"
+    ;;
+  test)
+    exec "$VENV/bin/python" -m pytest -q "$@"
+    ;;
+  speed)
+    exec "$VENV/bin/python" benchmarks/speed_node.py "$@"
+    ;;
+  *)
+    echo "bootstrap: unknown action '$ACTION'; use characterise, test, speed or install" >&2
+    exit 2
+    ;;
+esac

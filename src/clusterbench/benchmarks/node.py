@@ -1,0 +1,44 @@
+"""``node``: every node benchmark in one run, in an order that lets later figures be judged
+against earlier ones (peak before dgemm, stream before bandwidth)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from . import get_benchmark, register
+from .base import Benchmark, Param, Result, RunContext
+
+PARTS = ("peak", "fpu", "stream", "bandwidth", "memlat", "dgemm")
+
+
+@register
+class Node(Benchmark):
+    name = "node"
+    help = "characterise this node: " + ", ".join(PARTS) + " (--quick takes under a minute)"
+    params = (Param("skip", "strlist", (), "benchmarks to leave out, e.g. dgemm,memlat"),
+              Param("threads", int, None, "threads for the multi-threaded parts (default: one per core)"))
+
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        skip = tuple(params.get("skip") or ())
+        bad = [s for s in skip if s not in PARTS]
+        if bad:
+            raise UsageError(f"--skip {bad[0]} is not a node benchmark", f"choose from {', '.join(PARTS)}")
+        parts: dict[str, dict] = {}
+        for name in PARTS:
+            if name in skip:
+                continue
+            bench = get_benchmark(name)
+            given = {}
+            if params.get("threads") is not None and any(p.name == "threads" for p in bench.params):
+                given["threads"] = params["threads"]
+            parts[name] = bench.resolve(ctx, given)
+        return {"skip": skip, "threads": params.get("threads"), "parts": parts}
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        return sum(get_benchmark(n).estimate_seconds(ctx, p) for n, p in params["parts"].items())
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
+        out: list[Result] = []
+        for name, sub in params["parts"].items():
+            out.extend(get_benchmark(name).run(ctx, sub) or [])
+        return out

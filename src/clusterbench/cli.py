@@ -1,0 +1,247 @@
+"""The command line: parse, call the library, print. No measuring logic lives here."""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from . import SCHEMA_VERSION, __version__
+from .benchmarks import all_benchmarks
+from .benchmarks.base import Param
+from .errors import ClusterbenchError, UsageError
+from .store import Store
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that name the fix."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"clusterbench: error: {message}; see '{self.prog} --help'\n")
+        raise SystemExit(2)
+
+
+def _intlist(text: str) -> list[int]:
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part:
+                a, b = part.split("-", 1)
+                out.extend(range(int(a), int(b) + 1))
+            elif part:
+                out.append(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a list like 1,2,4 or 0-3") from None
+    return out
+
+
+def _strlist(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
+
+def _add_param(sub: argparse.ArgumentParser, p: Param) -> None:
+    flag = "--" + p.name.replace("_", "-")
+    default_note = "" if p.default is None else f" (default: {p.default})"
+    if p.type is bool:
+        sub.add_argument(flag, dest=p.name, action=argparse.BooleanOptionalAction, default=None, help=p.help + default_note)
+        return
+    conv: Any = {"intlist": _intlist, "strlist": _strlist}.get(p.type, p.type)  # type: ignore[arg-type]
+    sub.add_argument(flag, dest=p.name, type=conv, default=None, choices=p.choices, help=p.help + default_note)
+
+
+def _common_run_options(sub: argparse.ArgumentParser) -> None:
+    prof = sub.add_mutually_exclusive_group()
+    prof.add_argument("--quick", dest="profile", action="store_const", const="quick", help="short run (node: under a minute)")
+    prof.add_argument("--full", dest="profile", action="store_const", const="full", help="thorough run")
+    sub.add_argument("--json", action="store_true", help=f"print one JSON document (schema {SCHEMA_VERSION})")
+    sub.add_argument("--oversubscribe", action="store_true", help="allow more threads than PUs")
+    sub.add_argument("--timeout", type=float, default=900.0, help="seconds before a kernel is killed (default 900)")
+    sub.add_argument("--no-store", action="store_true", help="do not write the results store")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="clusterbench", description="Characterise, tune and compare HPC clusters.")
+    ap.add_argument("--version", action="version", version=f"clusterbench {__version__}")
+    ap.add_argument("--db", help="results store (default: $CLUSTERBENCH_DB or ~/.local/share/clusterbench/results.db)")
+    cmds = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    pr = cmds.add_parser("probe", help="what this machine is and its theoretical limits")
+    pr.add_argument("--json", action="store_true", help="print the probe as JSON")
+    pr.add_argument("--sysfs-root", metavar="DIR", help="read a snapshot of another machine's /sys and /proc")
+    pr.add_argument("--no-hwloc", action="store_true", help="read /sys and /proc directly even if hwloc is installed")
+
+    run = cmds.add_parser("run", help="run a benchmark and store its results")
+    benches = run.add_subparsers(dest="benchmark", required=True, parser_class=_Parser, metavar="BENCHMARK")
+    for name, cls in all_benchmarks().items():
+        sub = benches.add_parser(name, help=cls.help, description=cls.help)
+        _common_run_options(sub)
+        for p in cls.params:
+            _add_param(sub, p)
+
+    cmds.add_parser("list", help="the benchmarks, their metrics, units and limits").add_argument("--json", action="store_true")
+
+    res = cmds.add_parser("results", help="stored runs")
+    rsub = res.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    ls = rsub.add_parser("list", help="list runs")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--limit", type=int, default=None)
+    show = rsub.add_parser("show", help="show one run (id, unique prefix, or 'last')")
+    show.add_argument("run")
+    show.add_argument("--json", action="store_true")
+    exp = rsub.add_parser("export", help="export one run")
+    exp.add_argument("run")
+    exp.add_argument("--format", choices=("json", "csv"), required=True)
+    exp.add_argument("-o", "--output", help="file (default: stdout)")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except ClusterbenchError as exc:
+        sys.stderr.write(f"clusterbench: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt as exc:
+        sys.stderr.write(f"clusterbench: interrupted ({exc or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "probe":
+        return _cmd_probe(args)
+    if args.command == "run":
+        return _cmd_run(args)
+    if args.command == "list":
+        return _cmd_list(args)
+    return _cmd_results(args)
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from .probe import probe
+    from .ui import format_probe
+
+    if args.sysfs_root:
+        import os
+        if not os.path.isdir(args.sysfs_root):
+            raise UsageError(f"--sysfs-root {args.sysfs_root} is not a directory", "give the directory holding sys/ and proc/")
+    data = probe(sysfs_root=args.sysfs_root, use_hwloc=False if args.no_hwloc else None)
+    if args.json:
+        from .ui import dump_json
+        dump_json(data)
+    else:
+        sys.stdout.write(format_probe(data))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from . import session
+    from .ui import RichProgress, dump_json, print_results
+
+    cls = all_benchmarks()[args.benchmark]
+    given = {p.name: getattr(args, p.name) for p in cls.params if getattr(args, p.name, None) is not None}
+    store = None if args.no_store else Store(args.db)
+    use_bar = sys.stderr.isatty() and not args.json
+    progress = RichProgress() if use_bar else None
+    argv = ["clusterbench", *sys.argv[1:]]
+    kwargs = dict(profile=args.profile or "default", store=store, use_store=not args.no_store, argv=argv,
+                  timeout=args.timeout, oversubscribe=args.oversubscribe, progress=progress)
+    try:
+        if progress is not None:
+            with progress:
+                report = session.run([args.benchmark], {args.benchmark: given}, **kwargs)  # type: ignore[arg-type]
+        else:
+            report = session.run([args.benchmark], {args.benchmark: given}, **kwargs)  # type: ignore[arg-type]
+    except (ClusterbenchError, KeyboardInterrupt):
+        last = session.last_report()
+        if last and last.results and not args.json:
+            print_results([r.as_json() for r in last.results])
+        if last and last.run.get("id"):
+            sys.stderr.write(f"clusterbench: run {last.run['id']} kept {len(last.results)} result(s), marked incomplete\n")
+        raise
+    if args.json:
+        doc = report.document()
+        dump_json(doc)
+    else:
+        print_results([r.as_json() for r in report.results])
+        for w in report.run.get("warnings") or []:
+            sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
+        if report.run.get("id"):
+            sys.stdout.write(f"run {report.run['id']} stored in {store.path if store else '-'}\n")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from .ui import dump_json, print_table
+
+    rows, doc = [], {}
+    for name, cls in all_benchmarks().items():
+        doc[name] = {"help": cls.help, "metrics": [m.__dict__ for m in cls.metrics],
+                     "params": [{"name": p.name, "type": getattr(p.type, "__name__", p.type), "default": p.default,
+                                 "help": p.help, "choices": p.choices} for p in cls.params]}
+        for m in cls.metrics:
+            rows.append([name, m.name, m.unit, "higher" if m.higher_is_better else "lower", ",".join(m.limits)])
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, "benchmarks": doc})
+    else:
+        print_table(rows, ["benchmark", "metric", "unit", "better", "limits"])
+    return 0
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    from .ui import dump_json, print_results, print_table
+
+    store = Store(args.db, readonly=True)
+    if args.action == "list":
+        runs = store.list_runs(args.limit)
+        if args.json:
+            dump_json({"schema": SCHEMA_VERSION, "runs": runs})
+        else:
+            print_table([[r["id"][:8], r["started"][:19], r["status"], str(r["results"]), r["host"], r["command"]]
+                         for r in runs], ["run", "started", "status", "results", "host", "command"])
+        return 0
+    run = store.get_run(args.run)
+    results = store.results(run["id"])
+    doc = {"schema": SCHEMA_VERSION, "run": run, "results": results}
+    if args.action == "show":
+        if args.json:
+            dump_json(doc)
+        else:
+            sys.stdout.write(f"run {run['id']}  {run['status']}  {run['started']} .. {run['ended'] or '-'}\n"
+                             f"host {run['host']}  command: {run['command']}\n")
+            if run.get("error"):
+                sys.stdout.write(f"error: {run['error']}\n")
+            print_results(results)
+        return 0
+    text = json.dumps(doc, indent=1) + "\n" if args.format == "json" else _csv(run, results)
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+CSV_COLUMNS = ["run_id", "benchmark", "metric", "value", "unit", "higher_is_better", "n", "best", "median", "min",
+               "max", "cv", "limit_name", "limit_value", "limit_fraction", "params", "samples"]
+
+
+def _csv(run: dict, results: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for r in results:
+        s, lim = r["summary"], r.get("limit") or {}
+        w.writerow([run["id"], r["benchmark"], r["metric"], r["value"], r["unit"], int(r["higher_is_better"]), s["n"],
+                    s["best"], s["median"], s["min"], s["max"], s["cv"], lim.get("name", ""), lim.get("value", ""),
+                    lim.get("fraction", ""), json.dumps(r["params"], sort_keys=True), json.dumps(r["samples"])])
+    return buf.getvalue()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,392 @@
+/* stream.c: STREAM Copy, Scale, Add, Triad (McCalpin's stream.c 5.10 method) with pinning,
+ * heap arrays sized at run time, regular- and non-temporal-store variants and a NUMA mode.
+ *
+ * Method (as STREAM): a = 1, b = 2, c = 0, then a = 2a (untimed); NTIMES iterations of
+ *   Copy c = a, Scale b = s*c, Add c = a + b, Triad a = b + s*c   (s = 3)
+ * each timed separately; the first iteration is reported to Python but excluded by it.
+ * Bytes counted per element: Copy/Scale 16, Add/Triad 24 (write-allocate traffic not counted);
+ * MB/s = 1e6 B/s. Validation replays the scalar recurrence and compares every element
+ * (average relative error <= 1e-13 like STREAM's checkSTREAMresults, and also the worst one).
+ *
+ * Threads: one OpenMP team for the whole run; thread t pins itself to cpus[t] and owns one
+ * contiguous chunk (whole 4 KiB pages) of every array for initialisation (first touch) and for
+ * every kernel. Arrays: heap, 2 MiB aligned, transparent huge pages requested.
+ *
+ * Store variants: "regular" uses ordinary vector stores, "nt" non-temporal (streaming) stores:
+ * AVX-512 _mm512_stream_pd, AVX _mm256_stream_pd, SSE2 _mm_stream_pd, aarch64 stnp; a build
+ * without any of those reports nt_native=false and its "nt" is regular stores.
+ * The loops are written with intrinsics, so the compiler cannot turn Copy into memcpy (whose
+ * glibc version switches to non-temporal stores for large sizes and would blur the variants).
+ *
+ * Arguments: --cpus=LIST (one thread per entry) --elements=N --ntimes=K --variant=both|regular|nt
+ *   --corrupt=1 (damage a after the last timed section: validation must fail)
+ *   --mem_nodes=LIST --cpu_node=C  (NUMA mode, needs -DCB_HAVE_NUMA -lnuma: Triad only, arrays
+ *   bound to each memory node in turn, metric "triad_numa")
+ */
+#include "cb_common.h"
+#include <omp.h>
+#ifdef CB_HAVE_NUMA
+#include <numa.h>
+#endif
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define ISA "avx512"
+#define VL 8
+typedef __m512d vd;
+#define LD(p) _mm512_load_pd(p)
+#define ST(p, v) _mm512_store_pd((p), (v))
+#define STNT(p, v) _mm512_stream_pd((p), (v))
+#define SET1(x) _mm512_set1_pd(x)
+#define ADD(x, y) _mm512_add_pd(x, y)
+#define MUL(x, y) _mm512_mul_pd(x, y)
+#define FMA(x, y, z) _mm512_fmadd_pd(x, y, z)
+#define FENCE() _mm_sfence()
+#define NT_NATIVE 1
+#elif defined(__AVX__)
+#include <immintrin.h>
+#define ISA "avx"
+#define VL 4
+typedef __m256d vd;
+#define LD(p) _mm256_load_pd(p)
+#define ST(p, v) _mm256_store_pd((p), (v))
+#define STNT(p, v) _mm256_stream_pd((p), (v))
+#define SET1(x) _mm256_set1_pd(x)
+#define ADD(x, y) _mm256_add_pd(x, y)
+#define MUL(x, y) _mm256_mul_pd(x, y)
+#ifdef __FMA__
+#define FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
+#else
+#define FMA(x, y, z) _mm256_add_pd(_mm256_mul_pd(x, y), z)
+#endif
+#define FENCE() _mm_sfence()
+#define NT_NATIVE 1
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#define ISA "sse2"
+#define VL 2
+typedef __m128d vd;
+#define LD(p) _mm_load_pd(p)
+#define ST(p, v) _mm_store_pd((p), (v))
+#define STNT(p, v) _mm_stream_pd((p), (v))
+#define SET1(x) _mm_set1_pd(x)
+#define ADD(x, y) _mm_add_pd(x, y)
+#define MUL(x, y) _mm_mul_pd(x, y)
+#define FMA(x, y, z) _mm_add_pd(_mm_mul_pd(x, y), z)
+#define FENCE() _mm_sfence()
+#define NT_NATIVE 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define ISA "neon"
+#define VL 2
+typedef float64x2_t vd;
+#define LD(p) vld1q_f64(p)
+#define ST(p, v) vst1q_f64((p), (v))
+/* stnp stores a pair of registers; the unrolled loops below always store pairs (STNT2). */
+#define STNT2(p, v0, v1) __asm__ volatile("stnp %q0, %q1, [%2]" : : "w"(v0), "w"(v1), "r"(p) : "memory")
+#define SET1(x) vdupq_n_f64(x)
+#define ADD(x, y) vaddq_f64(x, y)
+#define MUL(x, y) vmulq_f64(x, y)
+#define FMA(x, y, z) vfmaq_f64(z, x, y)
+#define FENCE() __asm__ volatile("dmb ishst" ::: "memory")
+#define NT_NATIVE 1
+#else
+#define ISA "generic"
+#define VL 1
+typedef double vd;
+#define LD(p) (*(p))
+#define ST(p, v) (*(p) = (v))
+#if defined(__clang__)
+#define STNT(p, v) __builtin_nontemporal_store((v), (p))
+#define NT_NATIVE 1
+#else
+#define STNT(p, v) (*(p) = (v))
+#define NT_NATIVE 0
+#endif
+#define SET1(x) (x)
+#define ADD(x, y) ((x) + (y))
+#define MUL(x, y) ((x) * (y))
+#define FMA(x, y, z) ((x) * (y) + (z))
+#define FENCE() __sync_synchronize()
+#endif
+
+#ifndef STNT2
+#define STNT2(p, v0, v1) do { STNT((p), (v0)); STNT((p) + VL, (v1)); } while (0)
+#endif
+#define ST2(p, v0, v1) do { ST((p), (v0)); ST((p) + VL, (v1)); } while (0)
+
+#define UNROLL (4 * VL) /* elements per loop step: 4 vectors (4 cache lines with AVX-512) */
+#define SCALAR 3.0
+#define NKERN 4
+static const char *KNAME[NKERN] = {"copy", "scale", "add", "triad"};
+static const double KBYTES[NKERN] = {16.0, 16.0, 24.0, 24.0};
+
+/* The four kernels over [0, n) of the given pointers, n a multiple of UNROLL; STORE2 picks the
+ * variant. Pointers are 64 B aligned (chunks start on page boundaries). */
+#define DEFINE_KERNELS(SFX, STORE2)                                                              \
+    static void copy_##SFX(double *restrict c, const double *restrict a, size_t n) {           \
+        for (size_t i = 0; i < n; i += UNROLL) {                                                \
+            vd x0 = LD(a + i), x1 = LD(a + i + VL), x2 = LD(a + i + 2 * VL), x3 = LD(a + i + 3 * VL); \
+            STORE2(c + i, x0, x1);                                                              \
+            STORE2(c + i + 2 * VL, x2, x3);                                                     \
+        }                                                                                       \
+    }                                                                                           \
+    static void scale_##SFX(double *restrict b, const double *restrict c, size_t n) {          \
+        const vd s = SET1(SCALAR);                                                              \
+        for (size_t i = 0; i < n; i += UNROLL) {                                                \
+            vd x0 = MUL(s, LD(c + i)), x1 = MUL(s, LD(c + i + VL));                             \
+            vd x2 = MUL(s, LD(c + i + 2 * VL)), x3 = MUL(s, LD(c + i + 3 * VL));                \
+            STORE2(b + i, x0, x1);                                                              \
+            STORE2(b + i + 2 * VL, x2, x3);                                                     \
+        }                                                                                       \
+    }                                                                                           \
+    static void add_##SFX(double *restrict c, const double *restrict a, const double *restrict b, \
+                          size_t n) {                                                           \
+        for (size_t i = 0; i < n; i += UNROLL) {                                                \
+            vd x0 = ADD(LD(a + i), LD(b + i)), x1 = ADD(LD(a + i + VL), LD(b + i + VL));        \
+            vd x2 = ADD(LD(a + i + 2 * VL), LD(b + i + 2 * VL));                                \
+            vd x3 = ADD(LD(a + i + 3 * VL), LD(b + i + 3 * VL));                                \
+            STORE2(c + i, x0, x1);                                                              \
+            STORE2(c + i + 2 * VL, x2, x3);                                                     \
+        }                                                                                       \
+    }                                                                                           \
+    static void triad_##SFX(double *restrict a, const double *restrict b, const double *restrict c, \
+                            size_t n) {                                                         \
+        const vd s = SET1(SCALAR);                                                              \
+        for (size_t i = 0; i < n; i += UNROLL) {                                                \
+            vd x0 = FMA(s, LD(c + i), LD(b + i)), x1 = FMA(s, LD(c + i + VL), LD(b + i + VL));  \
+            vd x2 = FMA(s, LD(c + i + 2 * VL), LD(b + i + 2 * VL));                             \
+            vd x3 = FMA(s, LD(c + i + 3 * VL), LD(b + i + 3 * VL));                             \
+            STORE2(a + i, x0, x1);                                                              \
+            STORE2(a + i + 2 * VL, x2, x3);                                                     \
+        }                                                                                       \
+    }
+
+DEFINE_KERNELS(reg, ST2)
+DEFINE_KERNELS(nt, STNT2)
+
+/* Run kernel k on [lo, hi): vector body, scalar tail (only the last chunk has one). */
+static void run_kernel(int k, int nt, double *a, double *b, double *c, size_t lo, size_t hi) {
+    size_t n = hi - lo, nv = n / UNROLL * UNROLL;
+    double *pa = a + lo, *pb = b + lo, *pc = c + lo;
+    switch (k) {
+    case 0: (nt ? copy_nt : copy_reg)(pc, pa, nv); break;
+    case 1: (nt ? scale_nt : scale_reg)(pb, pc, nv); break;
+    case 2: (nt ? add_nt : add_reg)(pc, pa, pb, nv); break;
+    default: (nt ? triad_nt : triad_reg)(pa, pb, pc, nv); break;
+    }
+    for (size_t j = nv; j < n; j++) {
+        switch (k) {
+        case 0: pc[j] = pa[j]; break;
+        case 1: pb[j] = SCALAR * pc[j]; break;
+        case 2: pc[j] = pa[j] + pb[j]; break;
+        default: pa[j] = pb[j] + SCALAR * pc[j]; break;
+        }
+    }
+    if (nt) FENCE();
+}
+
+#define PAGE_ELEMS 512 /* 4 KiB of doubles */
+static void chunk(size_t n, int T, int t, size_t *lo, size_t *hi) {
+    size_t pages = n / PAGE_ELEMS;
+    *lo = pages * (size_t)t / (size_t)T * PAGE_ELEMS;
+    *hi = (t == T - 1) ? n : pages * (size_t)(t + 1) / (size_t)T * PAGE_ELEMS;
+}
+
+#define MAXT 4096
+static int cpus[MAXT], actual[MAXT], pin_err[MAXT];
+
+static double *alloc_array(size_t bytes, int mem_node) {
+    double *p = cb_alloc(bytes, 1);
+    if (!p) cb_fail("cannot allocate %zu bytes", bytes);
+#ifdef CB_HAVE_NUMA
+    if (mem_node >= 0) {
+        size_t rounded = (bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+        numa_tonode_memory(p, rounded, mem_node); /* binds before first touch */
+    }
+#else
+    (void)mem_node;
+#endif
+    return p;
+}
+
+static int count_numa_nodes_sysfs(void) {
+    int n = 0;
+    char path[64];
+    for (int i = 0; i < 4096; i++) {
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d", i);
+        if (access(path, F_OK) == 0) n++;
+    }
+    return n ? n : 1;
+}
+
+/* Expected values after ntimes iterations (STREAM's scalar replay). */
+static void expected(int ntimes, int triad_only, double *ea, double *eb, double *ec) {
+    double aj = 1.0, bj = 2.0, cj = 0.0;
+    aj = 2.0 * aj;
+    for (int k = 0; k < ntimes; k++) {
+        if (!triad_only) {
+            cj = aj;
+            bj = SCALAR * cj;
+            cj = aj + bj;
+        }
+        aj = bj + SCALAR * cj;
+    }
+    *ea = aj; *eb = bj; *ec = cj;
+}
+
+int main(int argc, char **argv) {
+    int T = cb_parse_cpulist(cb_arg(argc, argv, "cpus", "0"), cpus, MAXT);
+    long long nel = cb_arg_ll(argc, argv, "elements", 10000000);
+    int ntimes = (int)cb_arg_ll(argc, argv, "ntimes", 10);
+    const char *variant = cb_arg(argc, argv, "variant", "both");
+    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    const char *mem_nodes_s = cb_arg(argc, argv, "mem_nodes", NULL);
+    int cpu_node = (int)cb_arg_ll(argc, argv, "cpu_node", -1);
+    if (T < 1) cb_fail("no cpus given");
+    if (nel < 1) cb_fail("--elements must be positive");
+    if (ntimes < 2 || ntimes > 200) cb_fail("--ntimes must be 2..200 (values overflow beyond)");
+
+    int variants[2], nvar = 0;
+    if (!strcmp(variant, "both")) { variants[nvar++] = 0; variants[nvar++] = 1; }
+    else if (!strcmp(variant, "regular")) variants[nvar++] = 0;
+    else if (!strcmp(variant, "nt")) variants[nvar++] = 1;
+    else cb_fail("--variant must be both, regular or nt, not '%s'", variant);
+
+    int libnuma = 0, numa_nodes = count_numa_nodes_sysfs();
+#ifdef CB_HAVE_NUMA
+    if (numa_available() >= 0) { libnuma = 1; numa_nodes = numa_num_configured_nodes(); }
+#endif
+    int mem_nodes[256], nmem = 0;
+    if (mem_nodes_s) {
+        if (!libnuma) cb_fail("NUMA mode needs libnuma (build with -DCB_HAVE_NUMA -lnuma)");
+        nmem = cb_parse_cpulist(mem_nodes_s, mem_nodes, 256);
+        for (int i = 0; i < nmem; i++)
+            if (mem_nodes[i] < 0 || mem_nodes[i] >= numa_nodes) cb_fail("no NUMA node %d", mem_nodes[i]);
+    }
+
+    size_t n = (size_t)nel, bytes = n * sizeof(double);
+    double tres = cb_timer_resolution();
+
+    /* Pin every thread once; the team is reused for every parallel region. */
+    omp_set_dynamic(0);
+#pragma omp parallel num_threads(T)
+    {
+        int t = omp_get_thread_num();
+        pin_err[t] = cb_pin_self(cpus[t]);
+        actual[t] = sched_getcpu();
+    }
+    for (int t = 0; t < T; t++)
+        if (pin_err[t]) cb_fail("cannot pin thread %d to cpu %d: %s", t, cpus[t], strerror(pin_err[t]));
+
+    cb_json_begin("info");
+    cb_json_num("timer_resolution_s", tres);
+    cb_json_int("threads", T);
+    cb_json_ints("cpus", cpus, T);
+    cb_json_ints("cpus_actual", actual, T);
+    cb_json_int("array_elements", (long long)n);
+    cb_json_int("array_bytes", (long long)bytes);
+    cb_json_int("ntimes", ntimes);
+    cb_json_str("isa", ISA);
+    cb_json_bool("nt_native", NT_NATIVE);
+    cb_json_int("vector_doubles", VL);
+    cb_json_int("numa_nodes", numa_nodes);
+    cb_json_bool("libnuma", libnuma);
+    cb_json_str("bytes_convention", "STREAM: copy/scale 16 B, add/triad 24 B per element; MB = 1e6 B");
+    cb_json_end();
+
+    int rounds = nmem ? nmem : 1;
+    double *times = malloc(sizeof(double) * (size_t)NKERN * (size_t)ntimes);
+    if (!times) cb_fail("out of memory");
+    double ea, eb, ec; /* NUMA mode runs Triad alone: a = b + s*c with b = 2, c = 0 */
+    expected(ntimes, nmem > 0, &ea, &eb, &ec);
+
+    for (int r = 0; r < rounds; r++) {
+        int mem_node = nmem ? mem_nodes[r] : -1;
+        double *a = alloc_array(bytes, mem_node), *b = alloc_array(bytes, mem_node),
+               *c = alloc_array(bytes, mem_node);
+        int kfirst = nmem ? 3 : 0; /* NUMA mode: Triad only */
+        for (int vi = 0; vi < nvar; vi++) {
+            int nt = variants[vi];
+            double err_a = 0, err_b = 0, err_c = 0, worst = 0;
+            double t_init0 = cb_now(), t_init = 0;
+#pragma omp parallel num_threads(T) reduction(+ : err_a, err_b, err_c) reduction(max : worst)
+            {
+                int t = omp_get_thread_num();
+                size_t lo, hi;
+                chunk(n, T, t, &lo, &hi);
+                /* first touch (first variant) / reset: same partition as the kernels */
+                for (size_t j = lo; j < hi; j++) { a[j] = 1.0; b[j] = 2.0; c[j] = 0.0; }
+                for (size_t j = lo; j < hi; j++) a[j] = 2.0 * a[j];
+#pragma omp barrier
+#pragma omp master
+                t_init = cb_now() - t_init0;
+                for (int k = 0; k < ntimes; k++) {
+                    for (int kk = kfirst; kk < NKERN; kk++) {
+                        double t0 = 0;
+#pragma omp barrier
+#pragma omp master
+                        t0 = cb_now();
+                        run_kernel(kk, nt, a, b, c, lo, hi);
+#pragma omp barrier
+#pragma omp master
+                        times[kk * ntimes + k] = cb_now() - t0;
+                    }
+                }
+#pragma omp barrier
+#pragma omp master
+                if (corrupt && vi == nvar - 1 && r == rounds - 1) a[n / 2] = a[n / 2] * 1.5 + 1.0;
+#pragma omp barrier
+                /* validation: every element against the scalar replay */
+                double ra = 0, rb = 0, rc = 0, w = 0;
+                for (size_t j = lo; j < hi; j++) {
+                    double da = fabs(a[j] - ea), db = fabs(b[j] - eb), dc = fabs(c[j] - ec);
+                    ra += da; rb += db; rc += dc;
+                    double m = fmax(da / fabs(ea), fmax(db / fabs(eb), dc / fabs(ec)));
+                    if (!(m <= w)) w = m; /* NaN-safe */
+                }
+                err_a += ra; err_b += rb; err_c += rc;
+                worst = fmax(worst, w);
+                if (w != w) worst = INFINITY;
+            }
+            (void)t_init;
+            const double eps = 1e-13;
+            double avg_a = err_a / (double)n / fabs(ea), avg_b = err_b / (double)n / fabs(eb),
+                   avg_c = err_c / (double)n / fabs(ec);
+            int ok = avg_a <= eps && avg_b <= eps && avg_c <= eps && worst <= eps;
+            char detail[512];
+            snprintf(detail, sizeof detail,
+                     "%s stores%s: average relative error a %.3g b %.3g c %.3g, worst element %.3g "
+                     "(tolerance %.0e) after %d iterations",
+                     nt ? "non-temporal" : "regular", nmem ? " (NUMA triad)" : "", avg_a, avg_b, avg_c,
+                     worst, eps, ntimes);
+            cb_json_begin("validation");
+            cb_json_bool("ok", ok);
+            cb_json_str("detail", detail);
+            cb_json_end();
+            if (!ok) return 1;
+            for (int kk = kfirst; kk < NKERN; kk++) {
+                double rate[200];
+                for (int k = 0; k < ntimes; k++)
+                    rate[k] = KBYTES[kk] * (double)n / times[kk * ntimes + k] * 1e-6;
+                char params[160];
+                if (nmem)
+                    snprintf(params, sizeof params, "{\"variant\":\"%s\",\"cpu_node\":%d,\"mem_node\":%d}",
+                             nt ? "nt" : "regular", cpu_node, mem_node);
+                else
+                    snprintf(params, sizeof params, "{\"variant\":\"%s\"}", nt ? "nt" : "regular");
+                cb_json_begin("result");
+                cb_json_str("metric", nmem ? "triad_numa" : KNAME[kk]);
+                cb_json_str("unit", "MB/s");
+                cb_json_raw("params", params);
+                cb_json_nums("samples", rate, ntimes);
+                cb_json_nums("times_s", times + kk * ntimes, ntimes);
+                cb_json_num("bytes_per_element", KBYTES[kk]);
+                cb_json_end();
+            }
+        }
+        free(a); free(b); free(c);
+    }
+    free(times);
+    return 0;
+}

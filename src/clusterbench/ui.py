@@ -1,0 +1,165 @@
+"""Terminal presentation: the progress bar (rich, on stderr, only on a terminal) and text tables.
+
+Nothing here decides anything; it renders what the library returns.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import IO, Any
+
+from .benchmarks.base import Progress
+
+# Parameters worth showing in a one-line summary of a result, in this order.
+_KEY_PARAMS = ("mode", "variant", "threads", "processes", "order", "op", "size_bytes", "n", "isa", "blas",
+               "cpu_node", "mem_node", "hugepages", "implied_size_bytes", "probe_size_bytes")
+
+
+class RichProgress(Progress):
+    """A progress bar with ETA on stderr. Used only when stderr is a terminal and not --json."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress as RP, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._rp = RP(TextColumn("{task.description:<14}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      console=Console(stderr=True), transient=True)
+        self._task: Any = None
+
+    def __enter__(self) -> "RichProgress":
+        self._rp.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._rp.stop()
+
+    def start(self, description: str, total: float) -> None:
+        if self._task is not None:
+            self._rp.remove_task(self._task)
+        self._task = self._rp.add_task(description, total=max(total, 1))
+
+    def advance(self, amount: float = 1.0) -> None:
+        if self._task is not None:
+            self._rp.advance(self._task, amount)
+
+    def note(self, text: str) -> None:
+        self._rp.console.print(text)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _fmt_param(k: str, v: Any) -> str:
+    if k.endswith("_bytes") and isinstance(v, (int, float)):
+        return f"{k.replace('_bytes', '')}={human_bytes(v)}"
+    return f"{k}={v}"
+
+
+def _fmt_value(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def result_rows(results: Iterable[dict]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        p = r.get("params") or {}
+        params = " ".join(_fmt_param(k, p[k]) for k in _KEY_PARAMS if k in p and p[k] is not None)
+        s = r.get("summary") or {}
+        lim = r.get("limit")
+        lim_s = f"{lim['fraction']:.1%} of {lim['name']} {_fmt_value(lim['value'])}" if lim else ""
+        warn = ",".join(w["code"] for w in r.get("warnings") or [])
+        rows.append([r["benchmark"], r["metric"], params, f"{_fmt_value(r['value'])} {r['unit']}",
+                     _fmt_value(s.get("median", r["value"])), f"{s.get('cv', 0):.1%}", lim_s, warn])
+    return rows
+
+
+HEADER = ["benchmark", "metric", "params", "best", "median", "cv", "limit", "warnings"]
+
+
+def print_table(rows: list[list[str]], header: list[str], out: IO[str] = sys.stdout) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
+    for row in [header, *rows]:
+        out.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+
+
+def print_results(results: Iterable[dict], out: IO[str] = sys.stdout) -> None:
+    print_table(result_rows(results), HEADER, out)
+    seen = set()
+    for r in results:
+        for w in r.get("warnings") or []:
+            key = (r["benchmark"], w["code"])
+            if key in seen:
+                continue
+            seen.add(key)
+            out.write(f"warning [{r['benchmark']} {w['code']}]: {w['message']}; {w['remedy']}\n")
+
+
+def dump_json(doc: Any, out: IO[str] = sys.stdout) -> None:
+    json.dump(doc, out, indent=1, sort_keys=False, default=str)
+    out.write("\n")
+
+
+def format_probe(p: dict) -> str:
+    """A human-readable summary of :func:`clusterbench.probe.probe`'s answer."""
+    topo, cpu, mem = p.get("topology") or {}, p.get("cpu") or {}, p.get("memory") or {}
+    rp, env = p.get("rpeak") or {}, p.get("environment") or {}
+    lines = [f"host        {p.get('hostname')}  (source: {p.get('source')}, root {p.get('root')})",
+             f"cpu         {cpu.get('vendor')} {cpu.get('model_name')}  [{cpu.get('arch')}]",
+             f"uarch       {cpu.get('microarchitecture') or 'unknown'}",
+             f"isa         {' '.join(cpu.get('isa') or []) or 'unknown'}",
+             f"clock       nominal {cpu.get('freq_nominal_mhz') or '?'} MHz, max {cpu.get('freq_max_mhz') or '?'} MHz"
+             f"  ({cpu.get('freq_source') or ''})",
+             f"topology    {topo.get('packages')} package(s), {topo.get('numa_nodes')} NUMA node(s), "
+             f"{topo.get('cores')} cores, {topo.get('pus')} PUs ({topo.get('smt_per_core')} per core)"]
+    for kind in topo.get("core_kinds") or []:
+        lines.append(f"core kind   #{kind.get('kind')} {kind.get('name') or ''}: cpus {kind.get('cpus')}"
+                     f" max {kind.get('freq_max_mhz') or '?'} MHz")
+    seen: dict[str, tuple[int, int]] = {}
+    for c in topo.get("caches") or []:
+        size, count = seen.get(c["name"], (c["size_bytes"], 0))
+        seen[c["name"]] = (size, count + 1)
+    if seen:
+        lines.append("caches      " + ", ".join(f"{n} {human_bytes(s)} x{k}" for n, (s, k) in seen.items()))
+    for node in topo.get("numa") or []:
+        tot, av = node.get("memory_total_bytes"), node.get("memory_available_bytes")
+        lines.append(f"numa node {node.get('os_index')} cpus {node.get('cpus')}  memory "
+                     f"{human_bytes(tot) if tot else '?'} total, {human_bytes(av) if av else '?'} available")
+    hp = mem.get("hugepage_sizes_bytes") or []
+    lines.append(f"memory      {human_bytes(mem['total_bytes']) if mem.get('total_bytes') else '?'} total, "
+                 f"{human_bytes(mem['available_bytes']) if mem.get('available_bytes') else '?'} available; "
+                 f"huge pages {', '.join(human_bytes(h) for h in hp) or 'none'}")
+    node_rp = rp.get("node") or {}
+    if node_rp.get("dp_gflops_nominal"):
+        lines.append(f"Rpeak node  DP {node_rp.get('dp_gflops_nominal'):.1f} Gflop/s nominal, "
+                     f"{node_rp.get('dp_gflops_max') or 0:.1f} at max clock; SP {node_rp.get('sp_gflops_nominal') or 0:.1f}"
+                     f"  ({rp.get('basis', '')})")
+    else:
+        lines.append("Rpeak       unknown")
+    for note in rp.get("notes") or []:
+        lines.append(f"  note: {note}")
+    for key in ("kernel", "preemption", "governor", "turbo", "smt_active", "thp", "hypervisor", "container"):
+        lines.append(f"{key:<11} {env.get(key)}")
+    for nic in env.get("nics") or []:
+        lines.append(f"nic         {nic.get('name')} {nic.get('speed_mbps')} Mb/s mtu {nic.get('mtu')} {nic.get('driver')}")
+    for group in ("mpi", "blas", "compilers"):
+        items = env.get(group) or []
+        if items:
+            lines.append(f"{group:<11} " + "; ".join(f"{i.get('name')} {i.get('version') or ''}".strip() for i in items))
+    unknown = p.get("unknown") or {}
+    if unknown:
+        lines.append(f"unknown     {len(unknown)} item(s):")
+        lines.extend(f"  {k}: {v}" for k, v in sorted(unknown.items()))
+    return "\n".join(lines) + "\n"

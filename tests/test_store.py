@@ -1,0 +1,100 @@
+"""The results store: schema, transactions, corrupted and unwritable files, dead runs."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from clusterbench.benchmarks.base import Result
+from clusterbench.errors import StoreError
+from clusterbench.store import STORE_SCHEMA, Store
+
+
+def _result(value: float = 1.0) -> Result:
+    return Result(benchmark="stream", metric="triad", value=value, unit="MB/s", higher_is_better=True,
+                  params={"threads": 1}, samples=[value, value * 0.9],
+                  summary={"n": 2, "best": value, "median": value, "min": value, "max": value, "mean": value,
+                           "stdev": 0, "cv": 0.0})
+
+
+def test_roundtrip(tmp_path):
+    st = Store(tmp_path / "r.db")
+    rid = st.begin_run("clusterbench run stream", ["clusterbench", "run", "stream"], {"hostname": "x"}, "quick")
+    st.add_build(rid, "stream", {"compiler": "cc"})
+    st.add_result(rid, _result(5.0))
+    st.finish_run(rid, "complete")
+    run = st.get_run(rid[:8])
+    assert run["status"] == "complete" and run["builds"]["stream"]["compiler"] == "cc"
+    assert run["probe"] == {"hostname": "x"}
+    res = st.results("last")
+    assert res[0]["value"] == 5.0 and res[0]["samples"] == [5.0, 4.5]
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(STORE_SCHEMA)
+
+
+def test_corrupted_store_is_refused(tmp_path):
+    p = tmp_path / "bad.db"
+    p.write_bytes(b"this is not an sqlite file" * 100)
+    with pytest.raises(StoreError, match="corrupted"):
+        Store(p)
+
+
+def test_foreign_sqlite_is_refused(tmp_path):
+    p = tmp_path / "other.db"
+    sqlite3.connect(p).execute("CREATE TABLE t (x)")
+    with pytest.raises(StoreError, match="not a clusterbench results store"):
+        Store(p)
+
+
+def test_newer_schema_is_refused(tmp_path):
+    p = tmp_path / "r.db"
+    Store(p).close()
+    con = sqlite3.connect(p)
+    con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    con.commit()
+    with pytest.raises(StoreError, match="schema 99"):
+        Store(p)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write read-only files")
+def test_unwritable_store_nonroot(tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o500)
+    with pytest.raises(StoreError):
+        Store(d / "sub" / "r.db")
+
+
+def test_unwritable_store_path(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(StoreError, match="cannot open"):
+        Store(f / "r.db")  # parent is a regular file
+
+
+def test_missing_store_readonly(tmp_path):
+    with pytest.raises(StoreError, match="no results store"):
+        Store(tmp_path / "none.db", readonly=True)
+
+
+def test_dead_running_run_shows_incomplete(tmp_path):
+    """A run whose process was killed (no chance to close it) reads back as incomplete."""
+    p = tmp_path / "r.db"
+    code = ("import sys; from clusterbench.store import Store; s=Store(sys.argv[1]);"
+            "print(s.begin_run('x', [], {}, None))")
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True)
+    rid = out.stdout.strip()
+    run = Store(p).get_run(rid)
+    assert run["status"] == "incomplete" and "died" in run["error"]
+
+
+def test_results_are_json(tmp_path):
+    st = Store(tmp_path / "r.db")
+    rid = st.begin_run("c", [], {}, None)
+    st.add_result(rid, _result())
+    row = st.db.execute("SELECT params, samples, summary FROM results").fetchone()
+    for col in row:
+        json.loads(col)
