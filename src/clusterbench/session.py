@@ -93,6 +93,8 @@ def run(
     ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, oversubscribe=oversubscribe,
                      progress=progress or Progress())
     steps = plan(names, given, ctx)
+    for bench, params in steps:
+        bench.prepare(ctx, params)
     argv = list(argv if argv is not None else sys.argv)
     command = " ".join(["clusterbench", *argv[1:]]) if argv and argv[0].endswith("clusterbench") else " ".join(argv)
 
@@ -105,6 +107,8 @@ def run(
         ctx.sink = lambda res: store.add_result(run_id, res)  # type: ignore[union-attr]
         ctx.on_build = lambda b: store.add_build(run_id, b.name, b.info)  # type: ignore[union-attr]
         ctx.history = lambda bench, metric: store.history(bench, metric)  # type: ignore[union-attr]
+        for name, info in ctx.builds.items():
+            store.add_build(run_id, name, info)
 
     before = clock.snapshot()
     status, error = "complete", None

@@ -169,6 +169,8 @@ class Benchmark:
     name: ClassVar[str]
     help: ClassVar[str]
     kernel: ClassVar[str | None] = None
+    #: libraries the kernel links (``-l`` names), used by the default :meth:`prepare`
+    kernel_libs: ClassVar[tuple[str, ...]] = ()
     metrics: ClassVar[tuple[Metric, ...]] = ()
     params: ClassVar[tuple[Param, ...]] = ()
     #: parameter overrides applied by ``--quick`` and ``--full``
@@ -210,6 +212,12 @@ class Benchmark:
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         """Rough duration, for the progress bar's ETA."""
         return 10.0
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        """Compile what :meth:`run` needs, before the run is opened in the store, so a missing
+        compiler or library fails cleanly with nothing stored. Later builds hit the cache."""
+        if self.kernel:
+            ctx.build(self.kernel, libs=self.kernel_libs)
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
         raise NotImplementedError

@@ -37,6 +37,10 @@ class Node(Benchmark):
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         return sum(get_benchmark(n).estimate_seconds(ctx, p) for n, p in params["parts"].items())
 
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        for name, sub in params["parts"].items():
+            get_benchmark(name).prepare(ctx, sub)
+
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
         out: list[Result] = []
         for name, sub in params["parts"].items():

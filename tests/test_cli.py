@@ -1,0 +1,140 @@
+"""The command line, in-process and as a user runs it: one-line errors, exit codes, a clean store."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterbench.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _runs(db: str) -> int:
+    if not os.path.exists(db):
+        return 0
+    return sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("clusterbench: error:")
+    return err[0]
+
+
+def test_help_lists_benchmarks(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("stream", "bandwidth", "memlat", "fpu", "peak", "dgemm", "node"):
+        assert name in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "nosuch"], "invalid choice"),
+    (["run", "fpu", "--bogus"], "unrecognized arguments"),
+    (["run", "stream", "--threads", "zero"], "invalid int value"),
+    (["results", "export", "x", "--format", "xml"], "invalid choice"),
+])
+def test_bad_arguments_one_line(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert needle in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "stream", "--threads", "0"], "--threads 0"),
+    (["run", "stream", "--threads", "4096"], "exceeds"),
+    (["run", "bandwidth", "--threads", "0"], "--threads 0"),
+    (["run", "peak", "--threads", "4096"], "exceeds"),
+    (["run", "stream", "--array-elements", str(10**13)], "memory"),
+    (["run", "dgemm", "--blas", "nosuchblas"], "nosuchblas"),
+    (["run", "node", "--skip", "nosuch"], "nosuch"),
+])
+def test_bad_input_stores_nothing(capsys, argv, needle):
+    db = os.environ["CLUSTERBENCH_DB"]
+    rc = main(argv)
+    assert rc != 0
+    assert needle in _one_line_error(capsys)
+    assert _runs(db) == 0
+
+
+def test_missing_compiler(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", "no-such-cc")
+    monkeypatch.setenv("CLUSTERBENCH_CACHE", str(tmp_path / "empty-cache"))
+    rc = main(["run", "fpu", "--quick"])
+    assert rc == 3
+    assert "no C compiler 'no-such-cc'" in _one_line_error(capsys)
+    assert _runs(os.environ["CLUSTERBENCH_DB"]) == 0
+
+
+def test_corrupted_store(capsys, tmp_path, monkeypatch):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(os.urandom(4096))
+    monkeypatch.setenv("CLUSTERBENCH_DB", str(bad))
+    rc = main(["run", "fpu", "--quick"])
+    assert rc == 5
+    assert "corrupted" in _one_line_error(capsys)
+    rc = main(["results", "list"])
+    assert rc == 5
+
+
+def test_sysfs_root_not_a_dir(capsys, tmp_path):
+    rc = main(["probe", "--sysfs-root", str(tmp_path / "nope")])
+    assert rc == 2
+    assert "not a directory" in _one_line_error(capsys)
+
+
+def test_probe_json(capsys):
+    assert main(["probe", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["topology"]["pus"] >= 1
+
+
+def test_run_json_results_and_export(capsys, tmp_path):
+    assert main(["run", "fpu", "--quick", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == 1
+    assert doc["run"]["status"] == "complete"
+    assert doc["run"]["builds"]["fpu"]["compiler_version"]
+    r0 = doc["results"][0]
+    for key in ("benchmark", "metric", "value", "unit", "higher_is_better", "params", "samples", "limit"):
+        assert key in r0
+    run_id = doc["run"]["id"]
+    assert main(["results", "list", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert runs[0]["id"] == run_id and runs[0]["results"] == len(doc["results"])
+    assert main(["results", "show", run_id[:8]]) == 0
+    assert "fpu" in capsys.readouterr().out
+    out = tmp_path / "x.csv"
+    assert main(["results", "export", run_id, "--format", "csv", "-o", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("run_id,benchmark,metric,value,unit")
+    assert len(lines) == 1 + len(doc["results"])
+    assert main(["results", "export", "last", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["id"] == run_id
+
+
+def test_unknown_run(capsys):
+    main(["run", "fpu", "--quick", "--json"])
+    capsys.readouterr()
+    assert main(["results", "show", "zzzz"]) == 5
+    assert "no run 'zzzz'" in _one_line_error(capsys)
+
+
+def test_console_script_plain_output_has_no_escape_codes(tmp_path):
+    """Non-terminal output stays clean: no progress bar, no ANSI codes."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "clusterbench.cli", "run", "fpu", "--quick"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" not in proc.stdout and "\x1b[" not in proc.stderr
+    assert "fpu" in proc.stdout and "stored in" in proc.stdout

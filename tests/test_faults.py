@@ -1,0 +1,128 @@
+"""Interrupted and failing runs: finished results are kept, the run is marked incomplete, and no
+kernel process is left behind."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO / "src")}
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "clusterbench.cli", *args], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _count(db: str, table: str) -> int:
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _wait_results(db: str, n: int, proc: subprocess.Popen, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while _count(db, "results") < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no results in time"
+        time.sleep(0.05)
+
+
+def _kernel_pids() -> list[int]:
+    cache = os.environ["CLUSTERBENCH_CACHE"]
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if exe.startswith(cache):
+            out.append(int(pid))
+    return out
+
+
+def _run_row(db: str) -> tuple[str, str | None, int]:
+    con = sqlite3.connect(db)
+    rid, status, error = con.execute("SELECT id, status, error FROM runs").fetchone()
+    n = con.execute("SELECT count(*) FROM results WHERE run_id=?", (rid,)).fetchone()[0]
+    return status, error, n
+
+
+def _prebuild() -> None:
+    """Compile the kernels once so the timing of the tests below is about running them."""
+    subprocess.run([sys.executable, "-m", "clusterbench.cli", "run", "fpu", "--quick", "--no-store"],
+                   env=_env(), check=True, capture_output=True, timeout=300)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_keeps_finished_results(sig):
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start("run", "node", "--quick")
+    _wait_results(db, 2, proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "incomplete" in err
+    status, error, n = _run_row(db)
+    assert status == "incomplete" and "interrupted" in error
+    assert n >= 2
+    time.sleep(0.2)
+    assert _kernel_pids() == []
+
+
+def test_killed_kernel_marks_run_incomplete():
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start("run", "node", "--quick")
+    _wait_results(db, 1, proc)
+    deadline = time.monotonic() + 60
+    pids: list[int] = []
+    while not pids and time.monotonic() < deadline and proc.poll() is None:
+        pids = _kernel_pids()
+        time.sleep(0.01)
+    assert pids, "no kernel process seen"
+    os.kill(pids[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "killed by SIGKILL" in err
+    assert len(err.strip().splitlines()) <= 2  # the error and the "kept N results" note
+    status, error, n = _run_row(db)
+    assert status == "incomplete" and "SIGKILL" in error
+    assert n >= 1
+    assert _kernel_pids() == []
+
+
+def test_timeout_kills_kernel_and_keeps_run():
+    db = os.environ["CLUSTERBENCH_DB"]
+    _prebuild()
+    proc = _start("run", "memlat", "--timeout", "0.3")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err
+    assert "timed out" in err
+    status, error, _ = _run_row(db)
+    assert status == "incomplete" and "timed out" in error
+    assert _kernel_pids() == []
+
+
+def test_kill_9_of_clusterbench_reads_back_incomplete():
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start("run", "node", "--quick")
+    _wait_results(db, 1, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # clusterbench and its kernels, no chance to clean up
+    proc.communicate(timeout=30)
+    from clusterbench.store import Store
+    run = Store(db).list_runs()[0]
+    assert run["status"] == "incomplete" and run["results"] >= 1
