@@ -12,7 +12,7 @@ from clusterbench.probe import hwloc as hw
 from clusterbench.probe.rpeak import compute_rpeak, dp_rate, skx_fma_units
 from clusterbench.probe.topology import cache_sizes, cpu_order, l1d_bytes, llc_total_bytes
 
-FIXTURES = Path("/work/shared/fixtures/sysfs")
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs"
 
 
 def _write(root: Path, rel: str, text: str) -> None:

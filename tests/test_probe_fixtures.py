@@ -16,7 +16,8 @@ import pytest
 from clusterbench.probe import probe
 from clusterbench.probe import hwloc as hw
 
-FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", "/work/shared/fixtures/sysfs"))
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES",
+                             Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs"))
 TARBALLS = sorted(FIXTURES.glob("*.tar.bz2")) if FIXTURES.is_dir() else []
 
 #: Where hwloc's recorded reading is known to be wrong, with the reason.
@@ -73,8 +74,11 @@ def extract(tb: Path, dest: Path) -> Path:
     return tops[0]
 
 
+_EXTRACTED: dict[Path, Path] = {}
+
+
 @pytest.fixture(params=TARBALLS, ids=[t.name[: -len(".tar.bz2")] for t in TARBALLS])
-def snapshot(request, tmp_path) -> tuple[str, Path, dict]:
+def snapshot(request, tmp_path_factory) -> tuple[str, Path, dict]:
     tb: Path = request.param
     exp = _expected_file(tb)
     if exp is None:
@@ -82,7 +86,9 @@ def snapshot(request, tmp_path) -> tuple[str, Path, dict]:
     text = exp.read_text(errors="replace")
     expected = parse_xml(text) if exp.suffix == ".xml" else parse_console(text)
     name = tb.name[: -len(".tar.bz2")]
-    return name, extract(tb, tmp_path), expected
+    if tb not in _EXTRACTED:  # extract each snapshot once per session; tests only read it
+        _EXTRACTED[tb] = extract(tb, tmp_path_factory.mktemp(name))
+    return name, _EXTRACTED[tb], expected
 
 
 def test_fixture_discovery():
