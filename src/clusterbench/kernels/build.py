@@ -21,7 +21,6 @@ from pathlib import Path
 from ..errors import EnvironmentProblem
 
 KERNEL_DIR = Path(__file__).resolve().parent
-COMMON_HEADERS = ("cb_common.h",)
 WARN_FLAGS = ("-Wall", "-Wextra")
 
 #: Debian package that provides a library, for the "how to fix" half of an error message.
@@ -110,7 +109,7 @@ def build_kernel(
     flags = ["-O3", *arch_flags(), *(["-fopenmp"] if openmp else []), *WARN_FLAGS, *extra_flags]
     link = [f"-l{lib}" for lib in libs] + ["-lm"]
     h = hashlib.sha256()
-    for part in (src, *(KERNEL_DIR / hdr for hdr in COMMON_HEADERS)):
+    for part in (src, *sorted(KERNEL_DIR.glob("*.h"))):  # any header a kernel may include
         h.update(part.read_bytes())
     h.update(json.dumps([cc, version, flags, link, _cpu_identity()]).encode())
     key = h.hexdigest()[:16]

@@ -33,7 +33,7 @@ static inline double cb_now(void) {
 }
 
 /* Smallest observable step of cb_now(), measured (like STREAM's checktick). */
-static double cb_timer_resolution(void) {
+static inline double cb_timer_resolution(void) {
     double best = 1.0;
     for (int i = 0; i < 50; i++) {
         double t0 = cb_now(), t1;
@@ -45,7 +45,7 @@ static double cb_timer_resolution(void) {
 
 /* Block until CLOCK_REALTIME reaches t (seconds since the epoch): lets several processes
  * started by Python begin their timed sections together (star mode). */
-static void cb_wait_until(double t) {
+static inline void cb_wait_until(double t) {
     if (t <= 0) return;
     for (;;) {
         struct timespec ts;
@@ -61,9 +61,9 @@ static void cb_wait_until(double t) {
 }
 
 /* ---- JSON lines ---------------------------------------------------------------------- */
-static int cb_json_first = 1;
+static int cb_json_first __attribute__((unused)) = 1;
 
-static void cb_json_escape(const char *s) {
+static inline void cb_json_escape(const char *s) {
     putchar('"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -74,26 +74,26 @@ static void cb_json_escape(const char *s) {
     }
     putchar('"');
 }
-static void cb_json_key(const char *k) {
+static inline void cb_json_key(const char *k) {
     if (!cb_json_first) putchar(',');
     cb_json_first = 0;
     cb_json_escape(k);
     putchar(':');
 }
-static void cb_json_begin(const char *type) {
+static inline void cb_json_begin(const char *type) {
     cb_json_first = 1;
     putchar('{');
     cb_json_key("type");
     cb_json_escape(type);
 }
-static void cb_json_str(const char *k, const char *v) { cb_json_key(k); cb_json_escape(v); }
-static void cb_json_int(const char *k, long long v) { cb_json_key(k); printf("%lld", v); }
-static void cb_json_bool(const char *k, int v) { cb_json_key(k); fputs(v ? "true" : "false", stdout); }
-static void cb_json_num(const char *k, double v) {
+static inline void cb_json_str(const char *k, const char *v) { cb_json_key(k); cb_json_escape(v); }
+static inline void cb_json_int(const char *k, long long v) { cb_json_key(k); printf("%lld", v); }
+static inline void cb_json_bool(const char *k, int v) { cb_json_key(k); fputs(v ? "true" : "false", stdout); }
+static inline void cb_json_num(const char *k, double v) {
     cb_json_key(k);
     if (isfinite(v)) printf("%.17g", v); else fputs("null", stdout);
 }
-static void cb_json_nums(const char *k, const double *v, int n) {
+static inline void cb_json_nums(const char *k, const double *v, int n) {
     cb_json_key(k);
     putchar('[');
     for (int i = 0; i < n; i++) {
@@ -102,18 +102,18 @@ static void cb_json_nums(const char *k, const double *v, int n) {
     }
     putchar(']');
 }
-static void cb_json_ints(const char *k, const int *v, int n) {
+static inline void cb_json_ints(const char *k, const int *v, int n) {
     cb_json_key(k);
     putchar('[');
     for (int i = 0; i < n; i++) printf(i ? ",%d" : "%d", v[i]);
     putchar(']');
 }
 /* Raw JSON fragment, e.g. a params object built by the kernel. */
-static void cb_json_raw(const char *k, const char *raw) { cb_json_key(k); fputs(raw, stdout); }
-static void cb_json_end(void) { fputs("}\n", stdout); fflush(stdout); }
+static inline void cb_json_raw(const char *k, const char *raw) { cb_json_key(k); fputs(raw, stdout); }
+static inline void cb_json_end(void) { fputs("}\n", stdout); fflush(stdout); }
 
-static void cb_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void cb_fail(const char *fmt, ...) {
+static inline void cb_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static inline void cb_fail(const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -126,14 +126,14 @@ static void cb_fail(const char *fmt, ...) {
 }
 
 /* ---- arguments: --key=value ---------------------------------------------------------- */
-static const char *cb_arg(int argc, char **argv, const char *key, const char *def) {
+static inline const char *cb_arg(int argc, char **argv, const char *key, const char *def) {
     size_t n = strlen(key);
     for (int i = 1; i < argc; i++)
         if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, key, n) == 0 && argv[i][2 + n] == '=')
             return argv[i] + 3 + n;
     return def;
 }
-static long long cb_arg_ll(int argc, char **argv, const char *key, long long def) {
+static inline long long cb_arg_ll(int argc, char **argv, const char *key, long long def) {
     const char *s = cb_arg(argc, argv, key, NULL);
     if (!s) return def;
     char *end;
@@ -142,7 +142,7 @@ static long long cb_arg_ll(int argc, char **argv, const char *key, long long def
     if (errno || *end) cb_fail("bad integer for --%s: '%s'", key, s);
     return v;
 }
-static double cb_arg_double(int argc, char **argv, const char *key, double def) {
+static inline double cb_arg_double(int argc, char **argv, const char *key, double def) {
     const char *s = cb_arg(argc, argv, key, NULL);
     if (!s) return def;
     char *end;
@@ -152,7 +152,7 @@ static double cb_arg_double(int argc, char **argv, const char *key, double def) 
 }
 
 /* Parse "0,2,4-7" into out[]; returns the count. */
-static int cb_parse_cpulist(const char *s, int *out, int max) {
+static inline int cb_parse_cpulist(const char *s, int *out, int max) {
     int n = 0;
     while (s && *s) {
         char *end;
@@ -170,7 +170,7 @@ static int cb_parse_cpulist(const char *s, int *out, int max) {
 }
 
 /* Pin the calling thread to one cpu; returns 0 or errno. */
-static int cb_pin_self(int cpu) {
+static inline int cb_pin_self(int cpu) {
     if (cpu < 0) return 0;
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -179,14 +179,14 @@ static int cb_pin_self(int cpu) {
 }
 
 /* ---- memory --------------------------------------------------------------------------- */
-/* 2 MiB aligned allocation; hugepages=1 asks for transparent huge pages (madvise). */
-static void *cb_alloc(size_t bytes, int hugepages) {
+/* 2 MiB aligned allocation; hugepages > 0 asks for transparent huge pages, < 0 refuses them (madvise). */
+static inline void *cb_alloc(size_t bytes, int hugepages) {
     void *p = NULL;
     size_t align = 2u << 20;
     size_t rounded = (bytes + align - 1) / align * align;
     if (posix_memalign(&p, align, rounded ? rounded : align)) return NULL;
 #ifdef MADV_HUGEPAGE
-    if (hugepages) madvise(p, rounded, MADV_HUGEPAGE);
+    if (hugepages > 0) madvise(p, rounded, MADV_HUGEPAGE);
 #ifdef MADV_NOHUGEPAGE
     else if (hugepages < 0) madvise(p, rounded, MADV_NOHUGEPAGE);
 #endif

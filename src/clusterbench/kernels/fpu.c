@@ -1,0 +1,314 @@
+/* fpu.c: latency and reciprocal throughput of scalar double add, mul, fma, div and sqrt
+ * (lmbench lat_ops / par_ops, seed 001 Table 1), in ns and in cycles.
+ *
+ * Latency: one dependent chain  x = op(x)  unrolled 32 times per loop iteration.
+ * Throughput: CHAINS (16) independent scalar chains interleaved, i.e. the reciprocal throughput
+ * of the *scalar* instruction (no SIMD: every value is forced into its own scalar register by an
+ * empty asm barrier after each operation, which also stops the compiler from folding,
+ * reassociating or vectorising the chains).  16 >= latency (4) x pipes (2) for add/mul/fma.
+ *
+ * Cycles = ns x clock, the clock measured in this process by a dependent register-register
+ * integer add chain (1 add per cycle latency), best of several runs; see clk_measure_ghz().
+ *
+ * Validation: every chain's final value is compared with its closed form (exact for add and for
+ * the sqrt fixed point, relative tolerance n*eps for mul/fma/div) and must be finite.
+ *
+ * Args: --cpu=N (pin; -1 none) --samples=N --min_time=S (seconds per sample)
+ *       --ops=add,mul,fma,div,sqrt --corrupt=1 (test hook: damage a result after timing)
+ */
+/* cb_common.h defines helpers this kernel does not use; they are not ours to mark unused */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "cb_common.h"
+
+#define UNROLL 32
+#define CHAINS 16
+
+#if defined(__x86_64__) || defined(__i386__)
+#define KEEP(v) __asm__ __volatile__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define KEEP(v) __asm__ __volatile__("" : "+w"(v))
+#else
+#define KEEP(v) __asm__ __volatile__("" : "+m"(v))
+#endif
+#define KEEPI(v) __asm__ __volatile__("" : "+r"(v))
+
+/* ---- measured clock (duplicated in memlat.c; cb_common.h is not ours to extend) -------- */
+static __attribute__((noinline)) double clk_run(long iters, long long seed) {
+    long long x = seed, y = seed | 1;
+    KEEPI(y);
+    double t0 = cb_now();
+    for (long i = 0; i < iters; i++) {
+#define A1 x += y; KEEPI(x);
+#define A8 A1 A1 A1 A1 A1 A1 A1 A1
+        A8 A8 A8 A8 A8 A8 A8 A8
+#undef A8
+#undef A1
+    }
+    double t1 = cb_now();
+    if (x == 42) fputs("", stderr); /* use x */
+    return t1 - t0;
+}
+/* GHz from a dependent integer add chain (64 adds per iteration), best of reps runs of at
+ * least min_time seconds each. */
+static double clk_measure_ghz(double min_time, int reps) {
+    long iters = 1024;
+    while (clk_run(iters, 3) < min_time / 4 && iters < (1L << 40)) iters *= 2;
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        double t = clk_run(iters * 4, r + 3);
+        double ghz = (double)iters * 4 * 64 / t * 1e-9;
+        if (ghz > best) best = ghz;
+    }
+    return best;
+}
+
+/* ---- the operations ---------------------------------------------------------------------- */
+enum { OP_ADD, OP_MUL, OP_FMA, OP_DIV, OP_SQRT, N_OPS };
+static const char *op_names[N_OPS] = {"add", "mul", "fma", "div", "sqrt"};
+
+static const double C_ADD = 0x1p-24;          /* x += 2^-24: exact */
+static const double C_MUL = 1.0 + 0x1p-30;    /* x *= m, x /= m */
+static const double FMA_M = 1.0 - 0x1p-24;    /* x = x*m + c, fixed point 1 */
+static const double FMA_C = 0x1p-24;
+static volatile double v_seed = 1.0;          /* the compiler cannot know the start values */
+
+static inline double op1(int op, double x, double a, double b) {
+    switch (op) {
+    case OP_ADD: return x + a;
+    case OP_MUL: return x * a;
+    case OP_FMA: return fma(x, a, b);
+    case OP_DIV: return x / a;
+    default: return sqrt(x);
+    }
+}
+
+/* One dependent chain, n = iters*UNROLL operations. Separate functions per op so each hot loop
+ * is a straight run of one instruction (checked with objdump). */
+#define LAT_FN(NAME, OP)                                                                    \
+    static __attribute__((noinline)) double NAME(long iters, double x, double a, double b) { \
+        KEEP(a); KEEP(b);                                                                   \
+        for (long i = 0; i < iters; i++) {                                                  \
+            _Pragma("GCC unroll 32")                                                       \
+            for (int u = 0; u < UNROLL; u++) { x = op1(OP, x, a, b); KEEP(x); }            \
+        }                                                                                   \
+        return x;                                                                           \
+    }
+LAT_FN(lat_add, OP_ADD)
+LAT_FN(lat_mul, OP_MUL)
+LAT_FN(lat_fma, OP_FMA)
+LAT_FN(lat_div, OP_DIV)
+LAT_FN(lat_sqrt, OP_SQRT)
+
+#define STEP(OP)                                                                          \
+    x0 = op1(OP, x0, a, b); x1 = op1(OP, x1, a, b); x2 = op1(OP, x2, a, b); x3 = op1(OP, x3, a, b); \
+    x4 = op1(OP, x4, a, b); x5 = op1(OP, x5, a, b); x6 = op1(OP, x6, a, b); x7 = op1(OP, x7, a, b); \
+    x8 = op1(OP, x8, a, b); x9 = op1(OP, x9, a, b); x10 = op1(OP, x10, a, b); x11 = op1(OP, x11, a, b); \
+    x12 = op1(OP, x12, a, b); x13 = op1(OP, x13, a, b); x14 = op1(OP, x14, a, b); x15 = op1(OP, x15, a, b); \
+    KEEP(x0); KEEP(x1); KEEP(x2); KEEP(x3); KEEP(x4); KEEP(x5); KEEP(x6); KEEP(x7);        \
+    KEEP(x8); KEEP(x9); KEEP(x10); KEEP(x11); KEEP(x12); KEEP(x13); KEEP(x14); KEEP(x15);
+
+/* CHAINS independent chains, iters*(UNROLL/4) steps each (so CHAINS*iters*UNROLL/4 ops). */
+#define TPUT_FN(NAME, OP)                                                                   \
+    static __attribute__((noinline)) void NAME(long iters, double *xs, double a, double b) { \
+        double x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3], x4 = xs[4], x5 = xs[5];      \
+        double x6 = xs[6], x7 = xs[7], x8 = xs[8], x9 = xs[9], x10 = xs[10], x11 = xs[11];  \
+        double x12 = xs[12], x13 = xs[13], x14 = xs[14], x15 = xs[15];                      \
+        KEEP(a); KEEP(b);                                                                   \
+        for (long i = 0; i < iters; i++) { STEP(OP) STEP(OP) STEP(OP) STEP(OP) STEP(OP) STEP(OP) STEP(OP) STEP(OP) } \
+        xs[0] = x0; xs[1] = x1; xs[2] = x2; xs[3] = x3; xs[4] = x4; xs[5] = x5; xs[6] = x6;  \
+        xs[7] = x7; xs[8] = x8; xs[9] = x9; xs[10] = x10; xs[11] = x11; xs[12] = x12;        \
+        xs[13] = x13; xs[14] = x14; xs[15] = x15;                                            \
+    }
+#define TPUT_STEPS 8 /* STEP()s per loop iteration */
+TPUT_FN(tput_add, OP_ADD)
+TPUT_FN(tput_mul, OP_MUL)
+TPUT_FN(tput_fma, OP_FMA)
+TPUT_FN(tput_div, OP_DIV)
+TPUT_FN(tput_sqrt, OP_SQRT)
+
+typedef double (*lat_fn)(long, double, double, double);
+typedef void (*tput_fn)(long, double *, double, double);
+static lat_fn lat_fns[N_OPS] = {lat_add, lat_mul, lat_fma, lat_div, lat_sqrt};
+static tput_fn tput_fns[N_OPS] = {tput_add, tput_mul, tput_fma, tput_div, tput_sqrt};
+
+static void op_consts(int op, double *a, double *b) {
+    *b = 0;
+    switch (op) {
+    case OP_ADD: *a = C_ADD; break;
+    case OP_MUL: case OP_DIV: *a = C_MUL; break;
+    case OP_FMA: *a = FMA_M; *b = FMA_C; break;
+    default: *a = 0; break;
+    }
+}
+static double start_value(int op, int chain) {
+    double s = v_seed; /* 1.0, opaque */
+    switch (op) {
+    case OP_ADD: return s + chain;
+    case OP_MUL: case OP_DIV: return s * (1.0 + chain / 16.0);
+    case OP_FMA: return s * (2.0 + chain);
+    default: return s * (1e300 / (1 + chain)); /* sqrt converges to exactly 1.0 */
+    }
+}
+/* Closed form of n operations from x0; returns 1 when x is acceptable. */
+static int check_value(int op, double x0, double n, double x, double *expect) {
+    double e, tol;
+    switch (op) {
+    case OP_ADD: e = x0 + n * C_ADD; tol = 0; break;                 /* all exact */
+    case OP_MUL: e = x0 * pow(C_MUL, n); tol = 4 * n * 0x1p-52; break;
+    case OP_DIV: e = x0 * pow(C_MUL, -n); tol = 4 * n * 0x1p-52; break;
+    case OP_FMA: e = 1.0 + (x0 - 1.0) * pow(FMA_M, n); tol = 4 * n * 0x1p-52 + 1e-15; break;
+    default: e = n >= 64 ? 1.0 : pow(x0, ldexp(1.0, -(int)n)); tol = n >= 64 ? 0 : 1e-12; break;
+    }
+    *expect = e;
+    if (!isfinite(x)) return 0;
+    return fabs(x - e) <= tol * fabs(e);
+}
+
+int main(int argc, char **argv) {
+    int cpu = (int)cb_arg_ll(argc, argv, "cpu", -1);
+    int samples = (int)cb_arg_ll(argc, argv, "samples", 5);
+    double min_time = cb_arg_double(argc, argv, "min_time", 0.005);
+    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    const char *ops_s = cb_arg(argc, argv, "ops", "add,mul,fma,div,sqrt");
+    if (samples < 1 || samples > 10000) cb_fail("--samples must be 1..10000");
+    if (!(min_time > 0 && min_time < 100)) cb_fail("--min_time must be in (0, 100) seconds");
+    int want[N_OPS] = {0};
+    {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", ops_s);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            int found = 0;
+            for (int o = 0; o < N_OPS; o++)
+                if (!strcmp(tok, op_names[o])) { want[o] = 1; found = 1; }
+            if (!found) cb_fail("unknown op '%s' (add,mul,fma,div,sqrt)", tok);
+        }
+    }
+    int err = cb_pin_self(cpu);
+    if (err) cb_fail("cannot pin to cpu %d: %s", cpu, strerror(err));
+    double res = cb_timer_resolution();
+    min_time = fmax(min_time, 50 * res);
+    double ghz0 = clk_measure_ghz(min_time, 5);
+#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
+    int fma_hw = 1;
+#else
+    int fma_hw = 0;
+#endif
+    cb_json_begin("info");
+    cb_json_num("timer_resolution_s", res);
+    cb_json_int("threads", 1);
+    cb_json_int("cpu", sched_getcpu());
+    cb_json_int("chains", CHAINS);
+    cb_json_int("unroll", UNROLL);
+    cb_json_num("clock_ghz_start", ghz0);
+    cb_json_str("clock_method", "dependent register-register integer add chain, 1 add/cycle, best of 5");
+    cb_json_bool("fma_hardware", fma_hw);
+    cb_json_str("variant", "scalar double; throughput = independent scalar chains, no SIMD");
+    cb_json_end();
+
+    if (samples > 64) samples = 64;
+    int bad_total = 0;
+    for (int op = 0; op < N_OPS; op++) {
+        if (!want[op]) continue;
+        double ns_lat[64], ns_tp[64], t_lat[64], t_tp[64];
+        int bad = 0;
+        char detail[512] = "";
+        double a, b;
+        op_consts(op, &a, &b);
+        /* latency: calibrate iterations to min_time */
+        long it = 64;
+        while (it < (1L << 40)) {
+            double t0 = cb_now();
+            double r = lat_fns[op](it, start_value(op, 0), a, b);
+            double dt = cb_now() - t0;
+            if (!isfinite(r)) cb_fail("%s chain is not finite", op_names[op]);
+            if (dt >= min_time / 4) break;
+            it *= 2;
+        }
+        it *= 4;
+        for (int s = 0; s < samples; s++) {
+            double x0 = start_value(op, 0);
+            double t0 = cb_now();
+            double x = lat_fns[op](it, x0, a, b);
+            double dt = cb_now() - t0;
+            double n = (double)it * UNROLL, e;
+            if (corrupt && s == samples - 1) x = x * 1.5 + 1.0;
+            if (!check_value(op, x0, n, x, &e)) {
+                bad++;
+                snprintf(detail, sizeof detail, "%s latency chain: got %.17g expected %.17g after %.0f ops",
+                         op_names[op], x, e, n);
+            }
+            ns_lat[s] = dt / n * 1e9;
+            t_lat[s] = dt;
+        }
+        /* throughput */
+        double xs[CHAINS];
+        it = 16;
+        while (it < (1L << 40)) {
+            for (int c = 0; c < CHAINS; c++) xs[c] = start_value(op, c);
+            double t0 = cb_now();
+            tput_fns[op](it, xs, a, b);
+            double dt = cb_now() - t0;
+            if (dt >= min_time / 4) break;
+            it *= 2;
+        }
+        it *= 4;
+        for (int s = 0; s < samples; s++) {
+            double x0s[CHAINS];
+            for (int c = 0; c < CHAINS; c++) x0s[c] = xs[c] = start_value(op, c);
+            double t0 = cb_now();
+            tput_fns[op](it, xs, a, b);
+            double dt = cb_now() - t0;
+            double n = (double)it * TPUT_STEPS, e;
+            if (corrupt && s == samples - 1) xs[3] = -xs[3];
+            for (int c = 0; c < CHAINS; c++)
+                if (!check_value(op, x0s[c], n, xs[c], &e)) {
+                    bad++;
+                    snprintf(detail, sizeof detail, "%s throughput chain %d: got %.17g expected %.17g after %.0f ops",
+                             op_names[op], c, xs[c], e, n);
+                }
+            ns_tp[s] = dt / (n * CHAINS) * 1e9;
+            t_tp[s] = dt;
+        }
+        bad_total += bad;
+        cb_json_begin("validation");
+        cb_json_bool("ok", bad == 0);
+        cb_json_str("op", op_names[op]);
+        if (bad) cb_json_str("detail", detail);
+        else cb_json_str("detail", "every chain's final value matches its closed form and is finite");
+        cb_json_end();
+
+        /* the clock right after this op, so turbo changes over the run are followed */
+        double ghz1 = clk_measure_ghz(min_time / 2, 3);
+        double ghz = fmax(ghz0, ghz1);
+        ghz0 = ghz1;
+        char name[64], params[384];
+        double cyc[64];
+        const char *kinds[2] = {"latency", "throughput"};
+        for (int k = 0; k < 2; k++) {
+            double *ns = k ? ns_tp : ns_lat;
+            double *ts = k ? t_tp : t_lat;
+            snprintf(params, sizeof params,
+                     "{\"op\":\"%s\",\"chains\":%d,\"clock_ghz\":%.6g,\"clock_source\":\"measured\"}",
+                     op_names[op], k ? CHAINS : 1, ghz);
+            snprintf(name, sizeof name, "%s_%s_ns", op_names[op], kinds[k]);
+            cb_json_begin("result");
+            cb_json_str("metric", name);
+            cb_json_str("unit", "ns");
+            cb_json_raw("params", params);
+            cb_json_nums("samples", ns, samples);
+            cb_json_nums("times_s", ts, samples);
+            cb_json_end();
+            for (int s = 0; s < samples; s++) cyc[s] = ns[s] * ghz;
+            snprintf(name, sizeof name, "%s_%s_cycles", op_names[op], kinds[k]);
+            cb_json_begin("result");
+            cb_json_str("metric", name);
+            cb_json_str("unit", "cycles");
+            cb_json_raw("params", params);
+            cb_json_nums("samples", cyc, samples);
+            cb_json_nums("times_s", ts, samples);
+            cb_json_end();
+        }
+    }
+    (void)bad_total;
+    return 0;
+}
