@@ -112,10 +112,13 @@ def run(
 
     before = clock.snapshot()
     status, error = "complete", None
+    estimates = [bench.estimate_seconds(ctx, params) for bench, params in steps]
+    ctx.progress.overall(sum(estimates))
     try:
         with _terminate_as_interrupt():
-            for bench, params in steps:
+            for i, (bench, params) in enumerate(steps):
                 bench.run(ctx, params)
+                ctx.progress.overall_done(sum(estimates[: i + 1]))
     except KeyboardInterrupt as exc:
         status, error = "incomplete", f"interrupted ({exc or 'Ctrl-C'})"
         raise

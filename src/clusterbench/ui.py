@@ -27,6 +27,7 @@ class RichProgress(Progress):
                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                       console=Console(stderr=True), transient=True)
         self._task: Any = None
+        self._total: Any = None
 
     def __enter__(self) -> "RichProgress":
         self._rp.start()
@@ -46,6 +47,13 @@ class RichProgress(Progress):
 
     def note(self, text: str) -> None:
         self._rp.console.print(text)
+
+    def overall(self, seconds: float) -> None:
+        self._total = self._rp.add_task("total (est.)", total=max(seconds, 1.0))
+
+    def overall_done(self, seconds: float) -> None:
+        if self._total is not None:
+            self._rp.update(self._total, completed=seconds)
 
 
 def human_bytes(n: float) -> str:

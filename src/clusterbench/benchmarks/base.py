@@ -76,6 +76,12 @@ class Progress:
     def note(self, text: str) -> None:
         pass
 
+    def overall(self, seconds: float) -> None:
+        """Announce the estimated length of the whole run (for an overall ETA)."""
+
+    def overall_done(self, seconds: float) -> None:
+        """How much of that estimate is done (absolute, not an increment)."""
+
 
 @dataclass
 class RunContext:

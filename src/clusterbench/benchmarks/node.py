@@ -43,6 +43,10 @@ class Node(Benchmark):
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
         out: list[Result] = []
+        done = 0.0
         for name, sub in params["parts"].items():
-            out.extend(get_benchmark(name).run(ctx, sub) or [])
+            bench = get_benchmark(name)
+            out.extend(bench.run(ctx, sub) or [])
+            done += bench.estimate_seconds(ctx, sub)
+            ctx.progress.overall_done(done)
         return out

@@ -1,0 +1,265 @@
+"""DGEMM through the system BLAS: one core, every core its own copy (HPCC StarDGEMM), all cores.
+
+The kernel (kernels/dgemm.c) dlopen()s the chosen BLAS and calls cblas_dgemm (or dgemm_), so
+one binary serves OpenBLAS, BLIS, MKL and the reference BLAS; ``--blas`` picks one by name or
+path. Gflop/s = 2 n^3 / t; the product is checked like HPCC does (scaled residual of a few
+columns recomputed naively). The library actually mapped (from /proc/self/maps) and its
+configuration string (openblas_get_config, bli_info_get_version_str) go into every result.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+import sysconfig
+import time
+from typing import Any
+
+from ..analysis.warnings import Warning_
+from ..errors import EnvironmentProblem, UsageError
+from ..launch.local import KernelJob
+from . import register
+from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, check_threads,
+                   cpulist, placement)
+
+MODES = ("single", "star", "threaded", "all")
+
+#: name -> (candidate paths, {lib} = a multiarch library directory; Debian package to install)
+BLAS_CANDIDATES: dict[str, tuple[tuple[str, ...], str]] = {
+    "openblas": (("{lib}/openblas-pthread/libopenblas.so.0", "{lib}/openblas-openmp/libopenblas.so.0",
+                  "{lib}/openblas-serial/libopenblas.so.0", "{lib}/libopenblas.so.0", "{lib}/libopenblas.so"),
+                 "libopenblas0-pthread"),
+    "blis": (("{lib}/blis-openmp/libblis.so.4", "{lib}/blis-pthread/libblis.so.4", "{lib}/blis-serial/libblis.so.4",
+              "{lib}/libblis.so.4", "{lib}/libblis.so.3", "{lib}/libblis.so"), "libblis4-openmp"),
+    "mkl": (("{lib}/libmkl_rt.so.2", "{lib}/libmkl_rt.so", "/opt/intel/oneapi/mkl/latest/lib/intel64/libmkl_rt.so.2",
+             "/opt/intel/oneapi/mkl/latest/lib/libmkl_rt.so.2"), "libmkl-rt"),
+    "flexiblas": (("{lib}/libflexiblas.so.3",), "libflexiblas3"),
+    "atlas": (("{lib}/atlas/libblas.so.3",), "libatlas3-base"),
+    "netlib": (("{lib}/blas/libblas.so.3",), "libblas3"),
+    "system": (("{lib}/libblas.so.3",), "libopenblas0-pthread"),  # whatever update-alternatives selects
+}
+#: soname patterns found through LD_LIBRARY_PATH and ldconfig -p (module systems, /opt installs)
+SONAMES = {"openblas": r"libopenblas\w*\.so(\.\d+)*$", "blis": r"libblis\w*\.so(\.\d+)*$",
+           "mkl": r"libmkl_rt\.so(\.\d+)*$", "flexiblas": r"libflexiblas\.so(\.\d+)*$",
+           "system": r"libblas\.so\.3$"}
+#: OpenBLAS cores that mean "CPU not recognised, generic kernels" on a recent x86 CPU
+OPENBLAS_OLD_CORES = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Northwood")
+
+
+def _libdirs() -> list[str]:
+    dirs = []
+    multi = sysconfig.get_config_var("MULTIARCH")
+    if multi:
+        dirs += [f"/usr/lib/{multi}", f"/lib/{multi}"]
+    dirs += sorted(glob.glob("/usr/lib/*-linux-gnu*")) + ["/usr/lib64", "/usr/lib", "/usr/local/lib"]
+    seen: list[str] = []
+    for d in dirs:
+        if os.path.isdir(d) and os.path.realpath(d) not in [os.path.realpath(s) for s in seen]:
+            seen.append(d)
+    return seen
+
+
+def _ldconfig() -> list[str]:
+    for exe in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
+        try:
+            out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        return [m.group(1) for m in re.finditer(r"=>\s*(\S+)", out)]
+    return []
+
+
+def blas_name_of(path: str) -> str:
+    """Which BLAS a library path is (by its real name)."""
+    real = os.path.realpath(path).lower()
+    for key in ("openblas", "blis", "mkl", "flexiblas", "atlas", "armpl"):
+        if key in real:
+            return key
+    if "/blas/" in real:
+        return "netlib"
+    return "unknown"
+
+
+def installed_blas() -> dict[str, str]:
+    """BLAS libraries found on this machine: name -> path (first match of each)."""
+    found: dict[str, str] = {}
+    for name, (paths, _pkg) in BLAS_CANDIDATES.items():
+        for d in _libdirs():
+            for pat in paths:
+                p = pat.format(lib=d)
+                if name not in found and os.path.isfile(p):
+                    found[name] = p
+    extra = [os.path.join(d, f) for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if os.path.isdir(d)
+             for f in sorted(os.listdir(d))] + _ldconfig()
+    for path in extra:
+        base = os.path.basename(path)
+        for name, pat in SONAMES.items():
+            if name not in found and re.match(pat, base) and os.path.exists(path):
+                found[name] = path
+    return found
+
+
+def resolve_blas(choice: str) -> tuple[str, str]:
+    """``--blas NAME|PATH`` -> (name, path); UsageError / EnvironmentProblem naming what exists."""
+    choice = (choice or "openblas").strip()
+    if "/" in choice:
+        if not os.path.isfile(choice):
+            raise UsageError(f"--blas {choice}: no such file", "give the path of a BLAS shared library (.so)")
+        return blas_name_of(choice), choice
+    found = installed_blas()
+    have = ", ".join(f"{k} ({v})" for k, v in found.items()) or "none"
+    key = choice.lower()
+    if key in found:
+        return (blas_name_of(found[key]) if key == "system" else key), found[key]
+    if key in BLAS_CANDIDATES:
+        raise EnvironmentProblem(f"BLAS '{choice}' is not installed (installed: {have})",
+                                 f"install it (apt-get install {BLAS_CANDIDATES[key][1]}), load its module, "
+                                 "or pass --blas /path/to/lib.so")
+    raise UsageError(f"unknown --blas '{choice}' (installed: {have})",
+                     f"use one of {', '.join(found) or ', '.join(BLAS_CANDIDATES)} or a path to a .so")
+
+
+def thread_env(n: int, cpus: list[int]) -> dict[str, str]:
+    env = {k: str(n) for k in ("OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                               "GOTO_NUM_THREADS")}
+    if n > 1:  # OpenMP BLAS (BLIS, MKL): one thread per listed cpu, in order
+        env.update(OMP_PROC_BIND="close", OMP_PLACES=",".join("{%d}" % c for c in cpus))
+    env["MKL_DYNAMIC"] = "FALSE"
+    return env
+
+
+@register
+class Dgemm(Benchmark):
+    name = "dgemm"
+    help = "BLAS DGEMM Gflop/s: one core, every core its own copy (HPCC StarDGEMM), all cores threaded"
+    kernel = "dgemm"
+    metrics = (
+        Metric("gflops", "Gflop/s", True, "2 n^3 / t of C = A B (star: sum over the per-core processes)",
+               ("rpeak", "measured_peak", "rpeak_max")),
+        Metric("gflops_per_core", "Gflop/s", True, "gflops / cores (star: mean per process)", ()),
+        Metric("gflops_min_process", "Gflop/s", True, "star mode: the slowest process, per sample", ()),
+    )
+    params = (
+        Param("mode", str, "all", "single core, star (one process per core), threaded, or all three", MODES),
+        Param("n", int, None, "matrix order (default: a sample of about 0.5 s on one core)"),
+        Param("samples", int, 5, "timed products per run, after one warm-up that is excluded"),
+        Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, netlib, system... or a path to a .so"),
+        Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
+        THREADS, ORDER, SMT, CPUS,
+    )
+    profiles = {"quick": {"n": 1200, "samples": 3}, "full": {"samples": 10}}
+
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        if params["samples"] < 1:
+            raise UsageError(f"--samples {params['samples']} is not allowed", "use --samples 1 or more")
+        if params["cpus"]:
+            if params["threads"] is not None and params["threads"] != len(params["cpus"]):
+                raise UsageError(f"--threads {params['threads']} does not match the {len(params['cpus'])} cpus "
+                                 "given with --cpus", "give one or the other")
+            params["threads"] = check_threads(ctx, len(params["cpus"]))
+        else:
+            params["threads"] = check_threads(ctx, params["threads"])
+        name, path = resolve_blas(params["blas"])
+        params["blas_name"], params["blas_path"] = name, path
+        if params["n"] is None:
+            rp = ((ctx.probe.get("rpeak") or {}).get("per_core") or {}).get("dp_gflops_nominal") or 20.0
+            params["n"] = max(500, min(10000, int(round((0.5 * 0.8 * rp * 1e9 / 2) ** (1 / 3) / 100) * 100)))
+        n = params["n"]
+        if n < 1:
+            raise UsageError(f"--n {n} is not allowed", "use --n 1 or more (e.g. 2000)")
+        copies = params["threads"] if params["mode"] in ("star", "all") else 1
+        need = 3 * 8 * n * n * copies
+        avail = (ctx.probe.get("memory") or {}).get("available_bytes")
+        if avail and need > 0.8 * avail:
+            fit = int((0.8 * avail / (24 * copies)) ** 0.5)
+            raise UsageError(f"--n {n} needs {need / 2**30:.1f} GiB for {copies} cop{'ies' if copies > 1 else 'y'} "
+                             f"of A, B, C, more than 80% of the {avail / 2**30:.1f} GiB available",
+                             f"use --n {fit} or less")
+        return params
+
+    def _modes(self, params: dict[str, Any]) -> list[str]:
+        if params["mode"] == "all":
+            return ["single", "star", "threaded"] if params["threads"] > 1 else ["single"]
+        return [params["mode"]]
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        rp = ((ctx.probe.get("rpeak") or {}).get("per_core") or {}).get("dp_gflops_nominal") or 20.0
+        t = 2 * params["n"] ** 3 / (0.5 * rp * 1e9)
+        return len(self._modes(params)) * (params["samples"] + 2) * t + 1.0
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
+        b = ctx.build("dgemm", libs=("dl",))
+        modes = self._modes(params)
+        out: list[Result] = []
+        ctx.progress.start("dgemm", total=len(modes))
+        n_threads = params["threads"]
+        all_cpus = placement(ctx, n_threads, params["order"], params["smt"], params["cpus"])
+        base_args = [f"--lib={params['blas_path']}", f"--n={params['n']}", f"--samples={params['samples']}"]
+        extra_env = {"OPENBLAS_CORETYPE": params["openblas_coretype"]} if params["openblas_coretype"] else {}
+        for mode in modes:
+            if mode == "single":
+                jobs = [KernelJob(b, base_args + [f"--cpus={all_cpus[0]}"], {**thread_env(1, all_cpus[:1]), **extra_env})]
+                cpus = all_cpus[:1]
+            elif mode == "star":
+                # every process fills its matrices (~1 GB/s) before the common start
+                start = time.time() + 0.5 + 0.02 * n_threads + 24e-9 * params["n"] ** 2
+                jobs = [KernelJob(b, base_args + [f"--cpus={c}", f"--start-at={start:.6f}"],
+                                  {**thread_env(1, [c]), **extra_env}) for c in all_cpus]
+                cpus = all_cpus
+            else:
+                jobs = [KernelJob(b, base_args + [f"--cpus={cpulist(all_cpus)}"],
+                                  {**thread_env(n_threads, all_cpus), **extra_env})]
+                cpus = all_cpus
+            infos: dict[int, dict] = {}
+            results: dict[int, dict] = {}
+
+            def on(i: int, rec: dict, infos: dict = infos, results: dict = results) -> None:
+                if rec["type"] == "info":
+                    infos[i] = rec
+                elif rec["type"] == "result":
+                    results[i] = rec
+
+            ctx.run_parallel(jobs, on)
+            out.extend(self._emit(ctx, params, mode, cpus, infos, results))
+            ctx.progress.advance(1)
+        return out
+
+    def _emit(self, ctx: RunContext, params: dict[str, Any], mode: str, cpus: list[int],
+              infos: dict[int, dict], results: dict[int, dict]) -> list[Result]:
+        info = infos.get(0) or {}
+        cores = len(cpus)
+        procs = len(results)
+        config = info.get("blas_config") or ""
+        p = {"mode": mode, "n": params["n"], "threads": cores, "processes": procs, "cpus": cpus,
+             "blas_threads": 1 if mode != "threaded" else cores,
+             "blas": blas_name_of(info.get("blas_path") or params["blas_path"]),
+             "blas_path": info.get("blas_path") or os.path.realpath(params["blas_path"]),
+             "blas_config": config, "blas_loaded": info.get("blas_loaded"),
+             "blas_symbol": info.get("blas_symbol"), "blas_threads_reported": info.get("blas_threads")}
+        if params["openblas_coretype"]:
+            p["openblas_coretype"] = params["openblas_coretype"]
+        ws: list[Warning_ | None] = []
+        m = re.search(r"OpenBLAS.*\b(" + "|".join(OPENBLAS_OLD_CORES) + r")\b", config)
+        flags = set((ctx.probe.get("cpu") or {}).get("isa") or [])
+        if m and flags & {"avx2", "avx512f"}:
+            better = "SkylakeX" if "avx512f" in flags else "Haswell"
+            ws.append(Warning_(
+                "blas-generic-kernels",
+                f"OpenBLAS did not recognise this CPU and uses its {m.group(1)} kernels (no AVX2/AVX-512): "
+                "DGEMM runs several times below what the cores can do",
+                f"rerun with --openblas-coretype {better} (sets OPENBLAS_CORETYPE), or use a newer OpenBLAS or --blas blis"))
+        loaded = info.get("blas_loaded") or []
+        if loaded and not any(os.path.realpath(x) == os.path.realpath(p["blas_path"]) for x in loaded):
+            ws.append(Warning_("blas-not-loaded", f"asked for {p['blas_path']} but the process mapped {loaded}",
+                               "check LD_PRELOAD and the library path"))
+        per = [results[i]["samples"] for i in sorted(results)]
+        times = [max(t) for t in zip(*[results[i].get("times_s") or [] for i in sorted(results)])] or None
+        k = min(len(s) for s in per)
+        agg = [sum(s[j] for s in per) for j in range(k)]
+        out = [ctx.emit(self, "gflops", agg, p, times_s=times, extra_warnings=ws)]
+        out.append(ctx.emit(self, "gflops_per_core", [a / cores for a in agg], p, times_s=times))
+        if mode == "star":
+            out.append(ctx.emit(self, "gflops_min_process", [min(s[j] for s in per) for j in range(k)], p,
+                                times_s=times))
+        return out

@@ -1,0 +1,224 @@
+/* dgemm.c: C = A*B (n x n, column major, double) through a BLAS chosen at run time.
+ *
+ * The BLAS is dlopen()ed from --lib=PATH and cblas_dgemm (or the Fortran dgemm_) looked up, so
+ * one binary serves OpenBLAS, BLIS, MKL, the reference BLAS... The number of BLAS threads comes
+ * from the environment (OPENBLAS_NUM_THREADS, BLIS_NUM_THREADS, OMP_NUM_THREADS,
+ * MKL_NUM_THREADS), set by the caller before the library is loaded.
+ *
+ * Timing: --samples timed products after one warm-up (excluded); Gflop/s = 2 n^3 / t / 1e9.
+ * Check (after the timed runs, like HPCC's DGEMM): a few columns of C are recomputed naively
+ * and the scaled residual max|C - C_ref| / (eps n max|A| max|B|) must be below 16.
+ *
+ * Args: --lib=PATH --n=N --samples=K --cpus=LIST (one cpu: pin; several: affinity mask for the
+ *       BLAS threads) --start-at=EPOCH (star mode: start together) --check-cols=8 --corrupt=1
+ */
+#include "cb_common.h"
+
+#include <dlfcn.h>
+#include <float.h>
+#include <limits.h>
+
+enum { CblasColMajor = 102, CblasNoTrans = 111 };
+typedef void (*cblas_dgemm_t)(int, int, int, int, int, int, double, const double *, int, const double *, int,
+                              double, double *, int);
+typedef void (*f77_dgemm_t)(const char *, const char *, const int *, const int *, const int *, const double *,
+                            const double *, const int *, const double *, const int *, const double *, double *,
+                            const int *, size_t, size_t);
+
+static cblas_dgemm_t c_dgemm;
+static f77_dgemm_t f_dgemm;
+
+static void gemm(int n, const double *a, const double *b, double *c) {
+    if (c_dgemm) {
+        c_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0, c, n);
+    } else {
+        const double one = 1.0, zero = 0.0;
+        f_dgemm("N", "N", &n, &n, &n, &one, a, &n, b, &n, &zero, c, &n, 1, 1);
+    }
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double rnd(void) { /* xorshift64*, uniform in [-0.5, 0.5) */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53 - 0.5;
+}
+
+/* BLAS-like shared objects mapped into this process (what was really loaded). */
+static void json_loaded_libs(const char *key) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096], seen[16][1024];
+    int nseen = 0;
+    cb_json_key(key);
+    putchar('[');
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            char *p = strchr(line, '/');
+            if (!p) continue;
+            p[strcspn(p, "\n")] = 0;
+            const char *base = strrchr(p, '/') + 1;
+            if (!(strstr(base, "blas") || strstr(base, "blis") || strstr(base, "mkl") || strstr(base, "armpl") ||
+                  strstr(base, "atlas") || strstr(base, "essl") || strstr(base, "lapack")))
+                continue;
+            int dup = 0;
+            for (int i = 0; i < nseen; i++) dup |= !strcmp(seen[i], p);
+            if (dup || nseen == 16) continue;
+            snprintf(seen[nseen], sizeof seen[0], "%s", p);
+            if (nseen++) putchar(',');
+            cb_json_escape(p);
+        }
+        fclose(f);
+    }
+    putchar(']');
+}
+
+int main(int argc, char **argv) {
+    (void)cb_alloc;
+    const char *lib = cb_arg(argc, argv, "lib", NULL);
+    long long n_ll = cb_arg_ll(argc, argv, "n", 1000);
+    int samples = (int)cb_arg_ll(argc, argv, "samples", 3);
+    const char *cpus_s = cb_arg(argc, argv, "cpus", NULL);
+    double start_at = cb_arg_double(argc, argv, "start-at", 0);
+    int check_cols = (int)cb_arg_ll(argc, argv, "check-cols", 8);
+    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    if (!lib) cb_fail("--lib=PATH of a BLAS shared library is required");
+    if (n_ll < 1 || n_ll > 200000) cb_fail("--n must be between 1 and 200000");
+    if (samples < 1) cb_fail("--samples must be 1 or more");
+    int n = (int)n_ll;
+
+    static int cpus[4096];
+    int ncpus = cpus_s ? cb_parse_cpulist(cpus_s, cpus, 4096) : 0;
+    if (ncpus == 1) {
+        if (cb_pin_self(cpus[0])) cb_fail("cannot pin to cpu %d: %s", cpus[0], strerror(errno));
+    } else if (ncpus > 1) { /* BLAS threads inherit this mask */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int i = 0; i < ncpus; i++) CPU_SET(cpus[i], &set);
+        if (sched_setaffinity(0, sizeof set, &set)) cb_fail("cannot bind to cpus %s: %s", cpus_s, strerror(errno));
+    }
+
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) cb_fail("cannot load BLAS %s: %s", lib, dlerror());
+    const char *symbol = "cblas_dgemm";
+    c_dgemm = (cblas_dgemm_t)dlsym(h, "cblas_dgemm");
+    if (!c_dgemm) {
+        symbol = "dgemm_";
+        f_dgemm = (f77_dgemm_t)dlsym(h, "dgemm_");
+        if (!f_dgemm) cb_fail("%s exports neither cblas_dgemm nor dgemm_: not a BLAS library", lib);
+    }
+
+    size_t bytes = (size_t)n * (size_t)n * sizeof(double);
+    double *a = cb_alloc(bytes, 1), *b = cb_alloc(bytes, 1), *c = cb_alloc(bytes, 1);
+    if (!a || !b || !c) cb_fail("cannot allocate 3 matrices of %lld x %lld doubles", n_ll, n_ll);
+    for (size_t i = 0; i < (size_t)n * n; i++) a[i] = rnd();
+    for (size_t i = 0; i < (size_t)n * n; i++) b[i] = rnd();
+    memset(c, 0, bytes);
+
+    double tres = cb_timer_resolution();
+    cb_wait_until(start_at);
+    double *rate = calloc((size_t)samples, sizeof(double)), *secs = calloc((size_t)samples, sizeof(double));
+    double t_start = cb_now();
+    for (int s = -1; s < samples; s++) { /* s = -1: warm-up */
+        double t0 = cb_now();
+        gemm(n, a, b, c);
+        double dt = cb_now() - t0;
+        if (s >= 0) {
+            secs[s] = dt;
+            rate[s] = 2.0 * (double)n * n * n / dt / 1e9;
+        }
+    }
+    double t_total = cb_now() - t_start;
+
+    /* what was loaded and how it is configured */
+    char config[512] = "";
+    typedef char *(*str_fn)(void);
+    typedef int (*int_fn)(void);
+    str_fn ob_cfg = (str_fn)dlsym(h, "openblas_get_config");
+    str_fn bli_ver = (str_fn)dlsym(h, "bli_info_get_version_str");
+    int_fn ob_thr = (int_fn)dlsym(h, "openblas_get_num_threads");
+    int_fn bli_thr = (int_fn)dlsym(h, "bli_thread_get_num_threads");
+    typedef void (*mkl_ver_fn)(char *, int);
+    mkl_ver_fn mkl_ver = (mkl_ver_fn)dlsym(h, "MKL_Get_Version_String");
+    int blas_threads = -1;
+    if (ob_cfg) snprintf(config, sizeof config, "OpenBLAS %s", ob_cfg());
+    else if (bli_ver) snprintf(config, sizeof config, "BLIS %s", bli_ver());
+    else if (mkl_ver) mkl_ver(config, (int)sizeof config);
+    if (ob_thr) blas_threads = ob_thr();
+    else if (bli_thr) blas_threads = bli_thr();
+    char real[PATH_MAX];
+    if (!realpath(lib, real)) snprintf(real, sizeof real, "%s", lib);
+
+    int bound = sched_getcpu();
+    cb_json_begin("info");
+    cb_json_num("timer_resolution_s", tres);
+    cb_json_int("n", n);
+    cb_json_str("blas_requested", lib);
+    cb_json_str("blas_path", real);
+    cb_json_str("blas_symbol", symbol);
+    cb_json_str("blas_config", config);
+    cb_json_int("blas_threads", blas_threads);
+    json_loaded_libs("blas_loaded");
+    cb_json_ints("cpus", ncpus ? cpus : &bound, ncpus ? ncpus : 1);
+    cb_json_int("cpu_now", bound);
+    cb_json_num("start_at", start_at);
+    cb_json_num("seconds_total", t_total);
+    cb_json_end();
+
+    cb_json_begin("result");
+    cb_json_str("metric", "gflops");
+    cb_json_str("unit", "Gflop/s");
+    {
+        char p[64];
+        snprintf(p, sizeof p, "{\"n\":%d}", n);
+        cb_json_raw("params", p);
+    }
+    cb_json_nums("samples", rate, samples);
+    cb_json_nums("times_s", secs, samples);
+    cb_json_end();
+
+    /* validation: naive product on a few columns (always the first and the last) */
+    if (check_cols < 1) check_cols = 1;
+    if (check_cols > n) check_cols = n;
+    int *cols = calloc((size_t)check_cols, sizeof(int));
+    for (int k = 0; k < check_cols; k++)
+    {
+        (void)rnd();
+        cols[k] = k == 0 ? n - 1 : (k == 1 ? 0 : (int)((rng_state >> 11) % (uint64_t)n));
+    }
+    if (corrupt) c[(size_t)cols[0] * n + (size_t)(n / 2)] += 1.0;
+    double amax = 0, bmax = 0, dmax = 0;
+    for (size_t i = 0; i < (size_t)n * n; i++) {
+        if (fabs(a[i]) > amax) amax = fabs(a[i]);
+        if (fabs(b[i]) > bmax) bmax = fabs(b[i]);
+    }
+    double *ref = calloc((size_t)n, sizeof(double));
+    int finite = 1;
+    for (int k = 0; k < check_cols; k++) {
+        int j = cols[k];
+        memset(ref, 0, (size_t)n * sizeof(double));
+        for (int l = 0; l < n; l++) {
+            double blj = b[(size_t)j * n + l];
+            const double *al = a + (size_t)l * n;
+            for (int i = 0; i < n; i++) ref[i] += al[i] * blj;
+        }
+        for (int i = 0; i < n; i++) {
+            double cij = c[(size_t)j * n + i];
+            if (!isfinite(cij)) finite = 0;
+            double d = fabs(cij - ref[i]);
+            if (d > dmax) dmax = d;
+        }
+    }
+    double resid = dmax / (DBL_EPSILON * n * amax * bmax);
+    int ok = finite && resid < 16.0;
+    char detail[300];
+    snprintf(detail, sizeof detail,
+             "%d columns of C recomputed naively: scaled residual max|C-Cref|/(eps n max|A| max|B|) = %.3g "
+             "(limit 16)%s", check_cols, resid, finite ? "" : "; C holds non-finite values");
+    cb_json_begin("validation");
+    cb_json_bool("ok", ok);
+    cb_json_str("detail", detail);
+    cb_json_num("residual", resid);
+    cb_json_end();
+    return 0;
+}
