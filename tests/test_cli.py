@@ -138,3 +138,13 @@ def test_console_script_plain_output_has_no_escape_codes(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "\x1b[" not in proc.stdout and "\x1b[" not in proc.stderr
     assert "fpu" in proc.stdout and "stored in" in proc.stdout
+
+
+def test_missing_hwloc_when_required(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no lstopo-no-graphics here
+    assert main(["probe", "--hwloc"]) == 3
+    assert "lstopo-no-graphics is not installed" in _one_line_error(capsys)
+    # without --hwloc the probe falls back to /sys and says so
+    assert main(["probe", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["source"] == "sysfs" and doc["topology"]["pus"] >= 1

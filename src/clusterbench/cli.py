@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr = cmds.add_parser("probe", help="what this machine is and its theoretical limits")
     pr.add_argument("--json", action="store_true", help="print the probe as JSON")
     pr.add_argument("--sysfs-root", metavar="DIR", help="read a snapshot of another machine's /sys and /proc")
-    pr.add_argument("--no-hwloc", action="store_true", help="read /sys and /proc directly even if hwloc is installed")
+    hw = pr.add_mutually_exclusive_group()
+    hw.add_argument("--hwloc", action="store_true", help="require hwloc (lstopo-no-graphics); fail if it is missing")
+    hw.add_argument("--no-hwloc", action="store_true", help="read /sys and /proc directly even if hwloc is installed")
 
     run = cmds.add_parser("run", help="run a benchmark and store its results")
     benches = run.add_subparsers(dest="benchmark", required=True, parser_class=_Parser, metavar="BENCHMARK")
@@ -130,7 +132,14 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         import os
         if not os.path.isdir(args.sysfs_root):
             raise UsageError(f"--sysfs-root {args.sysfs_root} is not a directory", "give the directory holding sys/ and proc/")
-    data = probe(sysfs_root=args.sysfs_root, use_hwloc=False if args.no_hwloc else None)
+    if args.hwloc:
+        from .errors import EnvironmentProblem
+        from .probe import hwloc
+
+        if not hwloc.available():
+            raise EnvironmentProblem("--hwloc was given but hwloc's lstopo-no-graphics is not installed",
+                                     "apt-get install hwloc (or load an hwloc module), or drop --hwloc to read /sys")
+    data = probe(sysfs_root=args.sysfs_root, use_hwloc=True if args.hwloc else (False if args.no_hwloc else None))
     if args.json:
         from .ui import dump_json
         dump_json(data)

@@ -97,13 +97,16 @@ def result_rows(results: Iterable[dict]) -> list[list[str]]:
 HEADER = ["benchmark", "metric", "params", "best", "median", "cv", "limit", "warnings"]
 
 
-def print_table(rows: list[list[str]], header: list[str], out: IO[str] = sys.stdout) -> None:
+def print_table(rows: list[list[str]], header: list[str], out: IO[str] | None = None) -> None:
+    out = out or sys.stdout
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
     for row in [header, *rows]:
         out.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
 
 
-def print_results(results: Iterable[dict], out: IO[str] = sys.stdout) -> None:
+def print_results(results: Iterable[dict], out: IO[str] | None = None) -> None:
+    out = out or sys.stdout
+    results = list(results)
     print_table(result_rows(results), HEADER, out)
     seen = set()
     for r in results:
@@ -115,7 +118,8 @@ def print_results(results: Iterable[dict], out: IO[str] = sys.stdout) -> None:
             out.write(f"warning [{r['benchmark']} {w['code']}]: {w['message']}; {w['remedy']}\n")
 
 
-def dump_json(doc: Any, out: IO[str] = sys.stdout) -> None:
+def dump_json(doc: Any, out: IO[str] | None = None) -> None:
+    out = out or sys.stdout
     json.dump(doc, out, indent=1, sort_keys=False, default=str)
     out.write("\n")
 

@@ -134,6 +134,7 @@ class Dgemm(Benchmark):
     name = "dgemm"
     help = "BLAS DGEMM Gflop/s: one core, every core its own copy (HPCC StarDGEMM), all cores threaded"
     kernel = "dgemm"
+    kernel_libs = ("dl",)
     metrics = (
         Metric("gflops", "Gflop/s", True, "2 n^3 / t of C = A B (star: sum over the per-core processes)",
                ("rpeak", "measured_peak", "rpeak_max")),
@@ -189,7 +190,7 @@ class Dgemm(Benchmark):
         return len(self._modes(params)) * (params["samples"] + 2) * t + 1.0
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
-        b = ctx.build("dgemm", libs=("dl",))
+        b = ctx.build(self.kernel, libs=self.kernel_libs)
         modes = self._modes(params)
         out: list[Result] = []
         ctx.progress.start("dgemm", total=len(modes))
