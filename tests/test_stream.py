@@ -1,0 +1,157 @@
+"""stream: real kernel at small sizes (validation, corruption, byte counting, placement, NUMA path)."""
+from __future__ import annotations
+
+import pytest
+
+from clusterbench.benchmarks import get_benchmark
+from clusterbench.benchmarks.stream import BYTES_PER_ELEMENT, size_arrays, sweep_counts
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.probe.topology import llc_total_bytes
+
+SMALL = 200_000  # elements per array: fast; in cache, which is fine for correctness tests
+
+
+def _records(ctx):
+    """Capture every kernel record the benchmark sees (to check against the raw times)."""
+    seen: list[dict] = []
+    orig = ctx.run_kernel
+
+    def run_kernel(build, args, env=None, on_record=None, timeout=None):
+        def hook(rec):
+            seen.append(rec)
+            if on_record:
+                on_record(rec)
+        return orig(build, args, env=env, on_record=hook, timeout=timeout)
+
+    ctx.run_kernel = run_kernel
+    return seen
+
+
+def _run(ctx, **given):
+    bench = get_benchmark("stream")
+    params = bench.resolve(ctx, given)
+    bench.prepare(ctx, params)
+    return bench, params, bench.run(ctx, params)
+
+
+def test_validation_passes_and_results_complete(ctx):
+    recs = _records(ctx)
+    _, params, res = _run(ctx, array_elements=SMALL, ntimes=4, sweep=False)
+    n = ctx.n_cores
+    assert params["threads"] == n and len(params["cpus"]) == n
+    vals = [r for r in recs if r["type"] == "validation"]
+    assert len(vals) == 2 and all(v["ok"] for v in vals)
+    got = {(r.metric, r.params["variant"]) for r in res}
+    assert got == {(k, v) for k in ("copy", "scale", "add", "triad") for v in ("regular", "nt")}
+    for r in res:
+        assert r.unit == "MB/s" and r.higher_is_better
+        assert r.params["threads"] == n and r.params["cpus"] == params["cpus"]
+        assert len(r.samples) == 3  # first iteration excluded
+        assert r.value == max(r.samples) > 0
+        assert r.limit and r.limit["name"] == "best_bandwidth"
+    info = next(r for r in recs if r["type"] == "info")
+    assert info["cpus_actual"] == params["cpus"]
+    assert info["timer_resolution_s"] > 0
+    assert ctx.timer_resolution_s == info["timer_resolution_s"]
+
+
+def test_byte_counting_convention(ctx):
+    """copy/scale count 16 B and add/triad 24 B per element, MB = 1e6: rate = B*N*1e-6/t."""
+    recs = _records(ctx)
+    _, _, res = _run(ctx, array_elements=SMALL, ntimes=3, sweep=False, variant="regular", threads=1)
+    raw = {r["metric"]: r for r in recs if r["type"] == "result"}
+    for r in res:
+        times = raw[r.metric]["times_s"][1:]
+        want = [BYTES_PER_ELEMENT[r.metric] * SMALL * 1e-6 / t for t in times]
+        assert r.samples == pytest.approx(want, rel=1e-12)
+    assert BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24}
+
+
+def test_corrupted_array_is_caught(ctx):
+    with pytest.raises(KernelFailed, match="wrong result"):
+        _run(ctx, array_elements=SMALL, ntimes=3, sweep=False, variant="nt", corrupt=True, threads=1)
+
+
+def test_thread_sweep_quick(ctx):
+    n = ctx.n_cores
+    assert sweep_counts(n, "quick", True) == ([n, 1] if n > 1 else [1])
+    assert sweep_counts(8, "default", True) == [8, 1, 2, 3, 4, 5, 6, 7]
+    assert sweep_counts(64, "default", True) == [64, 1, 2, 4, 8, 16, 32]
+    assert sweep_counts(8, "default", False) == [8]
+    _, _, res = _run(ctx, array_elements=SMALL, ntimes=3)
+    assert sorted({r.params["threads"] for r in res}) == sorted({1, n})
+    for r in res:
+        assert len(r.params["cpus"]) == r.params["threads"]
+    if n > 1:  # quick: all kernels, both variants at N; Triad with the winning variant at 1
+        assert len([r for r in res if r.params["threads"] == n]) == 8
+        one = [r for r in res if r.params["threads"] == 1]
+        assert [r.metric for r in one] == ["triad"]
+        best = max((r for r in res if r.params["threads"] == n and r.metric == "triad"), key=lambda r: r.value)
+        assert one[0].params["variant"] == best.params["variant"]
+
+
+@pytest.mark.parametrize("given, match", [
+    ({"threads": 0}, "--threads 0"),
+    ({"threads": 10_000}, "exceeds"),
+    ({"array_elements": 10**13}, "largest size that fits"),
+    ({"array_elements": 0}, "not allowed"),
+    ({"ntimes": 1}, "ntimes"),
+    ({"variant": "fast"}, "not one of"),
+    ({"cpus": [99999]}, "not an online cpu"),
+])
+def test_bad_input_raises_usage_error_before_running(ctx, given, match, monkeypatch):
+    import clusterbench.benchmarks.base as base
+    import clusterbench.kernels.build as build
+
+    def no_build(*a, **k):  # nothing may be compiled or run for bad input
+        raise AssertionError("kernel built for bad input")
+
+    monkeypatch.setattr(build, "build_kernel", no_build)
+    monkeypatch.setattr(base, "build_kernel", no_build)
+    with pytest.raises(UsageError, match=match):
+        get_benchmark("stream").resolve(ctx, given)
+
+
+def test_default_size_follows_run_rule(ctx):
+    n, _ = size_arrays(ctx, None, 3)
+    llc = llc_total_bytes(ctx.probe)
+    avail = ctx.probe["memory"]["available_bytes"]
+    if 3 * 8 * max(4 * llc // 8, 1_000_000) < 0.8 * avail - (256 << 20):
+        assert n * 8 >= 4 * llc and n >= 1_000_000
+    assert 3 * n * 8 <= avail
+
+
+def test_numa_path(ctx):
+    """One NUMA node here: the kernel says so and no matrix is produced; the NUMA mode itself
+    still runs (threads on node 0, arrays bound to node 0) when libnuma is present."""
+    from clusterbench.launch.local import run_kernel
+
+    recs = _records(ctx)
+    _, _, res = _run(ctx, array_elements=SMALL, ntimes=3, sweep=False, variant="nt", threads=1)
+    info = next(r for r in recs if r["type"] == "info")
+    assert "numa_nodes" in info and "libnuma" in info
+    if info["numa_nodes"] == 1:
+        assert not [r for r in res if r.metric == "triad_numa"]
+    if not info["libnuma"]:
+        pytest.skip("libnuma not installed: NUMA mode not compiled")
+    b = get_benchmark("stream")._build(ctx)
+    out = run_kernel(b, ["--cpus=0", f"--elements={SMALL}", "--ntimes=3", "--variant=both",
+                         "--mem_nodes=0", "--cpu_node=0"], timeout=60)
+    numa = [r for r in out if r["type"] == "result"]
+    assert [r["metric"] for r in numa] == ["triad_numa", "triad_numa"]
+    assert {r["params"]["variant"] for r in numa} == {"regular", "nt"}
+    assert all(r["params"]["cpu_node"] == 0 and r["params"]["mem_node"] == 0 for r in numa)
+    assert all(r["ok"] for r in out if r["type"] == "validation")
+    with pytest.raises(KernelFailed, match="no NUMA node"):
+        run_kernel(b, ["--cpus=0", "--elements=1000", "--mem_nodes=7"], timeout=60)
+
+
+def test_wrong_placement_is_reported(ctx, monkeypatch):
+    """If a thread does not run where it was asked, the run fails (KernelFailed)."""
+    import clusterbench.benchmarks.stream as st
+
+    real = st.check_placement
+    monkeypatch.setattr(st, "check_placement", lambda info, wanted, bench: real(
+        {**info, "cpus_actual": [c + 1 for c in info["cpus_actual"]]}, wanted, bench))
+    with pytest.raises(KernelFailed, match="ran on cpu"):
+        _run(ctx, array_elements=SMALL, ntimes=3, sweep=False, threads=1, variant="regular")
