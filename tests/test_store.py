@@ -11,6 +11,7 @@ import pytest
 
 from clusterbench.benchmarks.base import Result
 from clusterbench.errors import StoreError
+from clusterbench.session import new_run_record
 from clusterbench.store import STORE_SCHEMA, Store
 
 
@@ -23,7 +24,7 @@ def _result(value: float = 1.0) -> Result:
 
 def test_roundtrip(tmp_path):
     st = Store(tmp_path / "r.db")
-    rid = st.begin_run("clusterbench run stream", ["clusterbench", "run", "stream"], {"hostname": "x"}, "quick")
+    rid = st.begin_run(new_run_record(["clusterbench", "run", "stream"], {"hostname": "x"}, "quick"))
     st.add_build(rid, "stream", {"compiler": "cc"})
     st.add_result(rid, _result(5.0))
     st.finish_run(rid, "complete")
@@ -83,8 +84,8 @@ def test_missing_store_readonly(tmp_path):
 def test_dead_running_run_shows_incomplete(tmp_path):
     """A run whose process was killed (no chance to close it) reads back as incomplete."""
     p = tmp_path / "r.db"
-    code = ("import sys; from clusterbench.store import Store; s=Store(sys.argv[1]);"
-            "print(s.begin_run('x', [], {}, None))")
+    code = ("import sys; from clusterbench.store import Store; from clusterbench.session import new_run_record;"
+            "s=Store(sys.argv[1]); print(s.begin_run(new_run_record(['x'], {}, 'quick')))")
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True)
     rid = out.stdout.strip()
     run = Store(p).get_run(rid)
@@ -93,7 +94,7 @@ def test_dead_running_run_shows_incomplete(tmp_path):
 
 def test_results_are_json(tmp_path):
     st = Store(tmp_path / "r.db")
-    rid = st.begin_run("c", [], {}, None)
+    rid = st.begin_run(new_run_record(["c"], {}, "default"))
     st.add_result(rid, _result())
     row = st.db.execute("SELECT params, samples, summary FROM results").fetchone()
     for col in row:

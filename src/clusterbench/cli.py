@@ -5,6 +5,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -13,6 +14,7 @@ from . import SCHEMA_VERSION, __version__
 from .benchmarks import all_benchmarks
 from .benchmarks.base import Param
 from .errors import ClusterbenchError, UsageError
+from .session import DEFAULT_TIMEOUT
 from .store import Store
 
 
@@ -58,7 +60,8 @@ def _common_run_options(sub: argparse.ArgumentParser) -> None:
     prof.add_argument("--full", dest="profile", action="store_const", const="full", help="thorough run")
     sub.add_argument("--json", action="store_true", help=f"print one JSON document (schema {SCHEMA_VERSION})")
     sub.add_argument("--oversubscribe", action="store_true", help="allow more threads than PUs")
-    sub.add_argument("--timeout", type=float, default=900.0, help="seconds before a kernel is killed (default 900)")
+    sub.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                     help=f"seconds before a kernel is killed (default {DEFAULT_TIMEOUT:.0f})")
     sub.add_argument("--no-store", action="store_true", help="do not write the results store")
 
 
@@ -112,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug: still one line, with a way to get the traceback
+        if os.environ.get("CLUSTERBENCH_DEBUG"):
+            raise
+        sys.stderr.write(f"clusterbench: internal error: {type(exc).__name__}: {exc}; "
+                         "rerun with CLUSTERBENCH_DEBUG=1 for a traceback and report it\n")
+        return 1
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -129,7 +138,6 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from .ui import format_probe
 
     if args.sysfs_root:
-        import os
         if not os.path.isdir(args.sysfs_root):
             raise UsageError(f"--sysfs-root {args.sysfs_root} is not a directory", "give the directory holding sys/ and proc/")
     if args.hwloc:
@@ -150,7 +158,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from . import session
-    from .ui import RichProgress, dump_json, print_results
+    from .ui import RichProgress, dump_json, print_results, print_summary
 
     cls = all_benchmarks()[args.benchmark]
     given = {p.name: getattr(args, p.name) for p in cls.params if getattr(args, p.name, None) is not None}
@@ -166,18 +174,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 report = session.run([args.benchmark], {args.benchmark: given}, **kwargs)  # type: ignore[arg-type]
         else:
             report = session.run([args.benchmark], {args.benchmark: given}, **kwargs)  # type: ignore[arg-type]
-    except (ClusterbenchError, KeyboardInterrupt):
-        last = session.last_report()
+    except (ClusterbenchError, KeyboardInterrupt) as exc:
+        last = getattr(exc, "report", None)
         if last and last.results and not args.json:
             print_results([r.as_json() for r in last.results])
-        if last and last.run.get("id"):
+        if last and store is not None:
             sys.stderr.write(f"clusterbench: run {last.run['id']} kept {len(last.results)} result(s), marked incomplete\n")
         raise
     if args.json:
         doc = report.document()
+        if args.benchmark == "node":
+            from .analysis.summary import summarize_node
+            doc["summary"] = summarize_node(doc["results"])
         dump_json(doc)
     else:
         print_results([r.as_json() for r in report.results])
+        if args.benchmark == "node":
+            print_summary([r.as_json() for r in report.results])
+        for note in report.run.get("notes") or []:
+            sys.stdout.write(f"note: {note}\n")
         for w in report.run.get("warnings") or []:
             sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
         if report.run.get("id"):
@@ -226,11 +241,18 @@ def _cmd_results(args: argparse.Namespace) -> int:
             if run.get("error"):
                 sys.stdout.write(f"error: {run['error']}\n")
             print_results(results)
+            for note in run.get("notes") or []:
+                sys.stdout.write(f"note: {note}\n")
+            for w in run.get("warnings") or []:
+                sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
         return 0
     text = json.dumps(doc, indent=1) + "\n" if args.format == "json" else _csv(run, results)
     if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output} ({exc.strerror})", "choose a writable path for -o")
     else:
         sys.stdout.write(text)
     return 0

@@ -13,20 +13,24 @@ hung kernel) closes the run as ``incomplete`` with what was measured so far.
 """
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import SCHEMA_VERSION
+from . import SCHEMA_VERSION, __version__
 from .analysis import clock
 from .analysis import warnings as warn
 from .benchmarks import get_benchmark
 from .benchmarks.base import Benchmark, Progress, Result, RunContext
-from .errors import ClusterbenchError
+from .errors import ClusterbenchError, UsageError
 from .store import Store
+from .store.db import now_iso
 
 
 class Interrupted(KeyboardInterrupt):
@@ -72,6 +76,10 @@ def plan(names: Sequence[str], given: dict[str, dict], ctx: RunContext) -> list[
     return out
 
 
+#: Seconds before a kernel is killed, unless the caller says otherwise.
+DEFAULT_TIMEOUT = 900.0
+
+
 def run(
     names: Sequence[str],
     given: dict[str, dict] | None = None,
@@ -80,15 +88,27 @@ def run(
     store: Store | None = None,
     use_store: bool = True,
     argv: Sequence[str] | None = None,
-    timeout: float = 600.0,
+    timeout: float = DEFAULT_TIMEOUT,
     oversubscribe: bool = False,
     progress: Progress | None = None,
     probe_data: dict | None = None,
 ) -> RunReport:
-    """Run benchmarks by name and return the report; see the module docstring."""
+    """Run benchmarks by name and return the report; see the module docstring.
+
+    On an exception (bad input, a failed kernel, an interruption) the partial report is
+    attached to it as ``exc.report`` when a run had started."""
+    with _terminate_as_interrupt():  # from the start: a SIGTERM while compiling is handled too
+        return _run(names, given or {}, profile, store, use_store, argv, timeout, oversubscribe,
+                    progress, probe_data)
+
+
+def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Store | None, use_store: bool,
+         argv: Sequence[str] | None, timeout: float, oversubscribe: bool, progress: Progress | None,
+         probe_data: dict | None) -> RunReport:
     from .probe import probe as do_probe
 
-    given = given or {}
+    if not timeout > 0:
+        raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
     probe_data = probe_data if probe_data is not None else do_probe()
     ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, oversubscribe=oversubscribe,
                      progress=progress or Progress())
@@ -96,29 +116,31 @@ def run(
     for bench, params in steps:
         bench.prepare(ctx, params)
     argv = list(argv if argv is not None else sys.argv)
-    command = " ".join(["clusterbench", *argv[1:]]) if argv and argv[0].endswith("clusterbench") else " ".join(argv)
-
+    record = new_run_record(argv, probe_data, profile)
+    record["builds"] = ctx.builds  # filled as kernels are built
     if use_store and store is None:
         store = Store()
-    run_id = None
-    if use_store and store is not None:
+    if not use_store:
+        store = None
+    if store is not None:
         store.check_writable()
-        run_id = store.begin_run(command, argv, probe_data, profile)
-        ctx.sink = lambda res: store.add_result(run_id, res)  # type: ignore[union-attr]
-        ctx.on_build = lambda b: store.add_build(run_id, b.name, b.info)  # type: ignore[union-attr]
+        store.begin_run(record)
+        ctx.sink = lambda res: store.add_result(record["id"], res)  # type: ignore[union-attr]
+        ctx.on_build = lambda b: store.add_build(record["id"], b.name, b.info)  # type: ignore[union-attr]
         ctx.history = lambda bench, metric: store.history(bench, metric)  # type: ignore[union-attr]
-        for name, info in ctx.builds.items():
-            store.add_build(run_id, name, info)
 
-    before = clock.snapshot()
     status, error = "complete", None
-    estimates = [bench.estimate_seconds(ctx, params) for bench, params in steps]
-    ctx.progress.overall(sum(estimates))
+    before: dict = {}
     try:
-        with _terminate_as_interrupt():
-            for i, (bench, params) in enumerate(steps):
-                bench.run(ctx, params)
-                ctx.progress.overall_done(sum(estimates[: i + 1]))
+        if store is not None:
+            for name, info in ctx.builds.items():
+                store.add_build(record["id"], name, info)
+        before = clock.snapshot()
+        estimates = [bench.estimate_seconds(ctx, params) for bench, params in steps]
+        ctx.progress.overall(sum(estimates))
+        for i, (bench, params) in enumerate(steps):
+            bench.run(ctx, params)
+            ctx.progress.overall_done(sum(estimates[: i + 1]))
     except KeyboardInterrupt as exc:
         status, error = "incomplete", f"interrupted ({exc or 'Ctrl-C'})"
         raise
@@ -129,20 +151,26 @@ def run(
         status, error = "incomplete", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        run_warnings = warn.as_dicts(warn.clock_changed(before, clock.snapshot()))
-        if use_store and store is not None and run_id is not None:
-            store.finish_run(run_id, status, error, run_warnings)
-        record = (store.get_run(run_id) if (store is not None and run_id is not None) else
-                  {"id": None, "status": status, "error": error, "command": command, "profile": profile,
-                   "probe": probe_data, "builds": ctx.builds, "warnings": run_warnings})
-        _last_report.clear()
-        _last_report.append(RunReport(record, list(ctx.results)))
-    return _last_report[0]
+        warnings = warn.as_dicts(warn.clock_changed(before, clock.snapshot())) if before else []
+        record.update(status=status, error=error, ended=now_iso(), warnings=warnings, notes=ctx.notes)
+        if store is not None:
+            store.finish_run(record["id"], status, error, warnings, ctx.notes)
+        report = RunReport(record, list(ctx.results))
+        exc_now = sys.exc_info()[1]
+        if exc_now is not None:
+            try:
+                exc_now.report = report  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+    return report
 
 
-#: The report of the most recent session, also when it ended by an exception (for the CLI).
-_last_report: list[RunReport] = []
-
-
-def last_report() -> RunReport | None:
-    return _last_report[0] if _last_report else None
+def new_run_record(argv: Sequence[str], probe_data: dict, profile: str) -> dict:
+    """The run's provenance, the same with or without a store (the ``run`` of ``--json``)."""
+    command = " ".join(["clusterbench", *argv[1:]]) if argv and argv[0].endswith("clusterbench") else " ".join(argv)
+    return {
+        "id": str(uuid.uuid4()), "started": now_iso(), "ended": None, "status": "running", "error": None,
+        "command": command, "argv": list(argv), "host": socket.gethostname(), "pid": os.getpid(),
+        "clusterbench_version": __version__, "profile": profile, "probe": probe_data, "builds": {},
+        "warnings": [], "notes": [],
+    }

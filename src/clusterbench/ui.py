@@ -175,3 +175,18 @@ def format_probe(p: dict) -> str:
         lines.append(f"unknown     {len(unknown)} item(s):")
         lines.extend(f"  {k}: {v}" for k, v in sorted(unknown.items()))
     return "\n".join(lines) + "\n"
+
+
+def print_summary(results: list[dict], out: IO[str] | None = None) -> None:
+    """The node headline (see :mod:`clusterbench.analysis.summary`)."""
+    from .analysis.summary import summarize_node
+
+    out = out or sys.stdout
+    summ = summarize_node(results)
+    out.write("\nsummary\n")
+    for line in summ["lines"]:
+        out.write(f"  {line}\n")
+    if summ["findings"]:
+        out.write("what holds it back / what to check\n")
+        for f in summ["findings"]:
+            out.write(f"  - {f}\n")

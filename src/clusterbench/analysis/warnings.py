@@ -47,14 +47,22 @@ def coarse_timer(times_s: Sequence[float], resolution_s: float | None) -> Warnin
 def clock_changed(before: dict, after: dict) -> list[Warning_]:
     """Compare two :func:`clusterbench.analysis.clock.snapshot` readings."""
     out: list[Warning_] = []
+    # The frequency cap moving (power capping, thermal or firmware limits) always matters. The
+    # current clock only means something under a fixed-clock governor: under schedutil or
+    # ondemand it is low at idle before a run and high after it, every time.
+    cb, ca = before.get("cap_mhz") or {}, after.get("cap_mhz") or {}
+    fixed = after.get("governor") in ("performance", "userspace")
     fb, fa = before.get("freq_mhz") or {}, after.get("freq_mhz") or {}
-    for cpu, mhz in fa.items():
-        old = fb.get(cpu)
-        if old and mhz and abs(mhz - old) / old > 0.05:
+    changes = [(cpu, cb.get(cpu), mhz, "frequency cap") for cpu, mhz in ca.items()]
+    if fixed:
+        changes += [(cpu, fb.get(cpu), mhz, "clock") for cpu, mhz in fa.items()]
+    for cpu, old, new, what in changes:
+        if old and new and abs(new - old) / old > 0.05:
             out.append(Warning_(
                 "clock-changed",
-                f"cpu{cpu} clock moved from {old:.0f} to {mhz:.0f} MHz during the run",
-                "set the governor to performance (cpupower frequency-set -g performance) and disable turbo for stable figures",
+                f"cpu{cpu} {what} moved from {old:.0f} to {new:.0f} MHz during the run",
+                "check power capping and cooling; set the governor to performance "
+                "(cpupower frequency-set -g performance) and disable turbo for stable figures",
             ))
             break
     tb, ta = before.get("throttle") or {}, after.get("throttle") or {}

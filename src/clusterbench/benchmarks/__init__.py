@@ -15,13 +15,20 @@ REGISTRY: dict[str, type[Benchmark]] = {}
 
 
 def register(cls: type[Benchmark]) -> type[Benchmark]:
+    """Add a benchmark class; its declared limits must exist (a typo fails at import, not mid-run)."""
+    from ..analysis.limits import LIMITS
+
+    for m in cls.metrics:
+        unknown = [name for name in m.limits if name not in LIMITS]
+        if unknown:
+            raise TypeError(f"{cls.__name__}.{m.name} names unknown limit(s) {unknown}; known: {sorted(LIMITS)}")
     REGISTRY[cls.name] = cls
     return cls
 
 
 def _load_all() -> None:
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name not in ("base",) and not mod.name.startswith("_"):
+        if mod.name != "base" and not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
 
 

@@ -8,6 +8,7 @@ an AVX-512 binary to a node without AVX-512.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -62,6 +63,7 @@ def compiler() -> str:
     return path
 
 
+@functools.lru_cache(maxsize=None)
 def _compiler_version(cc: str) -> str:
     try:
         out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=20)
@@ -78,6 +80,7 @@ def arch_flags() -> list[str]:
     return ["-march=native"]
 
 
+@functools.lru_cache(maxsize=1)
 def _cpu_identity() -> str:
     """What -march=native depends on: the CPU model and its feature flags."""
     try:
@@ -137,7 +140,12 @@ def build_kernel(
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
     os.close(fd)
     cmd = [cc, *flags, "-I", str(KERNEL_DIR), "-o", tmp, str(src), *link]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        os.unlink(tmp)
+        raise EnvironmentProblem(f"compiling kernel '{name}' with {cc} failed ({exc})",
+                                 "check the compiler (CC) and that the cache directory is usable") from exc
     if proc.returncode != 0:
         os.unlink(tmp)
         raise _build_error(name, cc, proc.stderr, libs, openmp)

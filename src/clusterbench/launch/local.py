@@ -37,6 +37,7 @@ class _Running:
     buf: bytes = b""
     stderr: bytes = b""
     records: list[Record] = field(default_factory=list)
+    validated: bool = False
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -63,14 +64,18 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
     try:
         for idx, job in enumerate(jobs):
             env = {**os.environ, **job.env}
-            proc = subprocess.Popen(
-                [str(job.build.path), *job.args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+            try:
+                proc = subprocess.Popen(
+                    [str(job.build.path), *job.args],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise KernelFailed(f"cannot start kernel '{job.build.name}' ({exc.strerror})",
+                                   "if the cache is on a noexec filesystem, set CLUSTERBENCH_CACHE elsewhere") from exc
             r = _Running(job, proc)
             running.append(r)
             assert proc.stdout and proc.stderr
@@ -103,7 +108,7 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
                     if line.strip():
                         rec = _parse_line(r.job.build.name, line)
                         r.records.append(rec)
-                        _check_record(r.job.build.name, rec)
+                        _check_record(r.job.build.name, rec, r)
                         if on_record:
                             on_record(idx, rec)
         for r in running:
@@ -141,7 +146,17 @@ def _parse_line(name: str, line: bytes) -> Record:
     return rec
 
 
-def _check_record(name: str, rec: Record) -> None:
+def _check_record(name: str, rec: Record, r: _Running) -> None:
+    """Enforce the protocol: errors and failed validations raise; a result is accepted only
+    after the kernel has validated what it computed ("validate, then print the results")."""
+    if rec["type"] == "validation" and rec.get("ok", False):
+        r.validated = True
+    if rec["type"] == "result":
+        if not r.validated:
+            raise KernelFailed(f"kernel '{name}' printed a result before validating it",
+                               "report this as a bug: results are only trusted after validation")
+        if not isinstance(rec.get("samples"), list) or not rec.get("metric"):
+            raise KernelFailed(f"kernel '{name}' printed a malformed result record", "report this as a bug")
     if rec["type"] == "error":
         raise KernelFailed(f"kernel '{name}' failed: {rec.get('message', 'no message')}",
                            "check the parameters (see --help)")

@@ -9,7 +9,7 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 
 * ``meta(key PRIMARY KEY, value)`` - ``schema_version``, ``created_by``.
 * ``runs(id, started, ended, status, error, command, argv, host, pid, clusterbench_version,
-  profile, probe, builds, warnings)`` - ``probe``, ``builds`` and ``warnings`` are JSON.
+  profile, probe, builds, warnings, notes)`` - the last four are JSON.
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
@@ -20,7 +20,6 @@ import json
 import os
 import socket
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -48,7 +47,8 @@ CREATE TABLE IF NOT EXISTS runs (
     profile TEXT,
     probe TEXT NOT NULL,
     builds TEXT NOT NULL DEFAULT '{}',
-    warnings TEXT NOT NULL DEFAULT '[]'
+    warnings TEXT NOT NULL DEFAULT '[]',
+    notes TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -160,15 +160,16 @@ class Store:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('last_open', ?)", (now_iso(),))
 
     # -- writing ------------------------------------------------------------------------------
-    def begin_run(self, command: str, argv: list[str], probe: dict, profile: str | None) -> str:
-        run_id = str(uuid.uuid4())
+    def begin_run(self, record: dict) -> str:
+        """Insert a run record (see :func:`clusterbench.session.new_run_record`) as ``running``."""
         with self._tx():
             self.db.execute(
                 "INSERT INTO runs (id, started, status, command, argv, host, pid, clusterbench_version,"
-                " profile, probe) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, now_iso(), command, json.dumps(argv), socket.gethostname(), os.getpid(),
-                 __version__, profile, json.dumps(probe)))
-        return run_id
+                " profile, probe, builds) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record["id"], record["started"], record["command"], json.dumps(record["argv"]), record["host"],
+                 record["pid"], record["clusterbench_version"], record["profile"], json.dumps(record["probe"]),
+                 json.dumps(record.get("builds") or {})))
+        return str(record["id"])
 
     def add_build(self, run_id: str, name: str, info: dict) -> None:
         with self._tx():
@@ -191,15 +192,11 @@ class Store:
                  json.dumps(res.warnings), res.kernel, now_iso()))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
-                   warnings: list[dict] | None = None) -> None:
+                   warnings: list[dict] | None = None, notes: list[str] | None = None) -> None:
         with self._tx():
-            self.db.execute("UPDATE runs SET status=?, ended=?, error=?, warnings=? WHERE id=?",
-                            (status, now_iso(), error, json.dumps(warnings or []), run_id))
-
-    def delete_run(self, run_id: str) -> None:
-        with self._tx():
-            self.db.execute("DELETE FROM results WHERE run_id=?", (run_id,))
-            self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+            self.db.execute("UPDATE runs SET status=?, ended=?, error=?, warnings=?, notes=? WHERE id=?",
+                            (status, now_iso(), error, json.dumps(warnings or []), json.dumps(notes or []),
+                             run_id))
 
     # -- reading ------------------------------------------------------------------------------
     def _run_dict(self, row: sqlite3.Row, full: bool) -> dict:
@@ -209,13 +206,14 @@ class Store:
         d = {
             "id": row["id"], "started": row["started"], "ended": row["ended"], "status": status,
             "error": error, "command": row["command"], "host": row["host"],
-            "clusterbench_version": row["clusterbench_version"], "profile": row["profile"],
+            "clusterbench_version": row["clusterbench_version"], "profile": row["profile"], "pid": row["pid"],
         }
         if full:
             d["argv"] = json.loads(row["argv"])
             d["probe"] = json.loads(row["probe"])
             d["builds"] = json.loads(row["builds"])
             d["warnings"] = json.loads(row["warnings"])
+            d["notes"] = json.loads(row["notes"])
         return d
 
     def list_runs(self, limit: int | None = None) -> list[dict]:
