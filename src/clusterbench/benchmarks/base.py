@@ -101,7 +101,13 @@ class RunContext:
     history: Callable[[str, str], list[dict]] | None = None  # (benchmark, metric) -> stored results
     results: list[Result] = field(default_factory=list)
     builds: dict[str, dict] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     timer_resolution_s: float | None = None
+
+    def note(self, text: str) -> None:
+        """A finding worth telling the user (e.g. which store variant won); kept with the run."""
+        self.notes.append(text)
+        self.progress.note(text)
 
     # -- building and running kernels -------------------------------------------------------
     def build(self, name: str, libs: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()) -> Build:
@@ -160,8 +166,8 @@ class RunContext:
     # -- machine facts used by many benchmarks ---------------------------------------------------
     @property
     def n_pus(self) -> int:
-        topo = self.probe.get("topology") or {}
-        return int(topo.get("pus") or os.cpu_count() or 1)
+        """PUs this process may use (the affinity mask narrows the machine's on a live probe)."""
+        return len(allowed_cpus(self))
 
     @property
     def n_cores(self) -> int:
@@ -234,37 +240,111 @@ THREADS = Param("threads", int, None, "threads (default: one per physical core)"
 ORDER = Param("order", str, "compact", "thread placement order", ("compact", "spread"))
 SMT = Param("smt", bool, False, "also use SMT siblings (hyper-threads) after the physical cores")
 CPUS = Param("cpus", "intlist", None, "explicit cpu list, e.g. 0,2,4 (overrides --order)")
+CPU = Param("cpu", int, None, "cpu to pin the single thread to (default: the first of the placement)")
+
+
+def allowed_cpus(ctx: RunContext) -> list[int]:
+    """The cpus this process may run on: the probe's online cpus, narrowed on a live machine to
+    the affinity mask (taskset, a Slurm allocation, a container's cpuset)."""
+    online = [c["pu"] for c in (ctx.probe.get("topology") or {}).get("cpus", [])]
+    if not online:
+        online = list(range(os.cpu_count() or 1))
+    if ctx.probe.get("root", "/") in ("/", None) and hasattr(os, "sched_getaffinity"):
+        mask = os.sched_getaffinity(0)
+        narrowed = [c for c in online if c in mask]
+        return narrowed or sorted(mask)
+    return online
 
 
 def check_threads(ctx: RunContext, threads: int | None, name: str = "threads") -> int:
     """Default to one thread per physical core; refuse 0 and more than the PUs unless asked."""
     if threads is None:
-        return ctx.n_cores
+        return min(ctx.n_cores, ctx.n_pus)
     if threads < 1:
         raise UsageError(f"--{name} {threads} is not allowed", f"use --{name} 1 or more")
     if threads > ctx.n_pus and not ctx.oversubscribe:
-        raise UsageError(f"--{name} {threads} exceeds the {ctx.n_pus} PUs of this machine",
+        raise UsageError(f"--{name} {threads} exceeds the {ctx.n_pus} PUs this process may use",
                          f"use --{name} {ctx.n_pus} or fewer, or add --oversubscribe")
     return threads
 
 
+def check_cpu(ctx: RunContext, cpu: int | None) -> int:
+    """One cpu for a single-threaded kernel: given (and allowed) or the first of the placement."""
+    if cpu is None:
+        return placement(ctx, 1)[0]
+    if cpu not in allowed_cpus(ctx):
+        raise UsageError(f"--cpu {cpu} is not an online cpu this process may use",
+                         "see 'clusterbench probe' for the cpu list")
+    return cpu
+
+
+def resolve_threads(ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Settle ``threads`` and ``cpus`` together: ``--cpus`` fixes both (and must agree with
+    ``--threads``); otherwise ``threads`` (default: one per core) placed by ``order``/``smt``.
+    Two threads on one cpu only with ``--oversubscribe``."""
+    cpus = params.get("cpus")
+    threads = params.get("threads")
+    if cpus is not None:
+        cpus = list(cpus)
+        if not cpus:
+            raise UsageError("--cpus is empty", "give at least one cpu, e.g. --cpus 0")
+        if threads is not None and threads != len(cpus):
+            raise UsageError(f"--threads {threads} does not match the {len(cpus)} cpus given with --cpus",
+                             "give one or the other")
+        if len(set(cpus)) != len(cpus) and not ctx.oversubscribe:
+            raise UsageError("--cpus lists a cpu twice", "list each cpu once, or add --oversubscribe")
+    params["threads"] = check_threads(ctx, len(cpus) if cpus is not None else threads)
+    params["cpus"] = placement(ctx, params["threads"], params.get("order", "compact"),
+                               bool(params.get("smt")), cpus)
+    return params
+
+
 def placement(ctx: RunContext, threads: int, order: str = "compact", smt: bool = False,
               cpus: Sequence[int] | None = None) -> list[int]:
-    """The cpus the threads run on, in thread order: explicit, or from the topology."""
+    """The cpus the threads run on, in thread order: explicit, or from the topology (physical
+    cores first, then SMT siblings, then, oversubscribed, around again)."""
     from ..probe.topology import cpu_order
 
+    allowed = allowed_cpus(ctx)
     if cpus:
-        online = {c["pu"] for c in (ctx.probe.get("topology") or {}).get("cpus", [])}
-        bad = [c for c in cpus if online and c not in online]
+        bad = [c for c in cpus if c not in allowed]
         if bad:
-            raise UsageError(f"cpu {bad[0]} is not an online cpu of this machine",
+            raise UsageError(f"cpu {bad[0]} is not an online cpu this process may use",
                              "see 'clusterbench probe' for the cpu list")
-        base = list(cpus)
-    else:
-        base = cpu_order(ctx.probe, order, smt=smt) or list(range(ctx.n_pus))
-        if len(base) < threads:  # more threads than cores: use SMT siblings, then wrap around
-            base = cpu_order(ctx.probe, order, smt=True) or base
+        return list(cpus)
+    base = [c for c in cpu_order(ctx.probe, order, smt=smt) if c in allowed] or allowed
+    if len(base) < threads:  # more threads than cores: use SMT siblings, then wrap around
+        base = [c for c in cpu_order(ctx.probe, order, smt=True) if c in allowed] or allowed
     return [base[i % len(base)] for i in range(threads)]
+
+
+def check_placement(info: dict, wanted: Sequence[int], bench: str) -> None:
+    """Refuse figures from threads that did not run where they were asked to (cgroups, a
+    failed pin): the kernel reports ``cpus_actual`` from sched_getcpu in its info record."""
+    got = info.get("cpus_actual")
+    if got is None:
+        raise KernelFailed(f"kernel '{bench}' did not report where its threads ran", "report this as a bug")
+    if len(got) != len(wanted):
+        raise KernelFailed(f"{bench}: kernel ran {len(got)} threads, {len(wanted)} requested", "report this as a bug")
+    for t, (w, g) in enumerate(zip(wanted, got)):
+        if w != g:
+            raise KernelFailed(f"{bench}: thread {t} ran on cpu {g}, not on the requested cpu {w}",
+                               "check cgroup/cpuset restrictions (taskset, Slurm --cpu-bind) or choose --cpus")
+
+
+def available_memory(probe: dict) -> int | None:
+    """MemAvailable in bytes: the probe's, else /proc/meminfo's."""
+    val = (probe.get("memory") or {}).get("available_bytes")
+    if val:
+        return int(val)
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def cpulist(cpus: Sequence[int]) -> str:
