@@ -148,3 +148,28 @@ def test_missing_hwloc_when_required(capsys, monkeypatch, tmp_path):
     assert main(["probe", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["source"] == "sysfs" and doc["topology"]["pus"] >= 1
+
+
+def test_unwritable_store_measures_nothing(capsys, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("CLUSTERBENCH_DB", str(blocker / "results.db"))  # parent is a regular file
+    rc = main(["run", "fpu", "--quick"])
+    assert rc == 5
+    assert "results store" in _one_line_error(capsys)
+
+
+def test_known_but_missing_blas(capsys):
+    import glob
+    if glob.glob("/usr/lib/*/libmkl_rt.so*") or glob.glob("/opt/intel/**/libmkl_rt.so*", recursive=True):
+        pytest.skip("MKL is installed here")
+    rc = main(["run", "dgemm", "--blas", "mkl", "--quick"])
+    assert rc in (2, 3)
+    line = _one_line_error(capsys)
+    assert "mkl" in line.lower()
+    assert _runs(os.environ["CLUSTERBENCH_DB"]) == 0
+
+
+def test_bad_timeout(capsys):
+    assert main(["run", "fpu", "--timeout", "0"]) == 2
+    assert "--timeout 0" in _one_line_error(capsys)
