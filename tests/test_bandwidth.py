@@ -60,10 +60,10 @@ def test_byte_counting(ctx):
         assert r.samples == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.parametrize("store", ["regular", "nt"])
-def test_corruption_is_caught(ctx, store):
+@pytest.mark.parametrize("variant", ["regular", "nt"])
+def test_corruption_is_caught(ctx, variant):
     with pytest.raises(KernelFailed, match="wrong result"):
-        _run(ctx, array_elements=SMALL, ntimes=3, counts=[1], corrupt=True, store=store)
+        _run(ctx, array_elements=SMALL, ntimes=3, counts=[1], corrupt=True, variant=variant)
 
 
 def test_corrupted_read_is_caught(ctx):
@@ -88,8 +88,19 @@ def test_default_counts():
     ({"counts": [1, 10_000]}, "exceeds"),
     ({"array_elements": 10**13}, "largest size that fits"),
     ({"ntimes": 1}, "ntimes"),
-    ({"store": "fast"}, "not one of"),
+    ({"variant": "fast"}, "not one of"),
+    ({"store": "nt"}, "no parameter 'store'"),  # renamed to variant, as in stream
+    ({"cpus": [0], "threads": 2}, "does not match"),
+    ({"cpus": [0, 0]}, "twice"),
+    ({"cpus": []}, "empty"),
+    ({"cpus": [0], "counts": [2]}, "exceeds"),
 ])
 def test_bad_input(ctx, given, match):
     with pytest.raises(UsageError, match=match):
         get_benchmark("bandwidth").resolve(ctx, given)
+
+
+def test_samples_are_ntimes_minus_one(ctx):
+    """ntimes counts the dropped warm-up pass: each result has ntimes - 1 samples."""
+    _, res = _run(ctx, array_elements=SMALL, ntimes=5, counts=[1], variant="regular")
+    assert res and all(len(r.samples) == 4 for r in res)

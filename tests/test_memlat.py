@@ -9,7 +9,8 @@ import pytest
 
 from clusterbench.analysis.plateaus import find_plateaus
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.memlat import size_list
+from clusterbench.benchmarks.base import RunContext, available_memory
+from clusterbench.benchmarks.memlat import llc_of_cpu, probe_cache_levels, size_list
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.kernels.build import build_kernel
 
@@ -120,7 +121,80 @@ def test_memlat_corrupted_chain_is_caught(ctx):
 
 def test_memlat_bad_input(ctx):
     bench = get_benchmark("memlat")
-    for bad in ({"cpu": 10_000}, {"max_bytes": 1 << 50}, {"min_bytes": 64}, {"min_bytes": 8 * MIB, "max_bytes": MIB},
-                {"hugepages": "maybe"}, {"samples": 0}, {"threads": 2}):
+    for bad in ({"cpu": 10_000}, {"cpu": -1}, {"max_bytes": 1 << 50}, {"min_bytes": 64},
+                {"min_bytes": 8 * MIB, "max_bytes": MIB}, {"hugepages": "maybe"},
+                {"samples": 0}, {"threads": 2}):
         with pytest.raises(UsageError):
             bench.resolve(ctx, bad)
+
+
+def test_quick_reaches_256_mib_where_memory_allows(ctx):
+    bench = get_benchmark("memlat")
+    params = bench.resolve(ctx, {})
+    avail = available_memory(ctx.probe)
+    if avail and avail // 4 < 256 * MIB:
+        pytest.skip("not enough free memory for 256 MiB")
+    assert params["max_bytes"] >= 256 * MIB
+    sizes = bench.sizes(params)
+    assert sizes[0] == KIB and sizes[-1] >= 256 * MIB
+    assert len(sizes) >= 2 * 18  # two per octave over 18 octaves
+    # default profile: at least 4 x the LLC of the pinned cpu (memory permitting)
+    full = get_benchmark("memlat").resolve(RunContext(probe=ctx.probe, profile="default"), {})
+    llc = llc_of_cpu(ctx.probe, full["cpu"])
+    if llc and (not avail or 4 * llc <= avail // 4):
+        assert full["max_bytes"] >= max(4 * llc, 256 * MIB)
+
+
+def test_llc_is_the_instance_holding_the_pinned_cpu():
+    """Two 32 MiB L3 instances (64 MiB in total): a cpu's working sets must exceed *its* L3."""
+    probe = {"topology": {"cpus": [{"pu": p, "core": p, "package": 0, "numa": 0, "kind": None} for p in range(4)],
+                          "caches": [
+                              {"level": 1, "type": "data", "name": "L1d", "size_bytes": 48 * KIB, "cpus": [p]}
+                              for p in range(4)] + [
+                              {"level": 3, "type": "unified", "name": "L3", "size_bytes": 32 * MIB, "cpus": [0, 1]},
+                              {"level": 3, "type": "unified", "name": "L3", "size_bytes": 16 * MIB, "cpus": [2, 3]}]}}
+    assert llc_of_cpu(probe, 0) == 32 * MIB and llc_of_cpu(probe, 3) == 16 * MIB
+    assert probe_cache_levels(probe, 2) == {1: 48 * KIB, 3: 16 * MIB}
+
+
+def test_plateau_samples_are_the_representative_sizes_repeats(ctx):
+    """A plateau's samples are the repeated chases of its median-size point (repeatability);
+    flatness across the plateau goes in params; the no-hugepages note goes only with the
+    huge-page variant."""
+    from clusterbench.analysis.warnings import Warning_
+
+    bench = get_benchmark("memlat")
+    sizes, lat = synthetic([48 * KIB, 2 * MIB, 32 * MIB], [1.6, 5.0, 30.0, 110.0], noise=0.03)
+    curve = [(s, v, [v, v * 1.01, v * 1.02]) for s, v in zip(sizes, lat)]
+    base = {"threads": 1, "cpus": [0], "hugepages": "off"}
+    note = Warning_("no-hugepages", "transparent huge pages are disabled", "enable them")
+    res = bench.emit_plateaus(ctx, curve, PROBE, base, [])
+    assert [r.metric for r in res] == ["l1_latency", "l2_latency", "l3_latency", "dram_latency"]
+    for r in res:
+        rep = r.params["size_bytes"]
+        assert rep == sorted(r.params["plateau_sizes_bytes"])[len(r.params["plateau_sizes_bytes"]) // 2]
+        v = dict((s, x) for s, x, _ in curve)[rep]
+        assert r.samples == pytest.approx([v, v * 1.01, v * 1.02])
+        assert r.value == pytest.approx(v)
+        assert r.summary["cv"] < 0.02  # repeatability, not the spread along the plateau
+        assert r.params["flatness"] == pytest.approx(max(r.params["plateau_latencies_ns"])
+                                                     / min(r.params["plateau_latencies_ns"]))
+        assert 1 <= r.params["flatness"] < 1.5
+        assert not any(w["code"] == "no-hugepages" for w in r.warnings)
+    on = bench.emit_plateaus(ctx, curve, PROBE, {**base, "hugepages": "on"}, [note])
+    assert all(any(w["code"] == "no-hugepages" for w in r.warnings) for r in on)
+
+
+def test_no_hugepages_note_only_on_the_hugepage_variant(ctx, monkeypatch):
+    """THP disabled with hugepages=both: only the 4 KiB variant runs and its results carry no
+    no-hugepages warning (the skip is a run note)."""
+    import clusterbench.benchmarks.memlat as ml
+
+    monkeypatch.setattr(ml, "thp_mode", lambda path=ml.THP_ENABLED: "never")
+    bench = get_benchmark("memlat")
+    params = bench.resolve(ctx, {"max_bytes": 256 * KIB, "per_octave": 2, "samples": 2,
+                                 "min_time": 0.0005, "hugepages": "both"})
+    res = bench.run(ctx, params)
+    assert res and {r.params["hugepages"] for r in res} == {"off"}
+    assert not any(w["code"] == "no-hugepages" for r in res for w in r.warnings)
+    assert any("huge-page variant was skipped" in n for n in ctx.notes)

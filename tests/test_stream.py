@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.stream import BYTES_PER_ELEMENT, size_arrays, sweep_counts
+from clusterbench.benchmarks._memory import size_arrays
+from clusterbench.benchmarks.stream import BYTES_PER_ELEMENT, plan_numa, sweep_counts
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.probe.topology import llc_total_bytes
 
@@ -98,6 +99,9 @@ def test_thread_sweep_quick(ctx):
     ({"ntimes": 1}, "ntimes"),
     ({"variant": "fast"}, "not one of"),
     ({"cpus": [99999]}, "not an online cpu"),
+    ({"cpus": [0], "threads": 2}, "does not match"),
+    ({"cpus": [0, 0]}, "twice"),
+    ({"cpus": []}, "empty"),
 ])
 def test_bad_input_raises_usage_error_before_running(ctx, given, match, monkeypatch):
     import clusterbench.benchmarks.base as base
@@ -155,3 +159,94 @@ def test_wrong_placement_is_reported(ctx, monkeypatch):
         {**info, "cpus_actual": [c + 1 for c in info["cpus_actual"]]}, wanted, bench))
     with pytest.raises(KernelFailed, match="ran on cpu"):
         _run(ctx, array_elements=SMALL, ntimes=3, sweep=False, threads=1, variant="regular")
+
+
+def test_triad_only_validation_catches_a_triad_that_stores_nothing(ctx):
+    """Triad-only runs start from c = 1, so Triad must change a: with the kernels skipped
+    (--skip_stores=1) validation fails, in the quick sweep's mode and in the NUMA mode."""
+    from clusterbench.launch.local import run_kernel
+
+    b = get_benchmark("stream")._build(ctx)
+    args = ["--cpus=0", f"--elements={SMALL}", "--ntimes=3", "--variant=nt", "--kernels=triad"]
+    ok = run_kernel(b, args, timeout=60)
+    assert [r["metric"] for r in ok if r["type"] == "result"] == ["triad"]
+    with pytest.raises(KernelFailed, match="wrong result"):
+        run_kernel(b, [*args, "--skip_stores=1"], timeout=60)
+    with pytest.raises(KernelFailed, match="wrong result"):  # all four kernels skipped: caught too
+        run_kernel(b, ["--cpus=0", f"--elements={SMALL}", "--ntimes=3", "--variant=regular",
+                       "--skip_stores=1"], timeout=60)
+    info = next(r for r in ok if r["type"] == "info")
+    if info["libnuma"]:
+        with pytest.raises(KernelFailed, match="wrong result"):
+            run_kernel(b, ["--cpus=0", f"--elements={SMALL}", "--ntimes=3", "--variant=regular",
+                           "--mem_nodes=0", "--cpu_node=0", "--skip_stores=1"], timeout=60)
+
+
+def _two_node_probe(avail0=8 << 30, avail1=8 << 30):
+    cpus = [{"pu": p, "core": p, "package": p // 4, "numa": p // 4, "kind": None} for p in range(8)]
+    return {"topology": {
+        "pus": 8, "cores": 8, "cpus": cpus, "caches": [],
+        "numa": [{"os_index": 0, "cpus": [0, 1, 2, 3], "memory_total_bytes": 16 << 30,
+                  "memory_available_bytes": avail0},
+                 {"os_index": 1, "cpus": [4, 5, 6, 7], "memory_total_bytes": 16 << 30,
+                  "memory_available_bytes": avail1}]},
+        "memory": {"available_bytes": avail0 + avail1}}
+
+
+def test_numa_plan_two_nodes():
+    """The CPU-node x memory-node matrix, planned without hardware: one run per CPU node on its
+    cores, each binding the arrays to both memory nodes, so all four pairs are measured."""
+    runs, notes = plan_numa(_two_node_probe(), 10_000_000)
+    assert [(r["cpu_node"], r["cpus"], r["mem_nodes"]) for r in runs] == [
+        (0, [0, 1, 2, 3], [0, 1]), (1, [4, 5, 6, 7], [0, 1])]
+    assert sorted(p for r in runs for p in r["pairs"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(r["array_elements"] == 10_000_000 for r in runs) and not notes
+    # the affinity mask narrows each node's cpus; a node with no allowed cpu runs no threads
+    runs, _ = plan_numa(_two_node_probe(), 10_000_000, allowed={0, 1})
+    assert [(r["cpu_node"], r["cpus"], r["mem_nodes"]) for r in runs] == [(0, [0, 1], [0, 1])]
+    # arrays lowered to fit the smallest node's free memory
+    runs, notes = plan_numa(_two_node_probe(avail1=1 << 30), 100_000_000)
+    assert runs[0]["array_elements"] < 100_000_000 and 3 * runs[0]["array_elements"] * 8 < 1 << 30
+    assert notes and "lowered" in notes[0]
+    # one node: no matrix
+    one = _two_node_probe()
+    one["topology"]["numa"] = one["topology"]["numa"][:1]
+    assert plan_numa(one, 1000)[0] == []
+
+
+def test_numa_results_params_from_plan(ctx, monkeypatch):
+    """The run path drives the kernel from the plan: with a (fake) 2-node plan on this machine's
+    cpus, each (cpu_node, mem_node) result carries the run's threads and cpus."""
+    import clusterbench.benchmarks.stream as st
+
+    if not st.numa_header(st.compiler()):
+        pytest.skip("libnuma not installed")
+    bench = get_benchmark("stream")
+    b = bench._build(ctx)
+    recs = _records(ctx)
+    cpu = ctx.probe["topology"]["cpus"][0]["pu"]
+    fake = [{"cpu_node": 0, "cpus": [cpu], "mem_nodes": [0], "array_elements": SMALL, "pairs": [(0, 0)]}]
+    monkeypatch.setattr(st, "plan_numa", lambda *a, **k: (fake, []))
+    params = bench.resolve(ctx, {"array_elements": SMALL, "ntimes": 3, "variant": "regular", "threads": 1})
+    info = {"numa_nodes": 2, "libnuma": True}
+    res = bench._numa(ctx, b, params, info, None)
+    assert [(r.metric, r.params["cpu_node"], r.params["mem_node"], r.params["threads"], r.params["cpus"])
+            for r in res] == [("triad_numa", 0, 0, 1, [cpu])]
+    assert any(r["type"] == "validation" and r["ok"] for r in recs)
+
+
+def test_numa_build_skipped_without_header(ctx, monkeypatch):
+    """No <numa.h>: the plain kernel is built straight away, no failing -lnuma attempt."""
+    import clusterbench.benchmarks.stream as st
+
+    calls = []
+    real = ctx.build
+
+    def build(name, libs=(), extra_flags=()):
+        calls.append(libs)
+        return real(name, libs=libs, extra_flags=extra_flags)
+
+    monkeypatch.setattr(ctx, "build", build)
+    monkeypatch.setattr(st, "numa_header", lambda cc: False)
+    get_benchmark("stream")._build(ctx)
+    assert calls == [()]

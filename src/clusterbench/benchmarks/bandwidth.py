@@ -8,18 +8,19 @@ Method and conventions
     refused before anything runs). Heap, 2 MiB aligned, transparent huge pages requested.
   * Threads, not processes (one pinned OpenMP thread per cpu, each on its own contiguous chunk
     that it first-touched): the same memory traffic as lmbench's parallel processes without
-    fork/mmap noise. Placement from ``base.placement`` (physical cores first, ``compact`` /
-    ``spread``, ``--smt``, ``--cpus``); thread counts from ``counts`` (default 1..N; ``quick``
+    fork/mmap noise. Placement from ``base.resolve_threads`` (physical cores first, ``compact`` /
+    ``spread``, ``--smt``; ``--cpus`` fixes the cpus and must agree with ``--threads``); thread counts from ``counts`` (default 1..N; ``quick``
     1 and N; powers of two plus N when N > 16 in the default profile). The first ``k`` cpus of
     the placement are used for ``k`` threads; each count is a fresh process (fresh first touch).
   * read: vectorised sum with 8 independent accumulators (not latency-bound), validated
     against the closed-form sum of the data on every pass. write: fill with regular vector
     stores (as lmbench's wr; ``params["variant"] == "regular"``) and/or non-temporal stores
-    (``"nt"``, no write-allocate read; like likwid's store_mem), per ``store``; every element
-    is checked afterwards.
+    (``"nt"``, no write-allocate read; like likwid's store_mem), per ``variant`` (the same name
+    and values as stream's); every element is checked afterwards, before any figure is printed.
   * Bytes: each element read or written once (8 B/element); the write-allocate read that a
     regular store causes is not counted (real DRAM traffic for ``write`` is about twice the
-    figure). MB/s = 1e6 B/s. The first of ``ntimes`` passes is a warm-up and is dropped.
+    figure). MB/s = 1e6 B/s. ``ntimes`` counts every timed pass *including* the first, which
+    is a warm-up and is dropped: each result has ``ntimes - 1`` samples (as stream).
   * The kernel reports where each thread ran (sched_getcpu); a thread elsewhere than asked
     fails the run. ``corrupt`` is a test hook: the data is damaged after timing, so
     validation must fail.
@@ -28,11 +29,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import register
-from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
-                   check_threads, cpulist, placement)
-from .stream import check_placement, size_arrays, small_array_warning
 from ..errors import UsageError
+from . import register
+from ._memory import size_arrays, small_array_warning
+from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
+                   check_placement, check_threads, cpulist, resolve_threads)
 
 BW_LIMITS = ("best_bandwidth",)
 MODES = {"both": "read,write,write_nt", "regular": "read,write", "nt": "read,write_nt"}
@@ -53,8 +54,9 @@ class Bandwidth(Benchmark):
         THREADS, ORDER, SMT, CPUS,
         Param("array_elements", int, None,
               "elements in the array, shared by the threads (default: max(4 x last-level cache, 1M))"),
-        Param("ntimes", int, 10, "passes per mode; the first is a warm-up and is dropped"),
-        Param("store", str, "both", "stores for write: regular (as lmbench wr), nt (non-temporal) or both",
+        Param("ntimes", int, 10, "timed passes per mode, including the first, a warm-up that is dropped "
+              "(samples = ntimes - 1)"),
+        Param("variant", str, "both", "stores for write: regular (as lmbench wr), nt (non-temporal) or both",
               ("both", "regular", "nt")),
         Param("corrupt", bool, False, "test hook: damage the data after timing (validation must fail)"),
     )
@@ -62,19 +64,13 @@ class Bandwidth(Benchmark):
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = dict(params)
-        cpus = list(p["cpus"]) if p.get("cpus") is not None else None
-        if cpus is not None and not cpus:
-            raise UsageError("--cpus is empty", "give at least one cpu, e.g. --cpus 0")
         counts = list(p["counts"]) if p.get("counts") else None
         for c in counts or ():
             check_threads(ctx, c, "counts")
-        threads = p.get("threads")
-        if threads is None:
-            if counts:
-                threads = max(counts)
-            elif cpus:
-                threads = len(cpus)
-        n = check_threads(ctx, threads)
+        if p.get("threads") is None and p.get("cpus") is None and counts:
+            p["threads"] = max(counts)
+        p = resolve_threads(ctx, p)
+        n = p["threads"]
         if counts:
             for c in counts:
                 if c > n:
@@ -82,9 +78,7 @@ class Bandwidth(Benchmark):
             counts = sorted(set(counts))
         else:
             counts = default_counts(n, ctx.profile)
-        p["threads"] = n
         p["counts"] = counts
-        p["cpus"] = placement(ctx, n, p["order"], bool(p["smt"]), cpus)
         if not 2 <= int(p["ntimes"]) <= 1000:
             raise UsageError(f"--ntimes {p['ntimes']} is not allowed", "use 2..1000 (the first pass is dropped)")
         p["array_elements"], _ = size_arrays(ctx, p.get("array_elements"), 1, per="array")
@@ -92,15 +86,15 @@ class Bandwidth(Benchmark):
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         n = params["array_elements"]
-        nw = 2 if params["store"] == "both" else 1
+        nw = 2 if params["variant"] == "both" else 1
         return sum(0.3 + 8 * n * ((1 + nw) * params["ntimes"] + 3) / (8e9 * min(c, 8)) for c in params["counts"])
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
         b = ctx.build("bandwidth")
         warn = small_array_warning(ctx, params["array_elements"], "array")
         if warn:
-            ctx.progress.note(f"bandwidth: {warn.message}")
-        nw = 2 if params["store"] == "both" else 1
+            ctx.note(f"bandwidth: {warn.message}")
+        nw = 2 if params["variant"] == "both" else 1
         ctx.progress.start("bandwidth", total=(1 + nw) * len(params["counts"]))
         out: list[Result] = []
         for t in params["counts"]:
@@ -117,7 +111,7 @@ class Bandwidth(Benchmark):
                     ctx.progress.advance(1)
 
             args = [f"--cpus={cpulist(cpus)}", f"--elements={params['array_elements']}",
-                    f"--ntimes={params['ntimes']}", "--modes=" + MODES[params["store"]]]
+                    f"--ntimes={params['ntimes']}", "--modes=" + MODES[params["variant"]]]
             if params.get("corrupt"):
                 args.append("--corrupt=1")
             ctx.run_kernel(b, args, on_record=on)

@@ -1,14 +1,23 @@
 """memlat: load-to-use latency vs working-set size by a random pointer chase; L1/L2/L3/DRAM plateaus.
 
 Kernel ``memlat.c``: one pointer per cache line, a single random cycle through every line
-(Sattolo), warm-up pass that verifies the cycle, timed unrolled chase whose final pointer is
-checked. ``pattern=page`` visits pages in random order and the lines of each page in random
-order (one TLB miss per page) — the default ``random`` is the classic figure including TLB cost;
-the ``hugepages`` variant (THP via madvise) shows how much of it is page walks.
+(Sattolo), warm-up pass that verifies the cycle, timed unrolled chase whose
+final pointer is checked. ``pattern=page`` visits pages in random order and the lines of each page
+in random order (one TLB miss per page) — the default ``random`` is the classic figure including
+TLB cost; the ``hugepages`` variant (THP via madvise) shows how much of it is page walks.
+
+Working sets: from ``min_bytes`` (1 KiB) to ``max_bytes``, by default ``max(4 x LLC, 256 MiB)``
+where LLC is the last-level cache instance that holds the pinned cpu (not the node's total),
+at most 1/4 of MemAvailable; the ``quick`` profile stops at 256 MiB (so on a node whose LLC
+exceeds 64 MiB the quick curve may end before DRAM: a note says so), with two points per octave
+(about 2.5 s on a 2-core VM).
 
 The curve is emitted as metric ``latency`` (and ``latency_cycles``) per size; the plateaus found
 by :mod:`clusterbench.analysis.plateaus` on the measured curve are emitted as ``l1_latency`` ..
-``dram_latency`` with the cache size they imply beside the probe's.
+``dram_latency``. A plateau result's samples are the repeated timed chases of its representative
+working set (the median-size point of the plateau), so its CV is about repeatability; how flat
+the plateau is goes in ``params["flatness"]`` (max/min latency over the plateau), beside the cache
+size it implies and the probe's.
 """
 from __future__ import annotations
 
@@ -20,14 +29,16 @@ from ..analysis.plateaus import find_plateaus
 from ..analysis.warnings import Warning_
 from ..errors import UsageError
 from . import register
-from .base import Benchmark, Metric, Param, RunContext, placement
+from .base import CPU, Benchmark, Metric, Param, RunContext, available_memory, check_cpu
 
 KIB = 1024
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
-#: upper bound of the default largest working set, per profile
-DEFAULT_CAP = {"quick": 128 * MIB, "default": 1 * GIB, "full": 2 * GIB}
+#: smallest default largest working set (the run rule's floor)
+MIN_TOP = 256 * MIB
+#: upper bound of the default largest working set, per profile (None: memory only)
+DEFAULT_CAP = {"quick": 256 * MIB}
 PLATEAU_METRICS = {"L1": "l1_latency", "L2": "l2_latency", "L3": "l3_latency", "DRAM": "dram_latency"}
 
 
@@ -43,32 +54,31 @@ def thp_mode(path: str = THP_ENABLED) -> str | None:
     return text.strip() or None
 
 
-def mem_available(ctx: RunContext) -> int | None:
-    mem = ctx.probe.get("memory") or {}
-    if mem.get("available_bytes"):
-        return int(mem["available_bytes"])
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def probe_cache_levels(probe: dict) -> dict[int, int]:
-    """{level: bytes} of the data/unified caches one core sees (L1d for level 1)."""
+def probe_cache_levels(probe: dict, cpu: int | None = None) -> dict[int, int]:
+    """{level: bytes} of the data/unified caches the given cpu sees (the instances holding it);
+    without a cpu, or when the topology names none for it, those of a typical core."""
+    caches = [c for c in (probe.get("topology") or {}).get("caches", [])
+              if c.get("type") in ("data", "unified") and c.get("level") and c.get("size_bytes")]
+    if cpu is not None:
+        mine = {int(c["level"]): int(c["size_bytes"]) for c in caches if cpu in (c.get("cpus") or ())}
+        if mine:
+            return mine
     out: dict[int, int] = {}
     try:
         from ..probe.topology import cache_sizes
 
         for name, size in cache_sizes(probe).items():
-            if name.startswith("L") and name[1:2].isdigit() and (name[2:] in ("", "d") ) and size:
+            if name.startswith("L") and name[1:2].isdigit() and (name[2:] in ("", "d")) and size:
                 out[int(name[1])] = int(size)
     except Exception:  # noqa: BLE001 - a probe without caches must not stop the benchmark
         pass
     return out
+
+
+def llc_of_cpu(probe: dict, cpu: int | None) -> int | None:
+    """Size of the last-level cache instance that holds ``cpu`` (what its working set must exceed)."""
+    levels = probe_cache_levels(probe, cpu)
+    return levels[max(levels)] if levels else None
 
 
 def line_bytes(probe: dict) -> int:
@@ -108,13 +118,13 @@ class Memlat(Benchmark):
         Metric("dram_latency", "ns", False, "DRAM plateau of the latency curve"),
     )
     params = (
-        Param("cpu", int, None, "cpu to pin the single thread to (default: first cpu of the placement)"),
+        CPU,
         Param("hugepages", str, "both", "transparent huge pages: off, on, or both variants", ("off", "on", "both")),
         Param("pattern", str, "random", "random: one random cycle over all lines; page: random pages, "
               "random lines within each page (fewer TLB misses)", ("random", "page")),
         Param("min_bytes", int, 1 * KIB, "smallest working set (bytes)"),
-        Param("max_bytes", int, None, "largest working set (default: max(4 x LLC, 256 MiB), at most "
-              "1/4 of MemAvailable; quick 128 MiB, default 1 GiB, full 2 GiB)"),
+        Param("max_bytes", int, None, "largest working set (default: max(4 x LLC of the pinned cpu, 256 MiB), "
+              "at most 1/4 of MemAvailable; quick: 256 MiB)"),
         Param("per_octave", int, 4, "working-set sizes per doubling"),
         Param("samples", int, 5, "timed chases per size (best is reported)"),
         Param("min_time", float, 0.005, "seconds per timed chase"),
@@ -126,12 +136,7 @@ class Memlat(Benchmark):
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = dict(params)
-        online = [c["pu"] for c in (ctx.probe.get("topology") or {}).get("cpus", [])]
-        if p["cpu"] is None:
-            p["cpu"] = placement(ctx, 1)[0]
-        elif p["cpu"] < 0 or (online and p["cpu"] not in online) or (not online and p["cpu"] >= ctx.n_pus):
-            raise UsageError(f"--cpu {p['cpu']} is not an online cpu of this machine",
-                             "see 'clusterbench probe' for the cpu list")
+        p["cpu"] = check_cpu(ctx, p["cpu"])
         if p["samples"] < 1 or p["samples"] > 1000:
             raise UsageError(f"--samples {p['samples']} is not allowed", "use 1 to 1000")
         if p["per_octave"] < 1 or p["per_octave"] > 16:
@@ -143,17 +148,14 @@ class Memlat(Benchmark):
         if p["min_bytes"] < 2 * line:
             raise UsageError(f"--min-bytes {p['min_bytes']} is under two cache lines",
                              f"use --min-bytes {2 * line} or more")
-        avail = mem_available(ctx)
+        avail = available_memory(ctx.probe)
+        llc = llc_of_cpu(ctx.probe, p["cpu"])
+        p["llc_bytes"] = llc
         if p["max_bytes"] is None:
-            llc = None
-            try:
-                from ..probe.topology import llc_total_bytes
-
-                llc = llc_total_bytes(ctx.probe)
-            except Exception:  # noqa: BLE001
-                llc = None
-            want = max(4 * (llc or 0), 256 * MIB)
-            want = min(want, DEFAULT_CAP.get(ctx.profile, 1 * GIB))
+            want = max(4 * (llc or 0), MIN_TOP)
+            cap = DEFAULT_CAP.get(ctx.profile)
+            if cap:
+                want = min(want, cap)
             if avail:
                 want = min(want, avail // 4)
             p["max_bytes"] = max(want, p["min_bytes"])
@@ -167,13 +169,17 @@ class Memlat(Benchmark):
         p["cpus"] = [p["cpu"]]
         return p
 
+    def sizes(self, params: dict[str, Any]) -> list[int]:
+        return size_list(params["min_bytes"], params["max_bytes"], params["per_octave"], params["line_bytes"])
+
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
-        sizes = size_list(params["min_bytes"], params["max_bytes"], params["per_octave"], params["line_bytes"])
+        sizes = self.sizes(params)
         t = len(sizes) * (params["samples"] + 1) * params["min_time"] * 2
-        t += 6 * params["max_bytes"] / 64 * 150e-9  # build and verified walks of the large sets
+        t += sum(s for s in sizes if s > 8 * MIB) / 64 * 150e-9  # build and verified walks of the large sets
         return t * (2 if params["hugepages"] == "both" else 1)
 
     def variants(self, params: dict[str, Any]) -> tuple[list[str], list[Warning_]]:
+        """The variants to run, and the warnings that belong to the huge-page variant."""
         want = {"off": ["off"], "on": ["on"], "both": ["off", "on"]}[params["hugepages"]]
         notes: list[Warning_] = []
         if "on" in want:
@@ -190,11 +196,16 @@ class Memlat(Benchmark):
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
         b = ctx.build("memlat")
         line = params["line_bytes"]
-        sizes = size_list(params["min_bytes"], params["max_bytes"], params["per_octave"], line)
+        sizes = self.sizes(params)
         variants, notes = self.variants(params)
         for w in notes:
-            ctx.progress.note(w.message)
-        levels = probe_cache_levels(ctx.probe)
+            ctx.note(w.message)
+        llc = params.get("llc_bytes")
+        if llc and params["max_bytes"] < 4 * llc:
+            ctx.note(f"memlat: the largest working set ({params['max_bytes'] // MIB} MiB) is under 4 x the "
+                     f"last-level cache ({llc // MIB} MiB): the DRAM plateau may be missing or read low"
+                     + (" (the quick profile stops at 256 MiB)" if ctx.profile == "quick" else ""))
+        levels = probe_cache_levels(ctx.probe, params["cpu"])
         out = []
         ctx.progress.start("memlat", total=len(sizes) * len(variants))
         for var in variants:
@@ -233,17 +244,22 @@ class Memlat(Benchmark):
                     f"--hugepages={1 if var == 'on' else 0}", f"--pattern={params['pattern']}",
                     f"--samples={params['samples']}", f"--min_time={params['min_time']}"]
             ctx.run_kernel(b, args, on_record=on)
-            out.extend(self.emit_plateaus(ctx, curve, levels, base, notes))
+            out.extend(self.emit_plateaus(ctx, curve, levels, base, notes if var == "on" else []))
         return out
 
     def emit_plateaus(self, ctx: RunContext, curve: list, levels: dict[int, int], base: dict,
                       notes: list[Warning_]) -> list:
-        """Find the plateaus of the measured curve and emit one result per named level."""
+        """Find the plateaus of the measured curve and emit one result per named level.
+
+        Samples: the repeated chases of the plateau's representative working set (its
+        median-size point); ``flatness`` (max/min of the per-size latencies on the plateau)
+        and the plateau's median latency go in params."""
         if not curve:
             return []
         expected = len(levels) + 1 if levels else None
         plats = find_plateaus([c[0] for c in curve], [c[1] for c in curve], expected=expected,
                               probe_sizes=levels)
+        by_size = {c[0]: c[2] for c in curve}
         res = []
         missing: list[Warning_] = list(notes)
         if expected and len(plats) < expected:
@@ -255,8 +271,11 @@ class Memlat(Benchmark):
             metric = PLATEAU_METRICS.get(p.label)
             if not metric:
                 continue
-            prm = {**base, "implied_size_bytes": p.implied_size_bytes, "first_size_bytes": p.first_size_bytes,
-                   "probe_size_bytes": p.probe_size_bytes, "plateau_sizes_bytes": p.sizes,
+            rep = sorted(p.sizes)[len(p.sizes) // 2]
+            prm = {**base, "size_bytes": rep, "implied_size_bytes": p.implied_size_bytes,
+                   "first_size_bytes": p.first_size_bytes, "probe_size_bytes": p.probe_size_bytes,
+                   "plateau_sizes_bytes": p.sizes, "plateau_latencies_ns": p.latencies,
+                   "plateau_median_ns": p.latency, "flatness": max(p.latencies) / min(p.latencies),
                    "plateaus_found": len(plats), "open_ended": p.last}
-            res.append(ctx.emit(self, metric, p.latencies, prm, value=p.latency, extra_warnings=missing))
+            res.append(ctx.emit(self, metric, by_size[rep], prm, extra_warnings=missing))
         return res

@@ -11,8 +11,9 @@ Method and conventions
     elements, the run rule; lowered (with a warning) to the largest size whose three arrays fit
     in 80 % of MemAvailable minus 256 MiB. An explicit size that does not fit is refused before
     anything runs, naming the largest that would.
-  * Threads: pinned one per cpu (``base.placement``: physical cores first, ``compact`` or
-    ``spread``; ``--smt`` adds siblings; ``--cpus`` overrides). Each thread initialises (first
+  * Threads: pinned one per cpu (``base.resolve_threads``: physical cores first, ``compact`` or
+    ``spread``; ``--smt`` adds siblings; ``--cpus`` fixes cpus and count, and must agree with
+    ``--threads``; a cpu listed twice needs ``--oversubscribe``). Each thread initialises (first
     touch) and processes one contiguous chunk of whole pages, the same chunk in every kernel.
     The kernel reports where each thread really ran (sched_getcpu); a mismatch fails the run.
   * Sweep (``sweep``): thread counts 1..N (``full``); powers of two plus N when N > 16
@@ -30,107 +31,49 @@ Method and conventions
     blur the regular/nt distinction).
   * Validation: STREAM's checker — a scalar replay of the recurrence gives the expected values
     after ``ntimes`` iterations; every element is compared (average and worst relative error
-    <= 1e-13). ``corrupt`` (a test hook) damages one element after timing: the run must fail.
+    <= 1e-13), and only then are the figures printed. A Triad-only run (quick's other thread
+    counts, the NUMA matrix) starts from a = 2, b = 2, c = 1, so Triad must change a (to 5):
+    a Triad that stored nothing would fail. ``corrupt`` (a test hook) damages one element after
+    timing, and the kernel's ``--skip_stores=1`` hook runs no kernel at all: either must fail.
   * NUMA (``numa``): with more than one NUMA node and libnuma, the Triad bandwidth from every
     CPU node (its physical cores) to every memory node (arrays bound with numa_tonode_memory,
     the equivalent of ``numactl --cpunodebind=C --membind=M``, seed 002) as metric
-    ``triad_numa`` with params ``cpu_node``, ``mem_node``. The kernel is linked with -lnuma
-    only when libnuma is installed; with one node the matrix is skipped (a progress note).
+    ``triad_numa`` with params ``cpu_node``, ``mem_node`` (planned by :func:`plan_numa` from
+    the probe's topology). The kernel is linked with -lnuma only when the compiler finds
+    <numa.h> (checked once per compiler); with one node the matrix is skipped (a note).
 """
 from __future__ import annotations
 
-import math
+import functools
+import os
+import subprocess
 from typing import Any
 
 from ..analysis.warnings import Warning_
-from ..errors import EnvironmentProblem, KernelFailed, UsageError
-from ..kernels.build import Build
+from ..errors import EnvironmentProblem, UsageError
+from ..kernels.build import Build, compiler
 from . import register
+from ._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
 from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
-                   check_threads, cpulist, placement)
+                   allowed_cpus, check_placement, cpulist, resolve_threads)
 
 BW_LIMITS = ("best_bandwidth", "dram_theoretical")
 KERNELS = ("copy", "scale", "add", "triad")
 BYTES_PER_ELEMENT = {"copy": 16, "scale": 16, "add": 24, "triad": 24}
-MIN_ELEMENTS = 1_000_000
-PAGE_ELEMS = 512
-MEM_FRACTION = 0.8
-MEM_RESERVE = 256 << 20
 
 
-def available_memory(probe: dict) -> int | None:
-    """MemAvailable in bytes, from the probe or /proc/meminfo."""
-    val = (probe.get("memory") or {}).get("available_bytes")
-    if val:
-        return int(val)
+@functools.lru_cache(maxsize=None)
+def numa_header(cc: str) -> bool:
+    """Whether ``cc`` finds <numa.h> (libnuma-dev): checked once per compiler, so a machine
+    without it does not attempt (and fail) a -lnuma build on every run."""
+    if any(os.path.exists(os.path.join(d, "numa.h")) for d in ("/usr/include", "/usr/local/include")):
+        return True
     try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def llc_total(probe: dict) -> int | None:
-    try:
-        from ..probe.topology import llc_total_bytes
-    except ImportError:  # pragma: no cover - the probe ships with the package
-        return None
-    return llc_total_bytes(probe)
-
-
-def fitting_elements(avail: int | None, arrays: int) -> int | None:
-    """Largest per-array element count whose ``arrays`` arrays fit in memory with the margin."""
-    if not avail:
-        return None
-    usable = avail * MEM_FRACTION - MEM_RESERVE
-    return max(0, int(usable // (arrays * 8)) // PAGE_ELEMS * PAGE_ELEMS)
-
-
-def size_arrays(ctx: RunContext, given: int | None, arrays: int, name: str = "array-elements",
-                per: str = "array") -> tuple[int, list[str]]:
-    """Elements per array: explicit (checked against memory) or the 4 x LLC run rule."""
-    avail = available_memory(ctx.probe)
-    fit = fitting_elements(avail, arrays)
-    notes: list[str] = []
-    if given is not None:
-        if given < 1:
-            raise UsageError(f"--{name} {given} is not allowed", f"use --{name} 1 or more")
-        if fit is not None and given > fit:
-            raise UsageError(
-                f"--{name} {given} needs {arrays} x {given * 8 / 1e9:.2f} GB but only "
-                f"{avail / 1e9:.2f} GB of memory is available",
-                f"use --{name} {fit} or fewer (the largest size that fits)")
-        return given, notes
-    llc = llc_total(ctx.probe)
-    want = MIN_ELEMENTS
-    if llc:
-        want = max(want, math.ceil(4 * llc / 8))
-    else:
-        notes.append("last-level cache size unknown: arrays sized at 1M elements, which may fit in cache")
-    want = -(-want // PAGE_ELEMS) * PAGE_ELEMS
-    if fit is not None and want > fit:
-        if fit < PAGE_ELEMS:
-            raise UsageError(f"not enough free memory for {arrays} arrays "
-                             f"({(avail or 0) / 1e6:.0f} MB available)", "free some memory and rerun")
-        notes.append(f"arrays lowered from {want} to {fit} elements per {per} to fit in memory; "
-                     f"below 4 x the last-level cache, cache effects may inflate the figures")
-        want = fit
-    return want, notes
-
-
-def small_array_warning(ctx: RunContext, elements: int, per: str) -> Warning_ | None:
-    """Arrays under 4 x the last-level cache (or 1M elements) partly run from cache."""
-    llc = llc_total(ctx.probe)
-    need = max(MIN_ELEMENTS, math.ceil(4 * llc / 8)) if llc else MIN_ELEMENTS
-    if elements >= need - PAGE_ELEMS:
-        return None
-    return Warning_("small-arrays",
-                    f"{elements} elements per {per} ({elements * 8 / 1e6:.0f} MB) is under the run rule "
-                    f"of {need} (max(4 x last-level cache, 1M)): caches may inflate the figure",
-                    "use the default size or free memory so that it fits")
+        r = subprocess.run([cc, "-E", "-x", "c", "-o", os.devnull, "-"], input="#include <numa.h>\n",
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
 
 
 def sweep_counts(n: int, profile: str, sweep: bool) -> list[int]:
@@ -146,18 +89,6 @@ def sweep_counts(n: int, profile: str, sweep: bool) -> list[int]:
     return [n] + [c for c in rest if c != n]
 
 
-def check_placement(info: dict, wanted: list[int], bench: str) -> None:
-    got = info.get("cpus_actual")
-    if got is None:
-        raise KernelFailed(f"kernel '{bench}' did not report where its threads ran", "report this as a bug")
-    for t, (w, g) in enumerate(zip(wanted, got)):
-        if w != g:
-            raise KernelFailed(f"{bench}: thread {t} ran on cpu {g}, not on the requested cpu {w}",
-                               "check cgroup/cpuset restrictions (taskset, Slurm --cpu-bind) or choose --cpus")
-    if len(got) != len(wanted):
-        raise KernelFailed(f"{bench}: kernel ran {len(got)} threads, {len(wanted)} requested", "report this as a bug")
-
-
 def numa_nodes_of(probe: dict) -> dict[int, list[int]]:
     """NUMA node -> its cpus (from the topology), physical cores first."""
     from ..probe.topology import cpu_order
@@ -170,6 +101,39 @@ def numa_nodes_of(probe: dict) -> dict[int, list[int]]:
         if node is not None:
             out.setdefault(int(node), []).append(cpu)
     return out
+
+
+def plan_numa(probe: dict, elements: int, allowed: set[int] | None = None,
+              kernel_nodes: int | None = None) -> tuple[list[dict], list[str]]:
+    """The CPU-node x memory-node Triad matrix, planned from the probe alone (pure: testable
+    with a made-up topology). One kernel run per CPU node, its threads on that node's physical
+    cores (narrowed to ``allowed``); each run binds the three arrays to every memory node in
+    turn (``--mem_nodes``), so the results cover every (cpu_node, mem_node) pair. Memory
+    nodes are the nodes with memory (CPU-less ones included); the arrays are lowered to fit
+    the smallest node's free memory. Returns the runs ``{"cpu_node", "cpus", "mem_nodes",
+    "array_elements", "pairs"}`` and notes; no runs with fewer than two nodes."""
+    topo = probe.get("topology") or {}
+    numa = topo.get("numa") or []
+    nodes = len(numa) or int(kernel_nodes or 1)
+    if nodes <= 1:
+        return [], ["stream: one NUMA node, no CPU-node x memory-node matrix"]
+    per_node = {n: [c for c in cpus if allowed is None or c in allowed]
+                for n, cpus in numa_nodes_of(probe).items()}
+    per_node = {n: cpus for n, cpus in per_node.items() if cpus}
+    if numa:
+        mem_nodes = sorted(int(n["os_index"]) for n in numa if n.get("memory_total_bytes") != 0)
+        free = [n.get("memory_available_bytes") for n in numa if n.get("memory_total_bytes") != 0]
+    else:
+        mem_nodes, free = sorted(per_node), []
+    notes: list[str] = []
+    fits = [fitting_elements(a, 3) for a in free if a]
+    if fits and min(fits) < elements:
+        elements = max(PAGE_ELEMS, min(fits))
+        notes.append(f"stream: NUMA matrix arrays lowered to {elements} elements to fit one node")
+    runs = [{"cpu_node": node, "cpus": cpus, "mem_nodes": mem_nodes, "array_elements": elements,
+             "pairs": [(node, m) for m in mem_nodes]}
+            for node, cpus in sorted(per_node.items())]
+    return runs, notes
 
 
 @register
@@ -200,15 +164,7 @@ class Stream(Benchmark):
 
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        p = dict(params)
-        cpus = list(p["cpus"]) if p.get("cpus") else None
-        threads = p.get("threads")
-        if threads is None and cpus:
-            threads = len(cpus)
-        p["threads"] = check_threads(ctx, threads)
-        if cpus is not None and not cpus:
-            raise UsageError("--cpus is empty", "give at least one cpu, e.g. --cpus 0")
-        p["cpus"] = placement(ctx, p["threads"], p["order"], bool(p["smt"]), cpus)
+        p = resolve_threads(ctx, dict(params))
         if not 2 <= int(p["ntimes"]) <= 200:
             raise UsageError(f"--ntimes {p['ntimes']} is not allowed",
                              "use 2..200 (the first iteration is excluded; values overflow beyond 200)")
@@ -232,17 +188,21 @@ class Stream(Benchmark):
         self._build(ctx)
 
     def _build(self, ctx: RunContext) -> Build:
-        try:
-            return ctx.build("stream", libs=("numa",), extra_flags=("-DCB_HAVE_NUMA",))
-        except EnvironmentProblem:
-            return ctx.build("stream")  # no libnuma: the NUMA matrix is unavailable
+        """With libnuma (its header found once per compiler) the NUMA-capable kernel, else the
+        plain one (the NUMA matrix is then unavailable, a note says so)."""
+        if numa_header(compiler()):
+            try:
+                return ctx.build("stream", libs=("numa",), extra_flags=("-DCB_HAVE_NUMA",))
+            except EnvironmentProblem:
+                pass  # header without a usable library: fall back
+        return ctx.build("stream")
 
     # -- run -----------------------------------------------------------------------------------------
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
         b = self._build(ctx)
-        self._warn = small_array_warning(ctx, params["array_elements"], "array")
-        if self._warn:
-            ctx.progress.note(f"stream: {self._warn.message}")
+        warn = small_array_warning(ctx, params["array_elements"], "array")
+        if warn:
+            ctx.note(f"stream: {warn.message}")
         n_all = params["threads"]
         counts = sweep_counts(n_all, ctx.profile, params["sweep"])
         nvar = 2 if params["variant"] == "both" else 1
@@ -257,19 +217,19 @@ class Stream(Benchmark):
                 extra = ("--kernels=triad",)
                 if variant == "both" and winner:
                     variant = winner
-            res, info = self._one(ctx, b, params, params["cpus"][:t], variant, extra)
+            res, info = self._one(ctx, b, params, params["cpus"][:t], variant, warn, extra)
             out.extend(res)
             if i == 0:
                 info_main = info
             winner = self._note_winner(ctx, res, t) or winner
         if params["numa"]:
-            out.extend(self._numa(ctx, b, params, info_main))
+            out.extend(self._numa(ctx, b, params, info_main, warn))
         return out
 
     def _one(self, ctx: RunContext, b: Build, params: dict[str, Any], cpus: list[int], variant: str,
-             extra_args: tuple[str, ...] = (), extra_params: dict | None = None) -> tuple[list[Result], dict]:
+             warn: Warning_ | None, extra_args: tuple[str, ...] = ()) -> tuple[list[Result], dict]:
         base = {"threads": len(cpus), "cpus": list(cpus), "order": params["order"], "smt": bool(params["smt"]),
-                "array_elements": params["array_elements"], "ntimes": params["ntimes"], **(extra_params or {})}
+                "array_elements": params["array_elements"], "ntimes": params["ntimes"]}
         out: list[Result] = []
         info: dict = {}
         nt_native = True
@@ -285,7 +245,7 @@ class Stream(Benchmark):
                 if rp.get("variant") == "nt" and not nt_native:
                     rp["variant"] = "nt-emulated"
                 out.append(ctx.emit(self, rec["metric"], rec["samples"][1:], rp, times_s=rec["times_s"][1:],
-                                    extra_warnings=(getattr(self, "_warn", None),)))
+                                    extra_warnings=(warn,)))
                 ctx.progress.advance(1)
 
         args = [f"--cpus={cpulist(cpus)}", f"--elements={params['array_elements']}",
@@ -302,33 +262,25 @@ class Stream(Benchmark):
             return None
         win = max(triad, key=lambda k: triad[k])
         lose = min(triad, key=lambda k: triad[k])
-        ctx.progress.note(f"stream, {threads} thread{'s' if threads > 1 else ''}: triad with {win} stores "
-                          f"{triad[win]:.0f} MB/s beats {lose} stores {triad[lose]:.0f} MB/s "
-                          f"({triad[win] / triad[lose] - 1:+.1%})")
+        ctx.note(f"stream, {threads} thread{'s' if threads > 1 else ''}: triad with {win} stores "
+                 f"{triad[win]:.0f} MB/s beats {lose} stores {triad[lose]:.0f} MB/s "
+                 f"({triad[win] / triad[lose] - 1:+.1%})")
         return win
 
-    def _numa(self, ctx: RunContext, b: Build, params: dict[str, Any], info: dict) -> list[Result]:
-        nodes = int(info.get("numa_nodes") or 1)
-        if nodes <= 1:
-            ctx.progress.note("stream: one NUMA node, no CPU-node x memory-node matrix")
+    def _numa(self, ctx: RunContext, b: Build, params: dict[str, Any], info: dict,
+              warn: Warning_ | None) -> list[Result]:
+        runs, notes = plan_numa(ctx.probe, params["array_elements"], set(allowed_cpus(ctx)),
+                                int(info.get("numa_nodes") or 1))
+        if runs and not info.get("libnuma"):
+            ctx.note(f"stream: {len({m for r in runs for m in r['mem_nodes']})} NUMA nodes but no libnuma; "
+                     "install libnuma-dev for the CPU-node x memory-node matrix")
             return []
-        if not info.get("libnuma"):
-            ctx.progress.note(f"stream: {nodes} NUMA nodes but no libnuma; install libnuma-dev for the "
-                              "CPU-node x memory-node matrix")
-            return []
-        per_node = numa_nodes_of(ctx.probe)
-        mem_nodes = sorted(per_node) or list(range(nodes))
-        # each memory node must hold all three arrays
-        avail = [n.get("memory_available_bytes") for n in (ctx.probe.get("topology") or {}).get("numa", [])]
-        elements = params["array_elements"]
-        fits = [fitting_elements(a, 3) for a in avail if a]
-        if fits and min(fits) < elements:
-            elements = max(PAGE_ELEMS, min(fits))
-            ctx.progress.note(f"stream: NUMA matrix arrays lowered to {elements} elements to fit one node")
-        variant = params["variant"]
+        for n in notes:
+            ctx.note(n)
         out: list[Result] = []
-        for cpu_node, cpus in sorted(per_node.items()):
-            res, _ = self._one(ctx, b, {**params, "array_elements": elements}, cpus, variant,
-                               (f"--mem_nodes={cpulist(mem_nodes)}", f"--cpu_node={cpu_node}"))
+        for run in runs:
+            res, _ = self._one(ctx, b, {**params, "array_elements": run["array_elements"]}, run["cpus"],
+                               params["variant"], warn,
+                               (f"--mem_nodes={cpulist(run['mem_nodes'])}", f"--cpu_node={run['cpu_node']}"))
             out.extend(res)
         return out

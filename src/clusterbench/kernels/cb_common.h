@@ -21,9 +21,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A kernel dies with the clusterbench process that started it (SIGKILL, OOM kill): it runs in a
+ * session of its own so that clusterbench can kill its whole group, and this keeps it from
+ * becoming an orphan that loads the machine during the next measurement. */
+__attribute__((constructor)) static void cb_die_with_parent(void) {
+    pid_t parent = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1); /* the parent died before prctl took effect */
+}
 
 /* ---- time ---------------------------------------------------------------------------- */
 static inline double cb_now(void) {
@@ -58,6 +69,44 @@ static inline void cb_wait_until(double t) {
             nanosleep(&s, NULL);
         }
     }
+}
+
+/* ---- measured clock ----------------------------------------------------------------------- */
+/* Keep an integer in a register across the empty asm: the compiler can neither fold nor
+ * reorder the chain it belongs to. */
+#define CB_KEEPI(v) __asm__ __volatile__("" : "+r"(v))
+
+/* Seconds for iters x 64 dependent register-register integer adds (1 add per cycle latency on
+ * every core we know, whatever the ISA). */
+static inline double cb_clock_chain(long iters, long long seed) {
+    long long x = seed, y = seed | 1;
+    CB_KEEPI(y);
+    double t0 = cb_now();
+    for (long i = 0; i < iters; i++) {
+#define CB_A1 x += y; CB_KEEPI(x);
+#define CB_A8 CB_A1 CB_A1 CB_A1 CB_A1 CB_A1 CB_A1 CB_A1 CB_A1
+        CB_A8 CB_A8 CB_A8 CB_A8 CB_A8 CB_A8 CB_A8 CB_A8
+#undef CB_A8
+#undef CB_A1
+    }
+    double t1 = cb_now();
+    if (x == 42) fputs("", stderr); /* x is used */
+    return t1 - t0;
+}
+
+/* The core clock in GHz, measured in this process by the dependent integer add chain above:
+ * iterations calibrated to about min_time seconds per run, best of reps runs. Used by fpu and
+ * memlat to turn ns into cycles. */
+static inline double cb_measure_ghz(double min_time, int reps) {
+    long iters = 1024;
+    while (cb_clock_chain(iters, 3) < min_time / 4 && iters < (1L << 40)) iters *= 2;
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        double t = cb_clock_chain(iters * 4, r + 3);
+        double ghz = (double)iters * 4 * 64 / t * 1e-9;
+        if (ghz > best) best = ghz;
+    }
+    return best;
 }
 
 /* ---- JSON lines ---------------------------------------------------------------------- */

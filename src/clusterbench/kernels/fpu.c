@@ -7,17 +7,30 @@
  * empty asm barrier after each operation, which also stops the compiler from folding,
  * reassociating or vectorising the chains).  16 >= latency (4) x pipes (2) for add/mul/fma.
  *
- * Cycles = ns x clock, the clock measured in this process by a dependent register-register
- * integer add chain (1 add per cycle latency), best of several runs; see clk_measure_ghz().
+ * Operands are kept non-trivial (full mantissas, never 1.0 or a power of two) so that no core
+ * can take a short-cut for easy inputs:
+ *   add   x = x + 2^-24                       (exact)
+ *   mul   x = x * (1 + 2^-30)
+ *   fma   x = x * (1 - 2^-24) + 2^-24         (converges towards 1 from x0 >= 2: never reaches it)
+ *   div   x = K_DIV / x                       (K_DIV = e; x alternates between x0 and e/x0)
+ *   sqrt  x = sqrt(x) * K_SQRT                (K_SQRT = sqrt(1.7): x settles at about 1.7, not 1.0)
+ * The sqrt chain therefore holds one multiply per sqrt: its latency is reported net of the mul
+ * latency measured in the same process just before (params "mul_latency_subtracted_ns"); for
+ * throughput the multiplies run on other pipes than the square-root unit and nothing is taken off.
  *
- * Validation: every chain's final value is compared with its closed form (exact for add and for
- * the sqrt fixed point, relative tolerance n*eps for mul/fma/div) and must be finite.
+ * Cycles = ns x clock, the clock measured in this process by a dependent register-register
+ * integer add chain (1 add per cycle latency), best of several runs: cb_measure_ghz().
+ *
+ * Validation: every chain's final value is compared with its closed form (exact for add,
+ * relative tolerance n*eps for mul/fma/div, the fixed point (replayed) for sqrt) and must be
+ * finite; it is printed before the op's results.
+ *
+ * Results: metrics "latency", "throughput" (ns per op) and "latency_cycles",
+ * "throughput_cycles", each with params {"op": ...}.
  *
  * Args: --cpu=N (pin; -1 none) --samples=N --min_time=S (seconds per sample)
  *       --ops=add,mul,fma,div,sqrt --corrupt=1 (test hook: damage a result after timing)
  */
-/* cb_common.h defines helpers this kernel does not use; they are not ours to mark unused */
-#pragma GCC diagnostic ignored "-Wunused-function"
 #include "cb_common.h"
 
 #define UNROLL 32
@@ -30,55 +43,26 @@
 #else
 #define KEEP(v) __asm__ __volatile__("" : "+m"(v))
 #endif
-#define KEEPI(v) __asm__ __volatile__("" : "+r"(v))
-
-/* ---- measured clock (duplicated in memlat.c; cb_common.h is not ours to extend) -------- */
-static __attribute__((noinline)) double clk_run(long iters, long long seed) {
-    long long x = seed, y = seed | 1;
-    KEEPI(y);
-    double t0 = cb_now();
-    for (long i = 0; i < iters; i++) {
-#define A1 x += y; KEEPI(x);
-#define A8 A1 A1 A1 A1 A1 A1 A1 A1
-        A8 A8 A8 A8 A8 A8 A8 A8
-#undef A8
-#undef A1
-    }
-    double t1 = cb_now();
-    if (x == 42) fputs("", stderr); /* use x */
-    return t1 - t0;
-}
-/* GHz from a dependent integer add chain (64 adds per iteration), best of reps runs of at
- * least min_time seconds each. */
-static double clk_measure_ghz(double min_time, int reps) {
-    long iters = 1024;
-    while (clk_run(iters, 3) < min_time / 4 && iters < (1L << 40)) iters *= 2;
-    double best = 0;
-    for (int r = 0; r < reps; r++) {
-        double t = clk_run(iters * 4, r + 3);
-        double ghz = (double)iters * 4 * 64 / t * 1e-9;
-        if (ghz > best) best = ghz;
-    }
-    return best;
-}
 
 /* ---- the operations ---------------------------------------------------------------------- */
 enum { OP_ADD, OP_MUL, OP_FMA, OP_DIV, OP_SQRT, N_OPS };
 static const char *op_names[N_OPS] = {"add", "mul", "fma", "div", "sqrt"};
 
-static const double C_ADD = 0x1p-24;          /* x += 2^-24: exact */
-static const double C_MUL = 1.0 + 0x1p-30;    /* x *= m, x /= m */
-static const double FMA_M = 1.0 - 0x1p-24;    /* x = x*m + c, fixed point 1 */
+static const double C_ADD = 0x1p-24;               /* x += 2^-24: exact */
+static const double C_MUL = 1.0 + 0x1p-30;         /* x *= m */
+static const double FMA_M = 1.0 - 0x1p-24;         /* x = x*m + c, fixed point 1 */
 static const double FMA_C = 0x1p-24;
-static volatile double v_seed = 1.0;          /* the compiler cannot know the start values */
+static const double K_DIV = 2.718281828459045;     /* x = e / x: full mantissa */
+static const double K_SQRT = 1.3038404810405297;   /* sqrt(1.7): x = sqrt(x) * K settles near 1.7 */
+static volatile double v_seed = 1.0;               /* the compiler cannot know the start values */
 
 static inline double op1(int op, double x, double a, double b) {
     switch (op) {
     case OP_ADD: return x + a;
     case OP_MUL: return x * a;
     case OP_FMA: return fma(x, a, b);
-    case OP_DIV: return x / a;
-    default: return sqrt(x);
+    case OP_DIV: return a / x;
+    default: return sqrt(x) * a;
     }
 }
 
@@ -107,7 +91,7 @@ LAT_FN(lat_sqrt, OP_SQRT)
     KEEP(x0); KEEP(x1); KEEP(x2); KEEP(x3); KEEP(x4); KEEP(x5); KEEP(x6); KEEP(x7);        \
     KEEP(x8); KEEP(x9); KEEP(x10); KEEP(x11); KEEP(x12); KEEP(x13); KEEP(x14); KEEP(x15);
 
-/* CHAINS independent chains, iters*(UNROLL/4) steps each (so CHAINS*iters*UNROLL/4 ops). */
+/* CHAINS independent chains, iters*TPUT_STEPS steps each (so CHAINS*iters*TPUT_STEPS ops). */
 #define TPUT_FN(NAME, OP)                                                                   \
     static __attribute__((noinline)) void NAME(long iters, double *xs, double a, double b) { \
         double x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3], x4 = xs[4], x5 = xs[5];      \
@@ -135,18 +119,20 @@ static void op_consts(int op, double *a, double *b) {
     *b = 0;
     switch (op) {
     case OP_ADD: *a = C_ADD; break;
-    case OP_MUL: case OP_DIV: *a = C_MUL; break;
+    case OP_MUL: *a = C_MUL; break;
     case OP_FMA: *a = FMA_M; *b = FMA_C; break;
-    default: *a = 0; break;
+    case OP_DIV: *a = K_DIV; break;
+    default: *a = K_SQRT; break;
     }
 }
 static double start_value(int op, int chain) {
     double s = v_seed; /* 1.0, opaque */
     switch (op) {
     case OP_ADD: return s + chain;
-    case OP_MUL: case OP_DIV: return s * (1.0 + chain / 16.0);
+    case OP_MUL: return s * (1.0 + chain / 16.0);
     case OP_FMA: return s * (2.0 + chain);
-    default: return s * (1e300 / (1 + chain)); /* sqrt converges to exactly 1.0 */
+    case OP_DIV: return s * (1.4142135623730951 + chain * 0.061803398874989);
+    default: return s * (1.2345678901234567 + chain * 0.0707106781186548);
     }
 }
 /* Closed form of n operations from x0; returns 1 when x is acceptable. */
@@ -155,13 +141,59 @@ static int check_value(int op, double x0, double n, double x, double *expect) {
     switch (op) {
     case OP_ADD: e = x0 + n * C_ADD; tol = 0; break;                 /* all exact */
     case OP_MUL: e = x0 * pow(C_MUL, n); tol = 4 * n * 0x1p-52; break;
-    case OP_DIV: e = x0 * pow(C_MUL, -n); tol = 4 * n * 0x1p-52; break;
     case OP_FMA: e = 1.0 + (x0 - 1.0) * pow(FMA_M, n); tol = 4 * n * 0x1p-52 + 1e-15; break;
-    default: e = n >= 64 ? 1.0 : pow(x0, ldexp(1.0, -(int)n)); tol = n >= 64 ? 0 : 1e-12; break;
+    case OP_DIV: /* x0, e/x0, x0, ... */
+        e = fmod(n, 2.0) == 0 ? x0 : K_DIV / x0;
+        tol = 64 * 0x1p-52; /* f(f(x)) is monotone: x0, x2, ... settle on a fixed point within ulps */
+        break;
+    default: { /* sqrt(x)*K: a contraction (factor 1/2 per step in log x): replay until settled */
+        double r = x0;
+        long steps = n < 256 ? (long)n : 256;
+        for (long i = 0; i < steps; i++) { r = sqrt(r) * K_SQRT; KEEP(r); }
+        e = r;
+        tol = n < 256 ? 0 : 8 * 0x1p-52; /* settled: a fixed point or a 2-cycle a few ulps wide */
+        break;
+    }
     }
     *expect = e;
     if (!isfinite(x)) return 0;
     return fabs(x - e) <= tol * fabs(e);
+}
+
+/* Latency chain of op: calibrated to min_time per sample; ns per op in ns[], seconds in ts[];
+ * the final values are checked (bad counts failures, detail says the last). */
+static double measure_latency(int op, int samples, double min_time, int corrupt, double *ns, double *ts,
+                              int *bad, char *detail, size_t dlen) {
+    double a, b;
+    op_consts(op, &a, &b);
+    long it = 64;
+    while (it < (1L << 40)) {
+        double t0 = cb_now();
+        double r = lat_fns[op](it, start_value(op, 0), a, b);
+        double dt = cb_now() - t0;
+        if (!isfinite(r)) cb_fail("%s chain is not finite", op_names[op]);
+        if (dt >= min_time / 4) break;
+        it *= 2;
+    }
+    it *= 4;
+    double last = NAN;
+    for (int s = 0; s < samples; s++) {
+        double x0 = start_value(op, 0);
+        double t0 = cb_now();
+        double x = lat_fns[op](it, x0, a, b);
+        double dt = cb_now() - t0;
+        last = x;
+        double n = (double)it * UNROLL, e;
+        if (corrupt && s == samples - 1) x = x * 1.5 + 1.0;
+        if (!check_value(op, x0, n, x, &e)) {
+            (*bad)++;
+            snprintf(detail, dlen, "%s latency chain: got %.17g expected %.17g after %.0f ops",
+                     op_names[op], x, e, n);
+        }
+        ns[s] = dt / n * 1e9;
+        ts[s] = dt;
+    }
+    return last; /* the chain's final value (before any corruption) */
 }
 
 int main(int argc, char **argv) {
@@ -187,7 +219,7 @@ int main(int argc, char **argv) {
     if (err) cb_fail("cannot pin to cpu %d: %s", cpu, strerror(err));
     double res = cb_timer_resolution();
     min_time = fmax(min_time, 50 * res);
-    double ghz0 = clk_measure_ghz(min_time, 5);
+    double ghz0 = cb_measure_ghz(min_time, 5);
 #if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
     int fma_hw = 1;
 #else
@@ -206,7 +238,7 @@ int main(int argc, char **argv) {
     cb_json_end();
 
     if (samples > 64) samples = 64;
-    int bad_total = 0;
+    double mul_lat_best = -1; /* ns, once measured: subtracted from the sqrt(x)*K chain */
     for (int op = 0; op < N_OPS; op++) {
         if (!want[op]) continue;
         double ns_lat[64], ns_tp[64], t_lat[64], t_tp[64];
@@ -214,35 +246,22 @@ int main(int argc, char **argv) {
         char detail[512] = "";
         double a, b;
         op_consts(op, &a, &b);
-        /* latency: calibrate iterations to min_time */
-        long it = 64;
-        while (it < (1L << 40)) {
-            double t0 = cb_now();
-            double r = lat_fns[op](it, start_value(op, 0), a, b);
-            double dt = cb_now() - t0;
-            if (!isfinite(r)) cb_fail("%s chain is not finite", op_names[op]);
-            if (dt >= min_time / 4) break;
-            it *= 2;
+        if (op == OP_SQRT && mul_lat_best < 0) { /* the mul of the sqrt chain, measured now */
+            double ns_m[64], ts_m[64];
+            measure_latency(OP_MUL, samples, min_time, 0, ns_m, ts_m, &bad, detail, sizeof detail);
+            mul_lat_best = ns_m[0];
+            for (int s = 1; s < samples; s++) mul_lat_best = fmin(mul_lat_best, ns_m[s]);
         }
-        it *= 4;
-        for (int s = 0; s < samples; s++) {
-            double x0 = start_value(op, 0);
-            double t0 = cb_now();
-            double x = lat_fns[op](it, x0, a, b);
-            double dt = cb_now() - t0;
-            double n = (double)it * UNROLL, e;
-            if (corrupt && s == samples - 1) x = x * 1.5 + 1.0;
-            if (!check_value(op, x0, n, x, &e)) {
-                bad++;
-                snprintf(detail, sizeof detail, "%s latency chain: got %.17g expected %.17g after %.0f ops",
-                         op_names[op], x, e, n);
-            }
-            ns_lat[s] = dt / n * 1e9;
-            t_lat[s] = dt;
+        double final = measure_latency(op, samples, min_time, corrupt, ns_lat, t_lat, &bad, detail, sizeof detail);
+        if (op == OP_MUL) {
+            mul_lat_best = ns_lat[0];
+            for (int s = 1; s < samples; s++) mul_lat_best = fmin(mul_lat_best, ns_lat[s]);
         }
+        if (op == OP_SQRT)
+            for (int s = 0; s < samples; s++) ns_lat[s] -= mul_lat_best;
         /* throughput */
         double xs[CHAINS];
-        it = 16;
+        long it = 16;
         while (it < (1L << 40)) {
             for (int c = 0; c < CHAINS; c++) xs[c] = start_value(op, c);
             double t0 = cb_now();
@@ -269,37 +288,42 @@ int main(int argc, char **argv) {
             ns_tp[s] = dt / (n * CHAINS) * 1e9;
             t_tp[s] = dt;
         }
-        bad_total += bad;
+        /* validate, then print the results */
         cb_json_begin("validation");
         cb_json_bool("ok", bad == 0);
         cb_json_str("op", op_names[op]);
+        cb_json_num("final_value", final); /* where the latency chain ended: operands stay non-trivial */
         if (bad) cb_json_str("detail", detail);
         else cb_json_str("detail", "every chain's final value matches its closed form and is finite");
         cb_json_end();
+        if (bad) return 1;
 
         /* the clock right after this op, so turbo changes over the run are followed */
-        double ghz1 = clk_measure_ghz(min_time / 2, 3);
+        double ghz1 = cb_measure_ghz(min_time / 2, 3);
         double ghz = fmax(ghz0, ghz1);
         ghz0 = ghz1;
-        char name[64], params[384];
+        char name[64], params[384], extra[96] = "";
         double cyc[64];
         const char *kinds[2] = {"latency", "throughput"};
         for (int k = 0; k < 2; k++) {
             double *ns = k ? ns_tp : ns_lat;
             double *ts = k ? t_tp : t_lat;
+            if (op == OP_SQRT && k == 0)
+                snprintf(extra, sizeof extra, ",\"mul_latency_subtracted_ns\":%.6g", mul_lat_best);
+            else
+                extra[0] = 0;
             snprintf(params, sizeof params,
-                     "{\"op\":\"%s\",\"chains\":%d,\"clock_ghz\":%.6g,\"clock_source\":\"measured\"}",
-                     op_names[op], k ? CHAINS : 1, ghz);
-            snprintf(name, sizeof name, "%s_%s_ns", op_names[op], kinds[k]);
+                     "{\"op\":\"%s\",\"chains\":%d,\"clock_ghz\":%.6g,\"clock_source\":\"measured\"%s}",
+                     op_names[op], k ? CHAINS : 1, ghz, extra);
             cb_json_begin("result");
-            cb_json_str("metric", name);
+            cb_json_str("metric", kinds[k]);
             cb_json_str("unit", "ns");
             cb_json_raw("params", params);
             cb_json_nums("samples", ns, samples);
             cb_json_nums("times_s", ts, samples);
             cb_json_end();
             for (int s = 0; s < samples; s++) cyc[s] = ns[s] * ghz;
-            snprintf(name, sizeof name, "%s_%s_cycles", op_names[op], kinds[k]);
+            snprintf(name, sizeof name, "%s_cycles", kinds[k]);
             cb_json_begin("result");
             cb_json_str("metric", name);
             cb_json_str("unit", "cycles");
@@ -309,6 +333,5 @@ int main(int argc, char **argv) {
             cb_json_end();
         }
     }
-    (void)bad_total;
     return 0;
 }

@@ -16,46 +16,14 @@
  * --corrupt=1 (test hook) makes one line point to itself after the warm-up check, so the post-run check must fail.
  *
  * Cycles per load = ns x clock; the clock is measured here by a dependent register-register
- * integer add chain (1 add/cycle latency), best of 5, reported in the info record.
+ * integer add chain (1 add/cycle latency), best of 5 (cb_measure_ghz), reported in the info record.
  * Huge pages: --hugepages=1 asks for THP (madvise MADV_HUGEPAGE via cb_alloc); 0 forbids them
  * (MADV_NOHUGEPAGE); what was obtained is read from AnonHugePages in /proc/self/smaps_rollup.
  *
  * Args: --cpu=N --sizes=B1,B2,... (bytes, ascending) --line=64 --page=4096 --hugepages=0|1
  *       --pattern=random|page --samples=N --min_time=S --seed=N --corrupt=1
  */
-/* cb_common.h defines helpers this kernel does not use; they are not ours to mark unused */
-#pragma GCC diagnostic ignored "-Wunused-function"
 #include "cb_common.h"
-
-#define KEEPI(v) __asm__ __volatile__("" : "+r"(v))
-
-/* ---- measured clock (same as fpu.c; cb_common.h is shared and not ours to extend) ------ */
-static __attribute__((noinline)) double clk_run(long iters, long long seed) {
-    long long x = seed, y = seed | 1;
-    KEEPI(y);
-    double t0 = cb_now();
-    for (long i = 0; i < iters; i++) {
-#define A1 x += y; KEEPI(x);
-#define A8 A1 A1 A1 A1 A1 A1 A1 A1
-        A8 A8 A8 A8 A8 A8 A8 A8
-#undef A8
-#undef A1
-    }
-    double t1 = cb_now();
-    if (x == 42) fputs("", stderr);
-    return t1 - t0;
-}
-static double clk_measure_ghz(double min_time, int reps) {
-    long iters = 1024;
-    while (clk_run(iters, 3) < min_time / 4 && iters < (1L << 40)) iters *= 2;
-    double best = 0;
-    for (int r = 0; r < reps; r++) {
-        double t = clk_run(iters * 4, r + 3);
-        double ghz = (double)iters * 4 * 64 / t * 1e-9;
-        if (ghz > best) best = ghz;
-    }
-    return best;
-}
 
 /* ---- random numbers (splitmix64) ------------------------------------------------------- */
 static uint64_t rng_state;
@@ -186,7 +154,7 @@ int main(int argc, char **argv) {
 #endif
     double res = cb_timer_resolution();
     min_time = fmax(min_time, 50 * res);
-    double ghz = clk_measure_ghz(fmax(min_time, 0.002), 5);
+    double ghz = cb_measure_ghz(fmax(min_time, 0.002), 5);
 
     cb_json_begin("info");
     cb_json_num("timer_resolution_s", res);

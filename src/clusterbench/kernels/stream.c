@@ -1,7 +1,8 @@
 /* stream.c: STREAM Copy, Scale, Add, Triad (McCalpin's stream.c 5.10 method) with pinning,
  * heap arrays sized at run time, regular- and non-temporal-store variants and a NUMA mode.
  *
- * Method (as STREAM): a = 1, b = 2, c = 0, then a = 2a (untimed); NTIMES iterations of
+ * Method (as STREAM): a = 1, b = 2, c = 0, then a = 2a (untimed; Triad-only runs start from c = 1
+ * so that Triad changes a); NTIMES iterations of
  *   Copy c = a, Scale b = s*c, Add c = a + b, Triad a = b + s*c   (s = 3)
  * each timed separately; the first iteration is reported to Python but excluded by it.
  * Bytes counted per element: Copy/Scale 16, Add/Triad 24 (write-allocate traffic not counted);
@@ -20,6 +21,7 @@
  *
  * Arguments: --cpus=LIST (one thread per entry) --elements=N --ntimes=K --variant=both|regular|nt
  *   --kernels=all|triad  --corrupt=1 (damage a after the last timed section: validation must fail)
+ *   --skip_stores=1 (test hook: the kernels are not run, so nothing is stored: validation must fail)
  *   --mem_nodes=LIST --cpu_node=C  (NUMA mode, needs -DCB_HAVE_NUMA -lnuma: Triad only, arrays
  *   bound to each memory node in turn, metric "triad_numa")
  */
@@ -210,20 +212,37 @@ static double *alloc_array(size_t bytes, int mem_node) {
     return p;
 }
 
+/* NUMA nodes from /sys/devices/system/node/online (a cpulist such as "0-3" or "0,2"); 1 when
+ * absent (no NUMA support in the kernel). */
 static int count_numa_nodes_sysfs(void) {
+    FILE *f = fopen("/sys/devices/system/node/online", "r");
+    if (!f) return 1;
+    char buf[1024];
     int n = 0;
-    char path[64];
-    for (int i = 0; i < 4096; i++) {
-        snprintf(path, sizeof path, "/sys/devices/system/node/node%d", i);
-        if (access(path, F_OK) == 0) n++;
+    if (fgets(buf, sizeof buf, f)) {
+        for (char *s = buf; *s && *s != '\n';) {
+            char *end;
+            long a = strtol(s, &end, 10), b = a;
+            if (end == s) break;
+            if (*end == '-') { s = end + 1; b = strtol(s, &end, 10); }
+            if (b >= a) n += (int)(b - a + 1);
+            s = (*end == ',') ? end + 1 : end;
+            if (*end != ',') break;
+        }
     }
+    fclose(f);
     return n ? n : 1;
 }
 
+/* Initial values: STREAM's a = 1, b = 2, c = 0, then a = 2a; a Triad-only run starts from
+ * c = 1 instead, so that Triad changes a (2 -> 5) and one that stored nothing is caught. */
+#define INIT_A 2.0
+#define INIT_B 2.0
+#define INIT_C(triad_only) ((triad_only) ? 1.0 : 0.0)
+
 /* Expected values after ntimes iterations (STREAM's scalar replay). */
 static void expected(int ntimes, int triad_only, double *ea, double *eb, double *ec) {
-    double aj = 1.0, bj = 2.0, cj = 0.0;
-    aj = 2.0 * aj;
+    double aj = INIT_A, bj = INIT_B, cj = INIT_C(triad_only);
     for (int k = 0; k < ntimes; k++) {
         if (!triad_only) {
             cj = aj;
@@ -241,6 +260,7 @@ int main(int argc, char **argv) {
     int ntimes = (int)cb_arg_ll(argc, argv, "ntimes", 10);
     const char *variant = cb_arg(argc, argv, "variant", "both");
     int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    int skip_stores = (int)cb_arg_ll(argc, argv, "skip_stores", 0);
     const char *mem_nodes_s = cb_arg(argc, argv, "mem_nodes", NULL);
     int cpu_node = (int)cb_arg_ll(argc, argv, "cpu_node", -1);
     const char *kernels = cb_arg(argc, argv, "kernels", "all");
@@ -300,9 +320,10 @@ int main(int argc, char **argv) {
     int rounds = nmem ? nmem : 1;
     double *times = malloc(sizeof(double) * (size_t)NKERN * (size_t)ntimes);
     if (!times) cb_fail("out of memory");
-    double ea, eb, ec; /* Triad alone (NUMA mode, --kernels=triad): a = b + s*c with b = 2, c = 0 */
+    double ea, eb, ec; /* Triad alone (NUMA mode, --kernels=triad): a = b + s*c with b = 2, c = 1 */
     int triad_only = nmem > 0 || !strcmp(kernels, "triad");
     expected(ntimes, triad_only, &ea, &eb, &ec);
+    const double init_c = INIT_C(triad_only);
     /* relative errors are taken against |expected| (against 1 where the expected value is 0) */
     const double sa = ea != 0 ? fabs(ea) : 1.0, sb = eb != 0 ? fabs(eb) : 1.0, sc = ec != 0 ? fabs(ec) : 1.0;
 
@@ -321,8 +342,8 @@ int main(int argc, char **argv) {
                 size_t lo, hi;
                 chunk(n, T, t, &lo, &hi);
                 /* first touch (first variant) / reset: same partition as the kernels */
-                /* a = 1, b = 2, c = 0, then a = 2a (STREAM), in one pass */
-                for (size_t j = lo; j < hi; j++) { a[j] = 2.0 * 1.0; b[j] = 2.0; c[j] = 0.0; }
+                /* a = 1, b = 2, c = 0, then a = 2a (STREAM), in one pass; c = 1 for Triad alone */
+                for (size_t j = lo; j < hi; j++) { a[j] = INIT_A; b[j] = INIT_B; c[j] = init_c; }
 #pragma omp barrier
 #pragma omp master
                 t_init = cb_now() - t_init0;
@@ -332,7 +353,7 @@ int main(int argc, char **argv) {
 #pragma omp barrier
 #pragma omp master
                         t0 = cb_now();
-                        run_kernel(kk, nt, a, b, c, lo, hi);
+                        if (!skip_stores) run_kernel(kk, nt, a, b, c, lo, hi);
 #pragma omp barrier
 #pragma omp master
                         times[kk * ntimes + k] = cb_now() - t0;
