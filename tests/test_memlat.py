@@ -90,8 +90,8 @@ def test_memlat_finds_l1d_size_within_factor_2(ctx):
     if not l1:
         pytest.skip("no L1d size in /sys")
     bench = get_benchmark("memlat")
-    params = bench.resolve(ctx, {"max_bytes": max(32 * l1, 4 * MIB), "per_octave": 4, "samples": 3,
-                                 "min_time": 0.001, "hugepages": "off"})
+    params = bench.resolve(ctx, {"max_bytes": max(32 * l1, 4 * MIB), "per_octave": 4, "samples": 5,
+                                 "min_time": 0.002, "hugepages": "off"})
     res = bench.run(ctx, params)
     curve = [r for r in res if r.metric == "latency"]
     assert len(curve) == len(size_list(params["min_bytes"], params["max_bytes"], 4, params["line_bytes"]))
