@@ -104,3 +104,14 @@ def test_node_summary_diagnoses():
     assert "L3 behaves like 8.0 MiB" in text
     assert any("FMA peak, 2 cores: 100.0" in ln for ln in s["lines"])
     assert any("balance  4.5 flop per byte" in ln for ln in s["lines"])
+
+
+def test_rpeak_on_hybrid_cpus_sums_per_core_figures():
+    probe = {"topology": {"pus": 3, "cores": 3, "cpus": [{"pu": 0, "kind": 1}, {"pu": 1, "kind": 1}, {"pu": 2, "kind": 0}]},
+             "rpeak": {"per_core": {"dp_gflops_nominal": 99.0},
+                       "per_kind": [{"kind": 1, "cores": 2, "dp_gflops_nominal": 60.0},   # P-cores: 30 each
+                                    {"kind": 0, "cores": 1, "dp_gflops_nominal": 12.0}]}}  # E-core: 12
+    ctx = RunContext(probe=probe)
+    res = Result("fake", "gflops", 40.0, "Gflop/s", True, {"threads": 2, "cpus": [0, 2]}, [40.0], {})
+    got = limits.judge(ctx, res, ("rpeak",))
+    assert got[0]["value"] == 42.0

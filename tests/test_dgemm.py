@@ -6,13 +6,60 @@ import os
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.dgemm import installed_blas, resolve_blas
+from clusterbench.benchmarks.dgemm import LATE_FRACTION, installed_blas, late_warning, resolve_blas
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.session import run as session_run
+from clusterbench.store import Store
 
 
 def _run(ctx, **given):
     b = get_benchmark("dgemm")
     return b.run(ctx, b.resolve(ctx, given))
+
+
+def _recording(ctx):
+    """Keep each kernel process's raw records (ctx.run_parallel runs every dgemm job)."""
+    seen: list[list[list[dict]]] = []
+    orig = ctx.run_parallel
+
+    def wrapped(jobs, on_record=None, timeout=None):
+        out = orig(jobs, on_record, timeout)
+        seen.append(out)
+        return out
+    ctx.run_parallel = wrapped
+    return seen
+
+
+def test_dgemm_flops_counting_and_star_sum(ctx):
+    """gflops = 2 n^3 / t of each timed product; star = sum over processes, per sample;
+    every process validated before printing and ran where it was asked to."""
+    calls = _recording(ctx)
+    n = 300
+    res = _run(ctx, n=n, samples=3)
+    modes = [r.params["mode"] for r in res if r.metric == "gflops"]
+    assert len(calls) == len(modes)
+    for mode, procs in zip(modes, calls):
+        g = next(r for r in res if r.metric == "gflops" and r.params["mode"] == mode)
+        for recs in procs:
+            assert [r["type"] for r in recs] == ["info", "validation", "result"] and recs[1]["ok"]
+            info, rec = recs[0], recs[2]
+            assert rec["samples"] == pytest.approx([2 * n**3 / t / 1e9 for t in rec["times_s"]], rel=1e-12)
+            assert len(rec["samples"]) == 3
+            want = [c for c in g.params["cpus"]] if mode == "threaded" else None
+            if want:
+                assert info["cpus_actual"] == want
+            else:
+                assert len(info["cpus_actual"]) == 1 and info["cpus_actual"][0] in g.params["cpus"]
+        per = [recs[2]["samples"] for recs in procs]
+        agg = [sum(s[j] for s in per) for j in range(3)]
+        assert g.samples == pytest.approx(agg, rel=1e-12)
+        assert g.value == pytest.approx(max(agg), rel=1e-12)
+        assert g.params["processes"] == (len(g.params["cpus"]) if mode == "star" else 1)
+        if mode == "star":
+            lo = next(r for r in res if r.metric == "gflops_min_process")
+            assert lo.samples == pytest.approx([min(s[j] for s in per) for j in range(3)], rel=1e-12)
+            assert len(g.params["late_s"]) == g.params["processes"]
+            assert all(x >= 0 for x in g.params["late_s"])
 
 
 def test_dgemm_all_modes_small(ctx):
@@ -41,6 +88,47 @@ def test_dgemm_kernel_residual_and_corruption(ctx):
     assert val["ok"] and val["residual"] < 16
     with pytest.raises(KernelFailed, match="wrong result"):
         ctx.run_kernel(b, [f"--lib={path}", "--n=200", "--samples=1", "--cpus=0", "--corrupt=1"], env=env)
+
+
+def test_dgemm_corrupted_run_stores_nothing(live_probe, tmp_path):
+    store = Store(tmp_path / "r.db")
+    with pytest.raises(KernelFailed, match="wrong result"):
+        session_run(["dgemm"], {"dgemm": {"corrupt": True, "n": 200, "samples": 1}}, profile="quick",
+                    use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
+    runs = store.list_runs()
+    assert len(runs) == 1 and runs[0]["status"] == "incomplete" and runs[0]["results"] == 0
+    assert store.results(runs[0]["id"]) == []
+
+
+def test_dgemm_pin_failure_is_fatal(ctx):
+    _, path = resolve_blas("openblas")
+    b = ctx.build("dgemm", libs=("dl",))
+    with pytest.raises(KernelFailed, match="cannot pin to cpu 1023: Invalid argument"):
+        ctx.run_kernel(b, [f"--lib={path}", "--n=50", "--samples=1", "--cpus=1023"])
+    with pytest.raises(KernelFailed, match="cannot bind to cpus"):
+        ctx.run_kernel(b, [f"--lib={path}", "--n=50", "--samples=1", "--cpus=1022,1023"])
+
+
+def test_dgemm_star_late_warning():
+    results = {0: {"times_s": [0.2, 0.25]}, 1: {"times_s": [0.21, 0.3]}}
+    on_time = {0: {"late_s": 0.0}, 1: {"late_s": 0.5 * LATE_FRACTION * 0.2}}
+    assert late_warning(on_time, results) is None
+    late = {0: {"late_s": 0.0}, 1: {"late_s": 2 * LATE_FRACTION * 0.2}}
+    w = late_warning(late, results)
+    assert w and w.code == "star-not-concurrent" and "process 1" in w.message and "not fully concurrent" in w.message
+    assert w.remedy
+
+
+def test_dgemm_blas_threads_mismatch_warns(ctx):
+    b = get_benchmark("dgemm")
+    params = b.resolve(ctx, {"n": 100, "samples": 1, "mode": "threaded"})
+    cores = params["threads"]
+    rec = {"samples": [1.0], "times_s": [0.002]}
+    info = {"blas_config": "OpenBLAS 0.3.21", "blas_path": params["blas_path"], "blas_threads": cores + 1}
+    out = b._emit(ctx, params, "threaded", params["cpus"], {0: info}, {0: rec})
+    assert "blas-threads-mismatch" in [w["code"] for w in out[0].warnings]
+    out = b._emit(ctx, params, "threaded", params["cpus"], {0: {**info, "blas_threads": cores}}, {0: rec})
+    assert "blas-threads-mismatch" not in [w["code"] for w in out[0].warnings]
 
 
 @pytest.mark.skipif("blis" not in installed_blas(), reason="BLIS not installed")
@@ -83,15 +171,29 @@ def test_dgemm_not_a_blas_library(ctx):
 
 
 @pytest.mark.parametrize("given", [{"threads": 0}, {"threads": 100000}, {"samples": 0}, {"n": 0},
-                                   {"n": 10**6}, {"mode": "bogus"}, {"cpus": [0], "threads": 2}])
+                                   {"n": 10**6}, {"mode": "bogus"}, {"cpus": [0], "threads": 2},
+                                   {"cpus": [0, 0]}, {"cpus": [100000]}])
 def test_dgemm_bad_input(ctx, given):
     with pytest.raises(UsageError):
         get_benchmark("dgemm").resolve(ctx, given)
 
 
+def test_dgemm_threads_cpus_mismatch(ctx):
+    with pytest.raises(UsageError, match="does not match"):
+        get_benchmark("dgemm").resolve(ctx, {"threads": 2, "cpus": [0]})
+    with pytest.raises(UsageError, match="twice"):
+        get_benchmark("dgemm").resolve(ctx, {"cpus": [0, 0]})
+
+
 def test_dgemm_measured_peak_limit(ctx):
-    """With a peak result in the same run, dgemm is judged against it (scaled by threads)."""
+    """With peak results in the same run, dgemm is judged against the best peak at the same
+    thread count: fraction = value / that peak."""
     peak = get_benchmark("peak")
-    peak.run(ctx, peak.resolve(ctx, {"samples": 1, "seconds": 0.05, "sp": False, "threads": 1}))
-    res = _run(ctx, n=300, samples=1, mode="single")
-    assert any(lim["name"] == "measured_peak" for lim in res[0].limits)
+    pk = peak.run(ctx, peak.resolve(ctx, {"samples": 1, "seconds": 0.05, "sp": False}))
+    res = _run(ctx, n=300, samples=1)
+    for r in (x for x in res if x.metric == "gflops"):
+        n = r.params["threads"]
+        best = max(p.value for p in pk if p.metric == "gflops" and p.params["threads"] == n)
+        lim = next(lim for lim in r.limits if lim["name"] == "measured_peak")
+        assert lim["value"] == pytest.approx(best)
+        assert lim["fraction"] == pytest.approx(r.value / best)

@@ -35,13 +35,15 @@ def _ncores(res: "Result") -> int:
     return 1
 
 
-def _per_cpu_rpeak(ctx: "RunContext", cpus: Sequence[int] | None, n: int, clock: str) -> float | None:
+def _rpeak_of_cpus(ctx: "RunContext", cpus: Sequence[int] | None, n: int, key: str) -> float | None:
+    """Rpeak (``key`` e.g. ``dp_gflops_nominal``) of the cpus used: summed per core kind where
+    the cores differ (a kind's figure covers all its cores, so it is divided by their count),
+    else per_core x n."""
     rp = ctx.probe.get("rpeak") or {}
-    key = f"dp_gflops_{clock}"
     kinds = rp.get("per_kind") or []
     topo_cpus = {c["pu"]: c for c in (ctx.probe.get("topology") or {}).get("cpus", [])}
-    if cpus and kinds and len(kinds) > 1:
-        by_kind = {k.get("kind"): k.get(key) for k in kinds}
+    if cpus and len(kinds) > 1:
+        by_kind = {k.get("kind"): (k[key] / k["cores"] if k.get(key) and k.get("cores") else None) for k in kinds}
         vals = [by_kind.get((topo_cpus.get(c) or {}).get("kind")) for c in cpus]
         if all(v is not None for v in vals):
             return float(sum(vals))  # type: ignore[arg-type]
@@ -49,23 +51,20 @@ def _per_cpu_rpeak(ctx: "RunContext", cpus: Sequence[int] | None, n: int, clock:
     return float(per_core) * n if per_core else None
 
 
-@limit("rpeak")
-def rpeak(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
-    """Theoretical DP peak of the cores used, at the nominal clock."""
-    n = _ncores(res)
-    val = _per_cpu_rpeak(ctx, res.params.get("cpus"), n, "nominal")
-    if val is None:
-        return None
-    return val, f"Rpeak, DP, nominal clock, {n} core{'s' if n > 1 else ''}"
+def _rpeak_limit(key: str, label: str) -> LimitFn:
+    def fn(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+        n = _ncores(res)
+        val = _rpeak_of_cpus(ctx, res.params.get("cpus"), n, key)
+        if val is None:
+            return None
+        return val, f"Rpeak, {label}, {n} core{'s' if n > 1 else ''}"
+    fn.__doc__ = f"Theoretical peak ({label}) of the cores used."
+    return fn
 
 
-@limit("rpeak_max")
-def rpeak_max(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
-    n = _ncores(res)
-    val = _per_cpu_rpeak(ctx, res.params.get("cpus"), n, "max")
-    if val is None:
-        return None
-    return val, f"Rpeak, DP, maximum clock, {n} core{'s' if n > 1 else ''}"
+LIMITS["rpeak"] = _rpeak_limit("dp_gflops_nominal", "DP, nominal clock")
+LIMITS["rpeak_max"] = _rpeak_limit("dp_gflops_max", "DP, maximum clock")
+LIMITS["rpeak_sp"] = _rpeak_limit("sp_gflops_nominal", "SP, nominal clock")
 
 
 def _best(ctx: "RunContext", pairs: set[tuple[str, str]], match: Callable[[dict], bool]) -> float | None:

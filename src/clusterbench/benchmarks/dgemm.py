@@ -20,10 +20,13 @@ from ..analysis.warnings import Warning_
 from ..errors import EnvironmentProblem, UsageError
 from ..launch.local import KernelJob
 from . import register
-from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, check_threads,
-                   cpulist, placement)
+from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, available_memory,
+                   check_placement, cpulist, resolve_threads)
 
 MODES = ("single", "star", "threaded", "all")
+#: star mode: a process that reached the common start later than this fraction of a sample
+#: overlapped the others only partly, so the aggregate is not fully concurrent
+LATE_FRACTION = 0.05
 
 #: name -> (candidate paths, {lib} = a multiarch library directory; Debian package to install)
 BLAS_CANDIDATES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -129,6 +132,24 @@ def thread_env(n: int, cpus: list[int]) -> dict[str, str]:
     return env
 
 
+def late_warning(infos: dict[int, dict], results: dict[int, dict]) -> Warning_ | None:
+    """Star mode: warn when a process reached the common start more than LATE_FRACTION of a
+    sample late (its samples then overlapped the others' only partly)."""
+    shortest = min((t for r in results.values() for t in (r.get("times_s") or []) if t > 0), default=None)
+    lates = {i: float(inf.get("late_s") or 0.0) for i, inf in infos.items()}
+    if not shortest or not lates:
+        return None
+    worst = max(lates, key=lambda i: lates[i])
+    if lates[worst] <= LATE_FRACTION * shortest:
+        return None
+    return Warning_(
+        "star-not-concurrent",
+        f"process {worst} reached the common start {lates[worst] * 1e3:.1f} ms late, more than "
+        f"{LATE_FRACTION:.0%} of a {shortest * 1e3:.1f} ms sample: the star figure was not fully concurrent "
+        "(the processes overlapped only partly, so the sum overstates what the cores do together)",
+        "rerun on a less loaded node, or use a larger --n so that a sample lasts longer than the start-up skew")
+
+
 @register
 class Dgemm(Benchmark):
     name = "dgemm"
@@ -148,19 +169,14 @@ class Dgemm(Benchmark):
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, netlib, system... or a path to a .so"),
         Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
         THREADS, ORDER, SMT, CPUS,
+        Param("corrupt", bool, False, "test hook: damage C after timing (validation must fail)"),
     )
     profiles = {"quick": {"n": 1200, "samples": 3}, "full": {"samples": 10}}
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         if params["samples"] < 1:
             raise UsageError(f"--samples {params['samples']} is not allowed", "use --samples 1 or more")
-        if params["cpus"]:
-            if params["threads"] is not None and params["threads"] != len(params["cpus"]):
-                raise UsageError(f"--threads {params['threads']} does not match the {len(params['cpus'])} cpus "
-                                 "given with --cpus", "give one or the other")
-            params["threads"] = check_threads(ctx, len(params["cpus"]))
-        else:
-            params["threads"] = check_threads(ctx, params["threads"])
+        params = resolve_threads(ctx, params)
         name, path = resolve_blas(params["blas"])
         params["blas_name"], params["blas_path"] = name, path
         if params["n"] is None:
@@ -171,7 +187,7 @@ class Dgemm(Benchmark):
             raise UsageError(f"--n {n} is not allowed", "use --n 1 or more (e.g. 2000)")
         copies = params["threads"] if params["mode"] in ("star", "all") else 1
         need = 3 * 8 * n * n * copies
-        avail = (ctx.probe.get("memory") or {}).get("available_bytes")
+        avail = available_memory(ctx.probe)
         if avail and need > 0.8 * avail:
             fit = int((0.8 * avail / (24 * copies)) ** 0.5)
             raise UsageError(f"--n {n} needs {need / 2**30:.1f} GiB for {copies} cop{'ies' if copies > 1 else 'y'} "
@@ -195,28 +211,35 @@ class Dgemm(Benchmark):
         out: list[Result] = []
         ctx.progress.start("dgemm", total=len(modes))
         n_threads = params["threads"]
-        all_cpus = placement(ctx, n_threads, params["order"], params["smt"], params["cpus"])
+        all_cpus = list(params["cpus"])
         base_args = [f"--lib={params['blas_path']}", f"--n={params['n']}", f"--samples={params['samples']}"]
+        if params.get("corrupt"):
+            base_args.append("--corrupt=1")
         extra_env = {"OPENBLAS_CORETYPE": params["openblas_coretype"]} if params["openblas_coretype"] else {}
         for mode in modes:
             if mode == "single":
                 jobs = [KernelJob(b, base_args + [f"--cpus={all_cpus[0]}"], {**thread_env(1, all_cpus[:1]), **extra_env})]
                 cpus = all_cpus[:1]
+                wanted = [cpus]
             elif mode == "star":
                 # every process fills its matrices (~1 GB/s) before the common start
                 start = time.time() + 0.5 + 0.02 * n_threads + 24e-9 * params["n"] ** 2
                 jobs = [KernelJob(b, base_args + [f"--cpus={c}", f"--start-at={start:.6f}"],
                                   {**thread_env(1, [c]), **extra_env}) for c in all_cpus]
                 cpus = all_cpus
+                wanted = [[c] for c in all_cpus]
             else:
                 jobs = [KernelJob(b, base_args + [f"--cpus={cpulist(all_cpus)}"],
                                   {**thread_env(n_threads, all_cpus), **extra_env})]
                 cpus = all_cpus
+                wanted = [all_cpus]
             infos: dict[int, dict] = {}
             results: dict[int, dict] = {}
 
-            def on(i: int, rec: dict, infos: dict = infos, results: dict = results) -> None:
+            def on(i: int, rec: dict, infos: dict = infos, results: dict = results,
+                   wanted: list[list[int]] = wanted) -> None:
                 if rec["type"] == "info":
+                    check_placement(rec, wanted[i], self.name)
                     infos[i] = rec
                 elif rec["type"] == "result":
                     results[i] = rec
@@ -240,6 +263,8 @@ class Dgemm(Benchmark):
              "blas_symbol": info.get("blas_symbol"), "blas_threads_reported": info.get("blas_threads")}
         if params["openblas_coretype"]:
             p["openblas_coretype"] = params["openblas_coretype"]
+        if mode == "star":
+            p["late_s"] = [infos[i].get("late_s") for i in sorted(infos)]
         ws: list[Warning_ | None] = []
         m = re.search(r"OpenBLAS.*\b(" + "|".join(OPENBLAS_OLD_CORES) + r")\b", config)
         flags = set((ctx.probe.get("cpu") or {}).get("isa") or [])
@@ -254,8 +279,18 @@ class Dgemm(Benchmark):
         if loaded and not any(os.path.realpath(x) == os.path.realpath(p["blas_path"]) for x in loaded):
             ws.append(Warning_("blas-not-loaded", f"asked for {p['blas_path']} but the process mapped {loaded}",
                                "check LD_PRELOAD and the library path"))
+        reported = info.get("blas_threads")
+        if isinstance(reported, int) and reported > 0 and reported != p["blas_threads"]:
+            ws.append(Warning_(
+                "blas-threads-mismatch",
+                f"the BLAS reports {reported} thread(s) but {p['blas_threads']} core(s) were given to it: "
+                "the figure is not for the cores it is labelled with",
+                "check OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / BLIS_NUM_THREADS in the environment and the "
+                "library's thread limit (OpenBLAS NUM_THREADS at build time)"))
         per = [results[i]["samples"] for i in sorted(results)]
         times = [max(t) for t in zip(*[results[i].get("times_s") or [] for i in sorted(results)])] or None
+        if mode == "star":
+            ws.append(late_warning(infos, results))
         k = min(len(s) for s in per)
         agg = [sum(s[j] for s in per) for j in range(k)]
         out = [ctx.emit(self, "gflops", agg, p, times_s=times, extra_warnings=ws)]

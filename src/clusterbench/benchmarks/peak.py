@@ -17,8 +17,8 @@ from typing import Any
 from ..analysis.warnings import Warning_
 from ..errors import UsageError
 from . import register
-from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, check_threads,
-                   cpulist, placement)
+from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, check_placement,
+                   cpulist, resolve_threads)
 
 ISAS = ("auto", "avx512", "avx2", "sve", "neon", "scalar")
 #: DP lanes per vector (SVE: reported by the kernel)
@@ -76,9 +76,11 @@ class Peak(Benchmark):
         Metric("gflops_per_core", "Gflop/s", True, "aggregate DP FMA throughput / threads", ()),
         Metric("effective_clock", "MHz", True,
                "clock the measured peak implies: Gflop/s / (flops/cycle/core from the probe x cores)", ()),
-        Metric("fma_units", "units", True,
-               "AVX-512 FMA units per core: 1 ms FMA bursts / integer-chain clock (1 thread)", ()),
-        Metric("sp", "Gflop/s", True, "single-precision FMA throughput of the threads together", ()),
+        Metric("fma_units", "count", True,
+               "AVX-512 FMA units per core: 1 ms FMA bursts / integer-chain clock (1 thread); a count, "
+               "so 'higher is better' is not meaningful for it", ()),
+        Metric("sp_gflops", "Gflop/s", True, "single-precision FMA throughput of the threads together",
+               ("rpeak_sp",)),
     )
     params = (
         Param("isa", str, "auto", "SIMD instruction set: best of this build, or force a narrower one", ISAS),
@@ -86,6 +88,7 @@ class Peak(Benchmark):
         Param("seconds", float, 0.5, "length of one sample (s)"),
         Param("sp", bool, True, "also measure single precision"),
         THREADS, ORDER, SMT, CPUS,
+        Param("corrupt", bool, False, "test hook: damage a chain after timing (validation must fail)"),
     )
     profiles = {"quick": {"samples": 3, "seconds": 0.2, "sp": False},
                 "full": {"samples": 10, "seconds": 1.0, "sp": True}}
@@ -104,22 +107,14 @@ class Peak(Benchmark):
         need = {"avx512": "avx512f", "avx2": "fma", "sve": "sve"}.get(isa)
         if need and flags and need not in flags:
             raise UsageError(f"--isa {isa} is not supported by this CPU (no {need})", "use --isa auto")
-        if params["cpus"]:
-            if params["threads"] is not None and params["threads"] != len(params["cpus"]):
-                raise UsageError(f"--threads {params['threads']} does not match the {len(params['cpus'])} cpus "
-                                 "given with --cpus", "give one or the other")
-            params["threads"] = check_threads(ctx, len(params["cpus"]))
-        else:
-            params["threads"] = check_threads(ctx, params["threads"])
-        return params
+        return resolve_threads(ctx, params)
 
     def _points(self, ctx: RunContext, params: dict[str, Any]) -> list[list[int]]:
-        n = params["threads"]
-        all_cpus = placement(ctx, n, params["order"], params["smt"], params["cpus"])
-        return [all_cpus[:1]] + ([all_cpus] if n > 1 else [])
+        all_cpus = list(params["cpus"])
+        return [all_cpus[:1]] + ([all_cpus] if len(all_cpus) > 1 else [])
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
-        per = params["samples"] * params["seconds"] + 0.2
+        per = (params["samples"] + 1) * params["seconds"] + 0.2  # + the untimed warm-up sample
         return len(self._points(ctx, params)) * per * (2 if params["sp"] else 1) + 1.0
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
@@ -137,6 +132,7 @@ class Peak(Benchmark):
             def on(rec: dict, n: int = n, cpus: list[int] = cpus, info: dict = info,
                    base: dict = base) -> None:
                 if rec["type"] == "info":
+                    check_placement(rec, cpus, self.name)
                     info.clear()
                     info.update(rec)
                     return
@@ -144,11 +140,12 @@ class Peak(Benchmark):
                     return
                 kp = {**base, **rec.get("params", {}),
                       "isa_best": info.get("isa_best"), "accumulators": info.get("accumulators"),
-                      "per_thread_best": rec.get("per_thread_best"), "cpus_bound": info.get("cpus")}
+                      "per_thread_best": rec.get("per_thread_best"), "cpus_actual": info.get("cpus_actual"),
+                      "iterations": rec.get("iterations"), "flops_per_iteration": rec.get("flops_per_iteration")}
                 samples = rec["samples"]
                 times = rec.get("times_s")
-                if rec["metric"] == "sp":
-                    out.append(ctx.emit(self, "sp", samples, kp, times_s=times))
+                if rec["metric"] == "sp_gflops":
+                    out.append(ctx.emit(self, "sp_gflops", samples, kp, times_s=times))
                     ctx.progress.advance(1)
                     return
                 fpc = fpc_for_isa(_probe_fpc(ctx.probe, cpus), kp["isa"], info.get("isa_best", ""),
@@ -172,7 +169,7 @@ class Peak(Benchmark):
                 ctx.progress.advance(1)
 
             args = [f"--cpus={cpulist(cpus)}", f"--isa={params['isa']}", f"--samples={params['samples']}",
-                    f"--seconds={params['seconds']}"]
+                    f"--seconds={params['seconds']}"] + (["--corrupt=1"] if params.get("corrupt") else [])
             ctx.run_kernel(b, args + ["--precision=dp"], on_record=on)
             if n == 1:
                 r = self._fma_units(ctx, one_thread)

@@ -11,6 +11,8 @@
  *
  * Args: --lib=PATH --n=N --samples=K --cpus=LIST (one cpu: pin; several: affinity mask for the
  *       BLAS threads) --start-at=EPOCH (star mode: start together) --check-cols=8 --corrupt=1
+ * Prints: info (cpus_actual: the cpu it ran on, or the affinity mask the BLAS threads inherit;
+ *         late_s: how late it reached --start-at), validation, then the result.
  */
 #include "cb_common.h"
 
@@ -74,7 +76,6 @@ static void json_loaded_libs(const char *key) {
 }
 
 int main(int argc, char **argv) {
-    (void)cb_alloc;
     const char *lib = cb_arg(argc, argv, "lib", NULL);
     long long n_ll = cb_arg_ll(argc, argv, "n", 1000);
     int samples = (int)cb_arg_ll(argc, argv, "samples", 3);
@@ -90,7 +91,8 @@ int main(int argc, char **argv) {
     static int cpus[4096];
     int ncpus = cpus_s ? cb_parse_cpulist(cpus_s, cpus, 4096) : 0;
     if (ncpus == 1) {
-        if (cb_pin_self(cpus[0])) cb_fail("cannot pin to cpu %d: %s", cpus[0], strerror(errno));
+        int err = cb_pin_self(cpus[0]);
+        if (err) cb_fail("cannot pin to cpu %d: %s", cpus[0], strerror(err));
     } else if (ncpus > 1) { /* BLAS threads inherit this mask */
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -116,7 +118,14 @@ int main(int argc, char **argv) {
     memset(c, 0, bytes);
 
     double tres = cb_timer_resolution();
-    cb_wait_until(start_at);
+    double late = 0; /* star mode: how late this process reached the common start */
+    if (start_at > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        late = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec - start_at;
+        if (late < 0) late = 0;
+        cb_wait_until(start_at);
+    }
     double *rate = calloc((size_t)samples, sizeof(double)), *secs = calloc((size_t)samples, sizeof(double));
     double t_start = cb_now();
     for (int s = -1; s < samples; s++) { /* s = -1: warm-up */
@@ -149,7 +158,26 @@ int main(int argc, char **argv) {
     char real[PATH_MAX];
     if (!realpath(lib, real)) snprintf(real, sizeof real, "%s", lib);
 
+    /* where it ran: the pinned cpu; threaded, the affinity mask the BLAS threads inherited */
     int bound = sched_getcpu();
+    static int actual[4096];
+    int nactual = 0;
+    if (ncpus > 1) {
+        cpu_set_t got, want;
+        CPU_ZERO(&want);
+        for (int i = 0; i < ncpus; i++) CPU_SET(cpus[i], &want);
+        if (sched_getaffinity(0, sizeof got, &got)) cb_fail("sched_getaffinity: %s", strerror(errno));
+        if (CPU_EQUAL(&got, &want)) {
+            memcpy(actual, cpus, (size_t)ncpus * sizeof(int));
+            nactual = ncpus;
+        } else {
+            for (int c = 0; c < CPU_SETSIZE && nactual < 4096; c++)
+                if (CPU_ISSET(c, &got)) actual[nactual++] = c;
+        }
+    } else {
+        actual[0] = bound;
+        nactual = 1;
+    }
     cb_json_begin("info");
     cb_json_num("timer_resolution_s", tres);
     cb_json_int("n", n);
@@ -160,21 +188,11 @@ int main(int argc, char **argv) {
     cb_json_int("blas_threads", blas_threads);
     json_loaded_libs("blas_loaded");
     cb_json_ints("cpus", ncpus ? cpus : &bound, ncpus ? ncpus : 1);
+    cb_json_ints("cpus_actual", actual, nactual);
     cb_json_int("cpu_now", bound);
     cb_json_num("start_at", start_at);
+    cb_json_num("late_s", late);
     cb_json_num("seconds_total", t_total);
-    cb_json_end();
-
-    cb_json_begin("result");
-    cb_json_str("metric", "gflops");
-    cb_json_str("unit", "Gflop/s");
-    {
-        char p[64];
-        snprintf(p, sizeof p, "{\"n\":%d}", n);
-        cb_json_raw("params", p);
-    }
-    cb_json_nums("samples", rate, samples);
-    cb_json_nums("times_s", secs, samples);
     cb_json_end();
 
     /* validation: naive product on a few columns (always the first and the last) */
@@ -219,6 +237,19 @@ int main(int argc, char **argv) {
     cb_json_bool("ok", ok);
     cb_json_str("detail", detail);
     cb_json_num("residual", resid);
+    cb_json_end();
+    if (!ok) return 1; /* results only after a successful validation */
+
+    cb_json_begin("result");
+    cb_json_str("metric", "gflops");
+    cb_json_str("unit", "Gflop/s");
+    {
+        char p[64];
+        snprintf(p, sizeof p, "{\"n\":%d}", n);
+        cb_json_raw("params", p);
+    }
+    cb_json_nums("samples", rate, samples);
+    cb_json_nums("times_s", secs, samples);
     cb_json_end();
     return 0;
 }

@@ -9,9 +9,15 @@
  *
  * FLOP convention (likwid peakflops_*_fma, HPL): one FMA on one lane = 2 flops.
  *
+ * Every thread pins itself to its cpu (a failed pin is fatal) and, with all threads started
+ * together, runs one untimed warm-up sample first, so the clock ramp and the AVX-512 licence
+ * transition (tens of microseconds to milliseconds) stay out of the timed samples.
+ *
  * Args: --isa=auto|avx512|avx2|neon|sve|scalar  --precision=dp|sp  --cpus=0,1,...
  *       --seconds=S (per sample)  --samples=K  --corrupt=1 (test hook: damage a lane)
- * Prints: info, result "gflops" (aggregate) with per_thread rates, validation.
+ * Prints: info (with cpus_actual: sched_getcpu() of each thread, in thread order), validation,
+ *         then the result "gflops" (dp) or "sp_gflops" (sp): aggregate per sample = threads x
+ *         flops_per_iteration x iterations / span of the sample, with per-thread rates.
  */
 #include "cb_common.h"
 
@@ -258,7 +264,7 @@ static NOINLINE double int_clock_mhz(double seconds) {
 
 /* ---- threads -------------------------------------------------------------------------- */
 typedef struct {
-    int id, cpu, bound_cpu, sp;
+    int id, cpu, bound_cpu, pin_err, sp;
     enum isa isa;
     long iters;
     int samples;
@@ -270,6 +276,7 @@ typedef struct {
 } thr_t;
 
 static pthread_barrier_t barrier;
+static int pin_failed; /* any thread could not pin itself: all stop before measuring */
 
 static void run_chains(enum isa isa, int sp, long iters, void *buf) {
     double m = rec_m(sp), c = rec_c(sp);
@@ -299,11 +306,17 @@ static void init_chains(void *buf, int n, int sp) {
 
 static void *worker(void *arg) {
     thr_t *t = arg;
-    if (cb_pin_self(t->cpu)) t->bound_cpu = -1;
-    else t->bound_cpu = sched_getcpu();
+    t->pin_err = cb_pin_self(t->cpu);
+    t->bound_cpu = sched_getcpu();
+    if (t->pin_err) __atomic_store_n(&pin_failed, 1, __ATOMIC_SEQ_CST);
     int n = isa_nacc(t->isa) * isa_lanes(t->isa, t->sp);
     t->worst = 0;
     t->bad_idx = -1;
+    init_chains(t->buf, n, t->sp);
+    pthread_barrier_wait(&barrier);
+    if (__atomic_load_n(&pin_failed, __ATOMIC_SEQ_CST)) return NULL;
+    /* warm-up: one untimed sample, all threads together (clock ramp, AVX-512 licence) */
+    run_chains(t->isa, t->sp, t->iters, t->buf);
     for (int s = 0; s < t->samples; s++) {
         init_chains(t->buf, n, t->sp);
         pthread_barrier_wait(&barrier);
@@ -337,8 +350,6 @@ int main(int argc, char **argv) {
     double clock_s = cb_arg_double(argc, argv, "clock-seconds", 0.1);
     long iters_arg = cb_arg_ll(argc, argv, "iters", 0);
 
-    (void)cb_alloc; /* shared header helpers this kernel does not need */
-    (void)cb_wait_until;
     int sp;
     if (!strcmp(prec, "dp")) sp = 0;
     else if (!strcmp(prec, "sp")) sp = 1;
@@ -367,7 +378,10 @@ int main(int argc, char **argv) {
     double flops_per_iter = 2.0 * nacc * lanes;
 
     /* clock and calibration on the first thread's cpu */
-    cb_pin_self(cpus[0]);
+    {
+        int err = cb_pin_self(cpus[0]);
+        if (err) cb_fail("cannot pin to cpu %d: %s", cpus[0], strerror(err));
+    }
     double tres = cb_timer_resolution();
     /* Clock and a short-burst FMA rate measured alternately in ~1 ms slices, best of each:
      * flops/cycle = burst rate / clock survives a time-shared (VM) core that long samples do not. */
@@ -441,6 +455,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nthreads; i++)
         if (pthread_create(&tid[i], NULL, worker, &th[i])) cb_fail("cannot create thread %d", i);
     for (int i = 0; i < nthreads; i++) pthread_join(tid[i], NULL);
+    for (int i = 0; i < nthreads; i++)
+        if (th[i].pin_err)
+            cb_fail("cannot pin thread %d to cpu %d: %s", i, th[i].cpu, strerror(th[i].pin_err));
 
     int *bound = calloc((size_t)nthreads, sizeof(int));
     for (int i = 0; i < nthreads; i++) bound[i] = th[i].bound_cpu;
@@ -448,7 +465,9 @@ int main(int argc, char **argv) {
     cb_json_begin("info");
     cb_json_num("timer_resolution_s", tres);
     cb_json_int("threads", nthreads);
-    cb_json_ints("cpus", bound, nthreads);
+    cb_json_ints("cpus", cpus[0] < 0 ? bound : cpus, nthreads);
+    cb_json_ints("cpus_actual", bound, nthreads);
+    cb_json_int("warmup_samples", 1);
     cb_json_str("isa", isa_names[isa]);
     cb_json_str("isa_best", isa_names[isa_best()]);
     {
@@ -506,21 +525,6 @@ int main(int argc, char **argv) {
         slow[s] = w;
     }
 
-    cb_json_begin("result");
-    cb_json_str("metric", sp ? "sp" : "gflops");
-    cb_json_str("unit", "Gflop/s");
-    {
-        char p[160];
-        snprintf(p, sizeof p, "{\"isa\":\"%s\",\"precision\":\"%s\",\"vector_bits\":%d}",
-                 isa_names[isa], sp ? "sp" : "dp", lanes * (sp ? 32 : 64));
-        cb_json_raw("params", p);
-    }
-    cb_json_nums("samples", agg, samples);
-    cb_json_nums("times_s", span, samples);
-    cb_json_nums("per_thread_best", pt, nthreads);
-    cb_json_nums("slowest_thread", slow, samples);
-    cb_json_end();
-
     double worst = 0;
     int wt = -1;
     for (int i = 0; i < nthreads; i++)
@@ -540,6 +544,25 @@ int main(int argc, char **argv) {
     cb_json_bool("ok", ok);
     cb_json_str("detail", detail);
     cb_json_num("worst_relative_to_bound", worst);
+    cb_json_end();
+    if (!ok) return 1; /* results only after a successful validation */
+
+    cb_json_begin("result");
+    cb_json_str("metric", sp ? "sp_gflops" : "gflops");
+    cb_json_str("unit", "Gflop/s");
+    {
+        char p[160];
+        snprintf(p, sizeof p, "{\"isa\":\"%s\",\"precision\":\"%s\",\"vector_bits\":%d}",
+                 isa_names[isa], sp ? "sp" : "dp", lanes * (sp ? 32 : 64));
+        cb_json_raw("params", p);
+    }
+    cb_json_nums("samples", agg, samples);
+    cb_json_nums("times_s", span, samples);
+    cb_json_nums("per_thread_best", pt, nthreads);
+    cb_json_nums("slowest_thread", slow, samples);
+    cb_json_int("threads", nthreads);
+    cb_json_num("flops_per_iteration", flops_per_iter);
+    cb_json_int("iterations", iters);
     cb_json_end();
     return 0;
 }
