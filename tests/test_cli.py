@@ -173,3 +173,17 @@ def test_known_but_missing_blas(capsys):
 def test_bad_timeout(capsys):
     assert main(["run", "fpu", "--timeout", "0"]) == 2
     assert "--timeout 0" in _one_line_error(capsys)
+
+
+def test_node_without_blas_says_how_to_skip(capsys, monkeypatch):
+    from clusterbench.benchmarks import dgemm
+    from clusterbench.errors import EnvironmentProblem
+
+    def missing(choice):
+        raise EnvironmentProblem(f"BLAS '{choice}' is not installed", "apt-get install libopenblas-dev")
+
+    monkeypatch.setattr(dgemm, "resolve_blas", missing)
+    assert main(["run", "node", "--quick"]) == 3
+    line = _one_line_error(capsys)
+    assert "not installed" in line and "--skip dgemm" in line
+    assert _runs(os.environ["CLUSTERBENCH_DB"]) == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import ClusterbenchError, UsageError
 from . import get_benchmark, register
 from .base import Benchmark, Param, Result, RunContext
 
@@ -31,7 +31,10 @@ class Node(Benchmark):
             given = {}
             if params.get("threads") is not None and any(p.name == "threads" for p in bench.params):
                 given["threads"] = params["threads"]
-            parts[name] = bench.resolve(ctx, given)
+            try:
+                parts[name] = bench.resolve(ctx, given)
+            except ClusterbenchError as exc:  # e.g. no BLAS: say how to characterise the rest
+                raise type(exc)(exc.problem, f"{exc.fix or 'fix it'}, or leave it out with --skip {name}") from exc
         return {"skip": skip, "threads": params.get("threads"), "parts": parts}
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
