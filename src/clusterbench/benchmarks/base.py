@@ -110,8 +110,9 @@ class RunContext:
         self.progress.note(text)
 
     # -- building and running kernels -------------------------------------------------------
-    def build(self, name: str, libs: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()) -> Build:
-        b = build_kernel(name, libs=libs, extra_flags=extra_flags)
+    def build(self, name: str, libs: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (),
+              openmp: bool = True, cc: str | None = None) -> Build:
+        b = build_kernel(name, libs=libs, extra_flags=extra_flags, openmp=openmp, cc=cc)
         self.builds[b.name] = b.info
         if self.on_build:
             self.on_build(b)

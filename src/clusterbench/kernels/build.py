@@ -51,11 +51,15 @@ def cache_dir() -> Path:
     return Path(xdg) / "clusterbench" / "kernels"
 
 
-def compiler() -> str:
-    """The C compiler: ``$CC`` or ``cc``; a clear error when there is none."""
-    cc = os.environ.get("CC", "cc")
+def compiler(cc: str | None = None) -> str:
+    """The C compiler: ``cc`` if given (e.g. an MPI's ``mpicc``), else ``$CC`` or ``cc``; a clear
+    error when there is none."""
+    cc = cc or os.environ.get("CC", "cc")
     path = shutil.which(cc)
     if not path:
+        if os.path.basename(cc).startswith("mpi"):
+            raise EnvironmentProblem(f"no MPI compiler wrapper '{cc}' found",
+                                     "install an MPI (apt-get install libopenmpi-dev) or load an MPI module")
         raise EnvironmentProblem(
             f"no C compiler '{cc}' found",
             "install one (apt-get install build-essential) or load a compiler module and set CC",
@@ -102,12 +106,16 @@ def build_kernel(
     libs: tuple[str, ...] = (),
     extra_flags: tuple[str, ...] = (),
     openmp: bool = True,
+    cc: str | None = None,
 ) -> Build:
-    """Compile ``kernels/<name>.c`` (cached) and return the binary with its build info."""
+    """Compile ``kernels/<name>.c`` (cached) and return the binary with its build info.
+
+    ``cc`` overrides the compiler (MPI kernels use the MPI's ``mpicc``: one build per MPI, since
+    the wrapper's path and version are part of the cache key)."""
     src = KERNEL_DIR / f"{name}.c"
     if not src.is_file():
         raise EnvironmentProblem(f"kernel source {src} is missing", "reinstall clusterbench")
-    cc = compiler()
+    cc = compiler(cc)
     version = _compiler_version(cc)
     flags = ["-O3", *arch_flags(), *(["-fopenmp"] if openmp else []), *WARN_FLAGS, *extra_flags]
     link = [f"-l{lib}" for lib in libs] + ["-lm"]
