@@ -103,7 +103,7 @@ typedef double vd;
 #define PAGE_ELEMS 512
 #define MAXT 4096
 
-static int cpus[MAXT], actual[MAXT], pin_err[MAXT];
+static int cpus[MAXT], actual[MAXT];
 static double sums[MAXT][8]; /* one cache line per thread */
 static size_t first_bad_t[MAXT];
 
@@ -192,15 +192,7 @@ int main(int argc, char **argv) {
 
     size_t n = (size_t)nel, bytes = n * sizeof(double);
     double tres = cb_timer_resolution();
-    omp_set_dynamic(0);
-#pragma omp parallel num_threads(T)
-    {
-        int t = omp_get_thread_num();
-        pin_err[t] = cb_pin_self(cpus[t]);
-        actual[t] = sched_getcpu();
-    }
-    for (int t = 0; t < T; t++)
-        if (pin_err[t]) cb_fail("cannot pin thread %d to cpu %d: %s", t, cpus[t], strerror(pin_err[t]));
+    cb_pin_team(T, cpus, actual);
 
     cb_json_begin("info");
     cb_json_num("timer_resolution_s", tres);

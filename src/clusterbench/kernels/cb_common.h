@@ -227,6 +227,25 @@ static inline int cb_pin_self(int cpu) {
     return sched_setaffinity(0, sizeof set, &set) ? errno : 0;
 }
 
+#ifdef _OPENMP
+#include <omp.h>
+/* Pin an OpenMP team of n threads, thread t to cpus[t], and record where each really runs
+ * (actual[t], from sched_getcpu) so Python can refuse misplaced figures. The team is reused by
+ * later parallel regions of the same size (dynamic adjustment off), so the pinning holds. */
+static inline void cb_pin_team(int n, const int *cpus, int *actual) {
+    int err[n > 0 ? n : 1];
+    omp_set_dynamic(0);
+#pragma omp parallel num_threads(n)
+    {
+        int t = omp_get_thread_num();
+        err[t] = cb_pin_self(cpus[t]);
+        actual[t] = sched_getcpu();
+    }
+    for (int t = 0; t < n; t++)
+        if (err[t]) cb_fail("cannot pin thread %d to cpu %d: %s", t, cpus[t], strerror(err[t]));
+}
+#endif
+
 /* ---- memory --------------------------------------------------------------------------- */
 /* 2 MiB aligned allocation; hugepages > 0 asks for transparent huge pages, < 0 refuses them (madvise). */
 static inline void *cb_alloc(size_t bytes, int hugepages) {

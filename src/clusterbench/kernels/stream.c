@@ -196,7 +196,7 @@ static void chunk(size_t n, int T, int t, size_t *lo, size_t *hi) {
 }
 
 #define MAXT 4096
-static int cpus[MAXT], actual[MAXT], pin_err[MAXT];
+static int cpus[MAXT], actual[MAXT];
 
 static double *alloc_array(size_t bytes, int mem_node) {
     double *p = cb_alloc(bytes, 1);
@@ -290,16 +290,7 @@ int main(int argc, char **argv) {
     size_t n = (size_t)nel, bytes = n * sizeof(double);
     double tres = cb_timer_resolution();
 
-    /* Pin every thread once; the team is reused for every parallel region. */
-    omp_set_dynamic(0);
-#pragma omp parallel num_threads(T)
-    {
-        int t = omp_get_thread_num();
-        pin_err[t] = cb_pin_self(cpus[t]);
-        actual[t] = sched_getcpu();
-    }
-    for (int t = 0; t < T; t++)
-        if (pin_err[t]) cb_fail("cannot pin thread %d to cpu %d: %s", t, cpus[t], strerror(pin_err[t]));
+    cb_pin_team(T, cpus, actual);
 
     cb_json_begin("info");
     cb_json_num("timer_resolution_s", tres);
