@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import UsageError
 from . import register
-from .base import CPU, Benchmark, Metric, Param, RunContext, check_cpu
+from .base import CPU, Benchmark, Metric, Param, RunContext, check_cpu, check_placement
 
 OPS = ("add", "mul", "fma", "div", "sqrt")
 
@@ -76,6 +76,8 @@ class Fpu(Benchmark):
         ctx.progress.start("fpu", total=len(ops))
 
         def on(rec: dict) -> None:
+            if rec["type"] == "info":
+                check_placement(rec, [params["cpu"]], self.name)
             if rec["type"] == "validation":
                 ctx.progress.advance(1)
             if rec["type"] != "result":

@@ -29,7 +29,7 @@ from ..analysis.plateaus import find_plateaus
 from ..analysis.warnings import Warning_
 from ..errors import UsageError
 from . import register
-from .base import CPU, Benchmark, Metric, Param, RunContext, available_memory, check_cpu
+from .base import check_placement, CPU, Benchmark, Metric, Param, RunContext, available_memory, check_cpu
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -216,6 +216,7 @@ class Memlat(Benchmark):
 
             def on(rec: dict, var: str = var, info: dict = info, curve: list = curve, base: dict = base) -> None:
                 if rec["type"] == "info":
+                    check_placement(rec, [params["cpu"]], self.name)
                     info.update(rec)
                     return
                 if rec["type"] != "result":

@@ -159,7 +159,9 @@ int main(int argc, char **argv) {
     cb_json_begin("info");
     cb_json_num("timer_resolution_s", res);
     cb_json_int("threads", 1);
-    cb_json_int("cpu", sched_getcpu());
+    int actual = sched_getcpu();
+    cb_json_int("cpu", actual);
+    cb_json_ints("cpus_actual", &actual, 1);
     cb_json_int("line_bytes", line);
     cb_json_int("page_bytes", page);
     cb_json_str("pattern", pattern);
