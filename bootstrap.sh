@@ -13,7 +13,8 @@ cd "$(dirname "$0")"
 ACTION="${1:-characterise}"
 shift || true
 
-APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv)
+APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv
+          openmpi-bin libopenmpi-dev iproute2 iputils-ping)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid hpcc)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
 

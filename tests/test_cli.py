@@ -187,3 +187,9 @@ def test_node_without_blas_says_how_to_skip(capsys, monkeypatch):
     line = _one_line_error(capsys)
     assert "not installed" in line and "--skip dgemm" in line
     assert _runs(os.environ["CLUSTERBENCH_DB"]) == 0
+
+
+def test_sim_cluster_needs_root(capsys, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main(["sim-cluster", "up", "--nodes", "2"]) == 3
+    assert "needs root" in _one_line_error(capsys)

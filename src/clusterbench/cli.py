@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmds.add_parser("list", help="the benchmarks, their metrics, units and limits").add_argument("--json", action="store_true")
 
+    sim = cmds.add_parser("sim-cluster", help="a virtual cluster of network namespaces on this machine (root)")
+    ssub = sim.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    sup = ssub.add_parser("up", help="create (or keep) the virtual cluster")
+    sup.add_argument("--nodes", type=int, default=2, help="number of nodes (default 2)")
+    sup.add_argument("--mtu", type=int, default=1500, help="MTU of every link (default 1500)")
+    sup.add_argument("--rate", help="rate limit per node link, as tc writes it (e.g. 1gbit, 100mbit)")
+    sup.add_argument("--delay", help="one-way delay per node link (needs netem in the kernel), e.g. 1ms")
+    for name, text in (("status", "check the cluster against what was recorded"),
+                       ("hosts", "the nodes, for --hosts or a hostfile"), ("down", "remove everything it made")):
+        ssub.add_parser(name, help=text)
+    for sp in ssub.choices.values():
+        sp.add_argument("--json", action="store_true")
+
     res = cmds.add_parser("results", help="stored runs")
     rsub = res.add_subparsers(dest="action", required=True, parser_class=_Parser)
     ls = rsub.add_parser("list", help="list runs")
@@ -130,6 +143,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_run(args)
     if args.command == "list":
         return _cmd_list(args)
+    if args.command == "sim-cluster":
+        return _cmd_sim(args)
     return _cmd_results(args)
 
 
@@ -198,6 +213,51 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if report.run.get("id"):
             sys.stdout.write(f"run {report.run['id']} stored in {store.path if store else '-'}\n")
     return 0
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    from .launch import simcluster as sc
+    from .ui import dump_json, print_table
+
+    if args.action == "up":
+        c = sc.up(args.nodes, mtu=args.mtu, rate=args.rate, delay=args.delay)
+        doc = c.to_json()
+        rows = [[n.name, n.namespace, n.address, str(c.mtu), c.rate or "-"] for n in [c.head, *c.nodes]]
+        if args.json:
+            dump_json(doc)
+        else:
+            print_table(rows, ["node", "namespace", "address", "mtu", "rate"])
+            for note in c.notes:
+                sys.stdout.write(f"note: {note}\n")
+            sys.stdout.write(f"mpirun options: {' '.join(sc.mpirun_args(c))}\n")
+        return 0
+    if args.action == "down":
+        removed = sc.down()
+        if args.json:
+            dump_json({"removed": removed})
+        else:
+            sys.stdout.write(f"removed {len(removed)} namespace(s): {', '.join(removed) or '-'}\n")
+        return 0
+    if args.action == "hosts":
+        hs = sc.hosts()
+        if args.json:
+            dump_json({"hosts": hs, "host_arg": sc.host_arg(), "mpirun_args": sc.mpirun_args()})
+        else:
+            sys.stdout.write(sc.hostfile_text())
+        return 0
+    st = sc.status()
+    if args.json:
+        dump_json(st)
+    else:
+        rows = [[n["name"], n["address"], str(n["mtu"]), str(n.get("rate_bps") or "-"), n["state"]]
+                for n in ([st["head"]] if st.get("head") else []) + st["nodes"]]
+        if not st.get("recorded", True):
+            sys.stdout.write("no sim-cluster is up\n")
+        else:
+            print_table(rows, ["node", "address", "mtu", "rate_bps", "state"])
+        for p in st["problems"]:
+            sys.stdout.write(f"problem: {p}\n")
+    return 0 if st["up"] else 1
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -1,0 +1,332 @@
+"""The virtual cluster: real network namespaces, a real bridge, real Open MPI across them.
+
+The live tests need root and a usable ``ip netns`` and are skipped with the reason otherwise. They use
+their own prefix (``cbtst-``) and state directory, so a user's ``cbsim-`` cluster is never touched,
+and every test takes its cluster down in a finally, even on failure.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import simcluster as sc
+
+PREFIX = "cbtst-"
+
+
+def _sh(cmd: list[str], timeout: float = 10, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({p.returncode}): {p.stderr or p.stdout}")
+    return p
+
+
+@functools.lru_cache(maxsize=1)
+def _netns_unusable() -> str | None:
+    """Why the live tests cannot run, or None."""
+    if os.geteuid() != 0:
+        return "sim-cluster needs root (ip netns); run the suite as root to test it"
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return "iproute2 (ip, tc) is not installed"
+    probe = f"{PREFIX}probe"
+    try:
+        p = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=10)
+        if p.returncode != 0:
+            return f"ip netns is unusable here: {p.stderr.strip()}"
+        q = subprocess.run(["ip", "-n", probe, "link", "add", "cbt0", "type", "veth", "peer", "name", "cbt1"],
+                           capture_output=True, text=True, timeout=10)
+        if q.returncode != 0:
+            return f"veth pairs cannot be created here: {q.stderr.strip()}"
+    except subprocess.TimeoutExpired:
+        return "ip netns did not answer within 10 s"
+    finally:
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
+    return None
+
+
+@pytest.fixture
+def live_env(tmp_path: Path):
+    """A state dir for a test cluster; everything with our prefix is removed afterwards."""
+    why = _netns_unusable()
+    if why:
+        pytest.skip(why)
+    state = tmp_path / "state"
+    sc.down(prefix=PREFIX, state=state)  # leftovers of an earlier, killed test run
+    try:
+        yield state
+    finally:
+        sc.down(prefix=PREFIX, state=state)
+        assert sc.list_namespaces(PREFIX) == []
+
+
+def _ns_pids(c: sc.SimCluster) -> list[int]:
+    pids = []
+    for ns in c.namespaces():
+        pids += [int(x) for x in _sh(["ip", "netns", "pids", ns], check=False).stdout.split()]
+    return pids
+
+
+# --------------------------------------------------------------------------- no root needed
+
+
+def test_non_root_is_refused_and_nothing_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = sc.list_namespaces(PREFIX)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    for call in (lambda: sc.up(2, prefix=PREFIX, state=tmp_path),
+                 lambda: sc.down(prefix=PREFIX, state=tmp_path),
+                 lambda: sc.status(prefix=PREFIX, state=tmp_path)):
+        with pytest.raises(EnvironmentProblem) as e:
+            call()
+        assert "needs root" in str(e.value) and "ip netns" in str(e.value)
+        assert e.value.exit_code == 3
+    assert sc.list_namespaces(PREFIX) == before
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_specs_are_usage_errors(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the root check comes first")
+    for kwargs in ({"nodes": 0}, {"nodes": 1000}, {"mtu": 100}, {"rate": "fast"}, {"delay": "soon"},
+                   {"prefix": "Bad Prefix"}):
+        kw = {"nodes": 2, "prefix": PREFIX, "state": tmp_path, **kwargs}
+        with pytest.raises(UsageError):
+            sc.up(**kw)
+    assert sc.list_namespaces(PREFIX) == []
+
+
+def test_parsers() -> None:
+    assert sc.parse_rate("1gbit") == 10**9
+    assert sc.parse_rate("100mbit") == 10**8
+    assert sc.parse_rate("125mbps") == 10**9  # tc: bps = bytes per second
+    assert sc.parse_rate(5_000_000) == 5_000_000
+    assert sc.parse_rate(None) is None
+    assert sc.parse_delay("1ms") == "1ms" and sc.parse_delay(2) == "2ms" and sc.parse_delay("250us") == "250us"
+    with pytest.raises(UsageError):
+        sc.parse_rate("1 lightyear")
+
+
+def test_launch_arguments_and_host_lists() -> None:
+    head, nodes = sc._members("cbsim-", 2)
+    c = sc.SimCluster(prefix="cbsim-", nodes=nodes, head=head, bridge_namespace="cbsim-br",
+                      agent="/run/clusterbench/simcluster-agent.sh")
+    args = sc.mpirun_args(c)
+    assert "--allow-run-as-root" not in args
+    assert args[args.index("plm_rsh_agent") + 1] == c.agent
+    assert args[args.index("plm_rsh_no_tree_spawn") + 1] == "1"
+    assert args[args.index("oob_tcp_if_include") + 1] == "198.18.0.0/24"
+    assert args[args.index("btl_tcp_if_include") + 1] == "198.18.0.0/24"
+    assert "--allow-run-as-root" in sc.mpirun_args(c, allow_root=True)
+    m = sc.mpiexec_args(c)
+    assert m[m.index("-launcher-exec") + 1] == c.agent and "-launcher" in m
+    assert sc.host_arg(c, slots=2) == "cbsim-n1:2,cbsim-n2:2"
+    assert sc.hostfile_text(c) == "cbsim-n1 slots=1\ncbsim-n2 slots=1\n"
+    assert [h["address"] for h in sc.hosts(c)] == ["198.18.0.11", "198.18.0.12"]
+    assert sc.rankfile_text([("cbsim-n1", 0), ("cbsim-n2", 1)]) == \
+        "rank 0=cbsim-n1 slot=0\nrank 1=cbsim-n2 slot=1\n"
+    assert sc.exec_prefix("n2", c) == ["ip", "netns", "exec", "cbsim-n2"]
+    assert sc.exec_prefix("head", c) == ["ip", "netns", "exec", "cbsim-head"]
+    assert sc.SimCluster.from_json(json.loads(json.dumps(c.to_json()))) == c
+
+
+def test_agent_script_is_valid_sh_and_skips_ssh_options(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.sh"
+    # with `ip` replaced by echo, the agent prints what it would run (namespace check aside)
+    text = sc.agent_script("cbsim-").replace('if [ ! -e "/run/netns/$ns" ]', 'if false')
+    agent.write_text(text.replace(f"IP='{shutil.which('ip') or '/usr/sbin/ip'}'", "IP=echo"))
+    agent.chmod(0o755)
+    _sh(["sh", "-n", str(agent)])
+    out = _sh([str(agent), "cbsim-n1", "orted -mca a b"]).stdout.split()
+    assert out == ["netns", "exec", "cbsim-n1", "/bin/sh", "-c", "orted", "-mca", "a", "b"]
+    out = _sh([str(agent), "-x", "n2", "hydra_pmi_proxy", "--control-port", "x:1"]).stdout.split()
+    assert out[:3] == ["netns", "exec", "cbsim-n2"]
+    assert _sh([str(agent), "bad;name", "true"], check=False).returncode == 255
+
+
+def test_names_resolving_locally_are_refused() -> None:
+    with pytest.raises(EnvironmentProblem, match="local address"):
+        sc._check_names_do_not_resolve_locally(["localhost"])
+    assert shutil.which("getent") is None or \
+        _sh(["getent", "hosts", "cbsim-n1", "cbtst-n1"], check=False).returncode != 0
+
+
+# --------------------------------------------------------------------------- live
+
+
+def test_end_to_end_network_and_mpi(live_env: Path, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    c = sc.up(2, mtu=9000, prefix=PREFIX, state=live_env)
+    n1, n2 = c.nodes
+    st = sc.status(prefix=PREFIX, state=live_env)
+    assert st["up"], st["problems"]
+    assert [(r["name"], r["address"], r["mtu"], r["state"]) for r in st["nodes"]] == \
+        [("cbtst-n1", "198.18.0.11", 9000, "up"), ("cbtst-n2", "198.18.0.12", 9000, "up")]
+    assert st["bridge"]["mtu"] == 9000
+    for m in (n1, n2, c.head):
+        assert "mtu 9000" in _sh(["ip", "-n", m.namespace, "link", "show", m.iface]).stdout
+        assert "UP" in _sh(["ip", "-n", m.namespace, "link", "show", "lo"]).stdout
+    # nothing in the root namespace
+    root_links = [ln["ifname"] for ln in json.loads(_sh(["ip", "-j", "link", "show"]).stdout)]
+    assert not [n for n in root_links if n.startswith(("cbv-", "cbbr", "cb0"))]
+
+    # reachability: ping where iputils is installed, else a TCP connect (refused = reached)
+    if shutil.which("ping"):
+        _sh([*sc.exec_prefix(n1), "ping", "-c1", "-W1", n2.address])
+        _sh([*sc.exec_prefix(c.head), "ping", "-c1", "-W1", n1.address])
+        # a 9000-byte frame crosses the bridge unfragmented; 9001 does not fit
+        _sh([*sc.exec_prefix(n1), "ping", "-c1", "-W1", "-M", "do", "-s", "8972", n2.address])
+        assert _sh([*sc.exec_prefix(n1), "ping", "-c1", "-W1", "-M", "do", "-s", "8973", n2.address],
+                   check=False).returncode != 0
+    # 1 MiB over TCP, n1 -> n2, with the big MTU on the path
+    server = textwrap.dedent(f"""
+        import socket, sys
+        s = socket.socket(); s.bind(("{n2.address}", 0)); s.listen(1); s.settimeout(15)
+        print(s.getsockname()[1], flush=True)
+        c, _ = s.accept(); c.settimeout(15); n = 0
+        while True:
+            b = c.recv(1 << 16)
+            if not b: break
+            n += len(b)
+        print(n, flush=True)
+    """)
+    srv = subprocess.Popen([*sc.exec_prefix(n2), sys.executable, "-c", server], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(srv.stdout.readline())
+        client = (f"import socket; s = socket.create_connection(('{n2.address}', {port}), timeout=10); "
+                  f"s.sendall(b'x' * (1 << 20)); s.close()")
+        _sh([*sc.exec_prefix(n1), sys.executable, "-c", client], timeout=20)
+        out, _ = srv.communicate(timeout=20)
+        assert int(out.split()[-1]) == 1 << 20
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait(5)
+
+    # MPI across the namespaces: each rank on its own node, on its own core
+    if not (shutil.which("mpicc") and shutil.which("mpirun")):
+        pytest.skip("Open MPI (mpicc, mpirun) is not installed: apt-get install openmpi-bin libopenmpi-dev")
+    src = tmp_path / "hello.c"
+    src.write_text(textwrap.dedent(r"""
+        #include <mpi.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        int main(int argc, char **argv) {
+            int rank; char cpus[256] = "?", line[512];
+            MPI_Init(&argc, &argv);
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            FILE *f = fopen("/proc/self/status", "r");
+            while (f && fgets(line, sizeof line, f))
+                if (!strncmp(line, "Cpus_allowed_list:", 18)) sscanf(line + 18, "%255s", cpus);
+            if (f) fclose(f);
+            const char *node = getenv("CB_SIM_NODE");
+            printf("rank=%d node=%s cpus=%s\n", rank, node ? node : "none", cpus);
+            fflush(stdout);
+            MPI_Finalize();
+            return 0;
+        }
+    """))
+    hello = tmp_path / "hello"
+    _sh(["mpicc", "-o", str(hello), str(src)], timeout=60)
+    rankfile = tmp_path / "rankfile"
+    two_cores = len(os.sched_getaffinity(0)) >= 2
+    rankfile.write_text(sc.rankfile_text([(n1.name, 0), (n2.name, 1 if two_cores else 0)]))
+    cmd = [*sc.exec_prefix("head", c), "mpirun", *sc.mpirun_args(c, allow_root=True),
+           "--host", sc.host_arg(c), "-np", "2", "--rankfile", str(rankfile), str(hello)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=10)
+        raise AssertionError(f"mpirun on the sim-cluster hung for 60 s: {err}")
+    assert proc.returncode == 0, err
+    ranks = {}
+    for line in out.splitlines():
+        if line.startswith("rank="):
+            kv = dict(x.split("=", 1) for x in line.split())
+            ranks[int(kv["rank"])] = kv
+    assert sorted(ranks) == [0, 1], out + err
+    assert ranks[0]["node"] == n1.name and ranks[1]["node"] == n2.name
+    if two_cores:
+        assert ranks[0]["cpus"] != ranks[1]["cpus"], "both ranks bound to the same core"
+    # mpirun has exited: nothing is left in the namespaces
+    assert _ns_pids(c) == []
+
+    removed = sc.down(prefix=PREFIX, state=live_env)
+    assert set(removed) == set(c.namespaces())
+    assert sc.list_namespaces(PREFIX) == []
+    assert _sh(["pgrep", "-f", str(hello)], check=False).stdout == ""
+    assert not Path(c.state_file).exists() and not Path(c.agent).exists()
+    assert time.monotonic() - t0 < 60
+
+
+def test_up_is_idempotent_and_refuses_another_spec(live_env: Path) -> None:
+    c = sc.up(2, prefix=PREFIX, state=live_env)
+    again = sc.up(2, prefix=PREFIX, state=live_env)
+    assert again.created == c.created and "nothing done" in again.notes[0]
+    with pytest.raises(UsageError, match="down"):
+        sc.up(2, mtu=9000, prefix=PREFIX, state=live_env)
+    with pytest.raises(UsageError, match="down"):
+        sc.up(3, prefix=PREFIX, state=live_env)
+    assert sc.status(prefix=PREFIX, state=live_env)["up"]
+    # a broken cluster with the same spec is rebuilt
+    _sh(["ip", "netns", "del", c.nodes[1].namespace])
+    st = sc.status(prefix=PREFIX, state=live_env)
+    assert not st["up"] and st["nodes"][1]["state"] == "down"
+    rebuilt = sc.up(2, prefix=PREFIX, state=live_env)
+    assert "rebuilt" in rebuilt.notes[0] and sc.status(prefix=PREFIX, state=live_env)["up"]
+
+
+def test_down_after_a_crash_and_with_processes_left(live_env: Path) -> None:
+    c = sc.up(2, prefix=PREFIX, state=live_env)
+    # a process left running in a node (an orphaned daemon) and the state file lost
+    sleeper = subprocess.Popen([*sc.exec_prefix(c.nodes[0]), "sleep", "60"])
+    try:
+        Path(c.state_file).unlink()
+        st = sc.status(prefix=PREFIX, state=live_env)
+        assert not st["up"] and set(st["leftovers"]) == set(c.namespaces())
+        assert set(sc.down(prefix=PREFIX, state=live_env)) == set(c.namespaces())
+        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert sc.list_namespaces(PREFIX) == []
+        assert not Path(c.agent).exists()
+        # up over leftovers (crash, no state) cleans them and builds afresh
+        sc.up(1, prefix=PREFIX, state=live_env)
+        Path(sc.load(live_env, prefix=PREFIX).state_file).unlink()
+        c2 = sc.up(2, prefix=PREFIX, state=live_env)
+        assert "leftovers" in c2.notes[0] and sc.status(prefix=PREFIX, state=live_env)["up"]
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait(5)
+
+
+def test_rate_limit_and_delay(live_env: Path) -> None:
+    c = sc.up(2, rate="100mbit", prefix=PREFIX, state=live_env)
+    for n in c.nodes:
+        q = _sh(["tc", "-n", n.namespace, "qdisc", "show", "dev", n.iface]).stdout
+        assert "tbf" in q and "rate 100Mbit" in q, q
+    st = sc.status(prefix=PREFIX, state=live_env)
+    assert st["up"] and [r["rate_bps"] for r in st["nodes"]] == [10**8, 10**8]
+    sc.down(prefix=PREFIX, state=live_env)
+
+    try:
+        c = sc.up(2, delay="1ms", rate="1gbit", prefix=PREFIX, state=live_env)
+    except EnvironmentProblem as e:  # this kernel has no netem: say so, leave nothing
+        assert "sch_netem" in str(e)
+        assert sc.list_namespaces(PREFIX) == []
+        assert sc.load(live_env, prefix=PREFIX) is None
+    else:
+        st = sc.status(prefix=PREFIX, state=live_env)
+        assert st["up"], st["problems"]
+        assert all(r["delay"] for r in st["nodes"])
