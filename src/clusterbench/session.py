@@ -154,7 +154,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         warnings = warn.as_dicts(warn.clock_changed(before, clock.snapshot())) if before else []
         record.update(status=status, error=error, ended=now_iso(), warnings=warnings, notes=ctx.notes)
         if store is not None:
-            store.finish_run(record["id"], status, error, warnings, ctx.notes)
+            store.finish_run(record["id"], status, error, warnings, ctx.notes, ended=record["ended"])
         report = RunReport(record, list(ctx.results))
         exc_now = sys.exc_info()[1]
         if exc_now is not None:

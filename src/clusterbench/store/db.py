@@ -192,10 +192,11 @@ class Store:
                  json.dumps(res.warnings), res.kernel, now_iso()))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
-                   warnings: list[dict] | None = None, notes: list[str] | None = None) -> None:
+                   warnings: list[dict] | None = None, notes: list[str] | None = None,
+                   ended: str | None = None) -> None:
         with self._tx():
             self.db.execute("UPDATE runs SET status=?, ended=?, error=?, warnings=?, notes=? WHERE id=?",
-                            (status, now_iso(), error, json.dumps(warnings or []), json.dumps(notes or []),
+                            (status, ended or now_iso(), error, json.dumps(warnings or []), json.dumps(notes or []),
                              run_id))
 
     # -- reading ------------------------------------------------------------------------------
