@@ -12,7 +12,8 @@ from typing import IO, Any
 from .benchmarks.base import Progress
 
 # Parameters worth showing in a one-line summary of a result, in this order.
-_KEY_PARAMS = ("mode", "variant", "threads", "processes", "order", "op", "size_bytes", "n", "isa", "blas",
+_KEY_PARAMS = ("mode", "variant", "transport_used", "pair", "streams", "message_bytes", "threads", "processes", "order", "op", "size_bytes", "n",
+               "isa", "blas",
                "cpu_node", "mem_node", "hugepages", "implied_size_bytes", "probe_size_bytes")
 
 
@@ -57,6 +58,8 @@ class RichProgress(Progress):
 
 
 def human_bytes(n: float) -> str:
+    if isinstance(n, int) and n % 1024 and n < 10 * 2**20:
+        return f"{n} B"  # e.g. NetPIPE's perturbed sizes: 16387 B, not "16.0 KiB"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"

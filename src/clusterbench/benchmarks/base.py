@@ -136,10 +136,12 @@ class RunContext:
     # -- recording results ---------------------------------------------------------------------
     def emit(self, bench: "Benchmark", metric: str, samples: Sequence[float], params: dict,
              times_s: Sequence[float] | None = None, extra_warnings: Sequence[warn.Warning_ | None] = (),
-             value: float | None = None, kernel: str | None = None) -> Result:
+             value: float | None = None, kernel: str | None = None, check_cv: bool = True) -> Result:
         """Summarise samples into a Result, judge it against its limits, store it, return it.
 
         ``value`` defaults to the best sample; pass it for derived figures (e.g. a plateau).
+        ``check_cv=False`` when the samples are single iterations whose spread is the quantity
+        measured (per-message latencies), not repetitions of one figure.
         """
         m = bench.metric(metric)
         clean = [float(s) for s in samples]
@@ -152,7 +154,7 @@ class RunContext:
             unit=m.unit, higher_is_better=m.higher_is_better, params=dict(params), samples=clean,
             summary=summary, kernel=kernel or bench.kernel,
         )
-        ws: list[warn.Warning_ | None] = [warn.unstable(summary["cv"]) if len(clean) > 1 else None]
+        ws: list[warn.Warning_ | None] = [warn.unstable(summary["cv"]) if check_cv and len(clean) > 1 else None]
         if times_s:
             ws.append(warn.coarse_timer(times_s, self.timer_resolution_s))
         ws.extend(extra_warnings)

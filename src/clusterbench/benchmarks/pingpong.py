@@ -1,0 +1,232 @@
+"""pingpong: MPI half round-trip latency and bandwidth between two ranks against message size
+(OSU osu_latency, IMB PingPong, NetPIPE; shared/notes/anchors-mpi.md).
+
+Rank 0 sends ``size`` bytes to rank 1, which sends them back; the half round trip is the
+latency (us) and ``size`` / half round trip the bandwidth (MB/s = 1e6 B/s). Sizes: 0 B and the
+powers of two up to ``--max-size`` (16 MiB), each also at +-3 B (NetPIPE's perturbation, which
+shows the eager/rendezvous switch and MTU edges), or an explicit ``--sizes`` list. Per size a
+warm-up (excluded) estimates the round trip and sets the iteration count from ``--time-budget``;
+every iteration is timed, so the kernel reports min, median, mean, p99 and max over all of them
+(``params.all``); ``samples`` holds at most 1000 of them, evenly spread. The ``value`` is the
+minimum latency (maximum bandwidth) over all iterations, as NetPIPE and the README's convention.
+
+Placement is explicit and verified: locally the two ranks are pinned to two different cores
+(``--cpus``, default the first two of the placement order); with ``--hosts a,b`` (or a hostfile)
+rank 0 runs on the first host and rank 1 on the second (inter-node: refused if both land on one
+node). Every rank reports host, virtual-cluster node and bound cpus before any timing.
+
+``--transport`` maps to Open MPI's MCA settings (shm: ob1 + vader, tcp: ob1 + tcp, rdma: ucx);
+the transport actually used is proven from Open MPI's verbose output and stored with every
+figure (``params.transport_used``, ``params.transport_proof``); a contradiction is refused.
+As root, Open MPI runs only with ``--allow-root`` (or ``CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import KernelFailed, UsageError
+from ..launch import mpi as mpimod
+from ..launch import simcluster
+from . import register
+from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
+
+MiB = 1 << 20
+
+
+def sweep_sizes(max_size: int, perturb: bool) -> list[int]:
+    """0 and the powers of two up to max_size, with NetPIPE's +-3 B (mirrors pingpong.c)."""
+    out = [0]
+    p = 1
+    while p <= max_size:
+        if perturb and p >= 8:  # p - 3 > p/2 + 3 (the previous +3) for p >= 16; 5 > 4 for p = 8
+            out.append(p - 3)
+        out.append(p)
+        if perturb and p >= 8 and p + 3 <= max_size:
+            out.append(p + 3)
+        p *= 2
+    return out
+
+
+#: The virtual cluster (launch/simcluster.py) registers one that adds its plm_rsh_agent.
+def sim_cluster_of(hosts: list[mpimod.Host]) -> simcluster.SimCluster | None:
+    """The virtual cluster, when every host is one of its nodes (else a real cluster)."""
+    sim = simcluster.load()
+    if sim is None:
+        return None
+    names = {n.name for n in sim.nodes}
+    return sim if all(h.name in names for h in hosts) else None
+
+
+def allow_root_default() -> bool:
+    return os.environ.get("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "") in ("1", "yes", "true")
+
+
+@register
+class PingPong(Benchmark):
+    name = "pingpong"
+    help = "MPI ping-pong latency and bandwidth between two ranks, 0 B to 16 MiB (OSU/IMB/NetPIPE)"
+    kernel = "pingpong"
+    metrics = (
+        Metric("latency", "us", False, "half round-trip time of a blocking MPI_Send/MPI_Recv ping-pong "
+               "(params size_bytes, transport)"),
+        Metric("bandwidth", "MB/s", True, "message size / half round-trip time, 1e6 B/s (params size_bytes)"),
+    )
+    params = (
+        Param("max_size", int, 16 * MiB, "largest message in bytes (sweep 0, 1, 2, 4, ... max)"),
+        Param("sizes", "intlist", None, "explicit message sizes in bytes (overrides --max-size/--perturb)"),
+        Param("perturb", bool, True, "also measure each power of two +-3 bytes (NetPIPE)"),
+        Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS),
+        Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
+        Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
+              "(default: both ranks on this node)"),
+        Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
+        Param("cpus", "intlist", None, "the two cpus for rank 0 and rank 1 (default: the first two cores)"),
+        Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
+              "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1"),
+        Param("validate", bool, False, "check the data after each size's timed loop (outside it)"),
+        Param("hugepages", bool, False, "message buffers on transparent huge pages (large-message "
+              "bandwidth rises where the copy is page-bound; default: 4 KiB pages, like most applications)"),
+        Param("time_budget", float, 0.25, "seconds of timed iterations per size"),
+        Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks"),
+    )
+    profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
+
+    # -- parameters ------------------------------------------------------------------------------
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        p = dict(params)
+        if p["allow_root"] is None:
+            p["allow_root"] = allow_root_default()
+        if os.geteuid() == 0 and not p["allow_root"]:
+            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
+                             "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
+        if p["sizes"]:
+            sizes = sorted(dict.fromkeys(int(s) for s in p["sizes"]))
+            if sizes[0] < 0:
+                raise UsageError(f"--sizes {sizes[0]} is negative", "give sizes in bytes, 0 or more")
+        else:
+            if p["max_size"] < 0:
+                raise UsageError(f"--max-size {p['max_size']} is negative", "give a size in bytes")
+            sizes = sweep_sizes(p["max_size"], bool(p["perturb"]))
+        if sizes[-1] > 1 << 30:
+            raise UsageError(f"message size {sizes[-1]} B is above 1 GiB", "choose --max-size 1073741824 or less")
+        if len(sizes) > 500:
+            raise UsageError(f"{len(sizes)} message sizes is too many", "give at most 500")
+        p["size_list"] = sizes
+        if not 0 < p["time_budget"] <= 60:
+            raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
+        if p["hosts"] and p["hostfile"]:
+            raise UsageError("--hosts and --hostfile both given", "give one of them")
+        hosts = (mpimod.parse_hosts(p["hosts"]) if p["hosts"] else
+                 mpimod.parse_hostfile(p["hostfile"]) if p["hostfile"] else None)
+        cpus = list(p["cpus"]) if p["cpus"] is not None else None
+        if cpus is not None and len(cpus) != 2:
+            raise UsageError(f"--cpus lists {len(cpus)} cpus; pingpong runs 2 ranks", "give two cpus, e.g. 0,1")
+        if hosts is None or len(hosts) == 1:  # both ranks on one node
+            if hosts:
+                mpimod.check_slots(hosts, 2, ctx.oversubscribe)
+            if cpus is None:
+                if len(allowed_cpus(ctx)) < 2 and not ctx.oversubscribe:
+                    raise UsageError("pingpong needs two cpus and this process may use one",
+                                     "widen the cpu set (taskset, Slurm) or add --oversubscribe")
+                cpus = placement(ctx, 2)
+            elif hosts is None:
+                placement(ctx, 2, cpus=cpus)  # refuses cpus this process may not use
+            if cpus[0] == cpus[1] and not ctx.oversubscribe:
+                raise UsageError(f"both ranks on cpu {cpus[0]}: a shared core measures the scheduler, not MPI",
+                                 "give two different cpus, e.g. --cpus 0,1")
+            p["pair"] = "intra-node"
+            node = hosts[0].name if hosts else None
+            p["places"] = [(node, cpus[0]), (node, cpus[1])]
+        else:
+            if cpus is None:
+                cpus = placement(ctx, 2)  # different cores: virtual-cluster nodes share this machine's
+            p["pair"] = "inter-node"
+            p["places"] = [(hosts[0].name, cpus[0]), (hosts[1].name, cpus[1])]
+            hosts = hosts[:2]
+        p["cpus"] = cpus
+        p["host_list"] = [(h.name, h.slots, h.max_slots) for h in hosts] if hosts else None
+        return p
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        return 1.0 + len(params["size_list"]) * (params["time_budget"] * 1.1 + 0.01)
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        mpi = mpimod.detect_mpi()
+        ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+
+    # -- running -----------------------------------------------------------------------------------
+    def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:
+        hosts = [mpimod.Host(*h) for h in params["host_list"]] if params["host_list"] else None
+        places = [mpimod.RankPlace(h, c) for h, c in params["places"]]
+        spec = mpimod.LaunchSpec(nranks=2, hosts=hosts, places=places, transport=params["transport"],
+                                 tcp_include=params["tcp_include"], allow_root=bool(params["allow_root"]),
+                                 oversubscribe=ctx.oversubscribe)
+        if hosts:
+            sim = sim_cluster_of(hosts)
+            if sim is not None:  # launch from the head namespace through the sim-cluster's agent
+                spec.prefix = simcluster.exec_prefix("head", sim)
+                spec.extra_args += simcluster.mpirun_args(sim, allow_root=False)
+                spec.tcp_include = spec.tcp_include or sim.subnet
+        return spec
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
+        mpi = mpimod.detect_mpi()
+        b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+        spec = self.launch_spec(ctx, params)
+        sizes = params["size_list"]
+        args = [str(b.path), f"--sizes={','.join(map(str, sizes))}", f"--time_budget={params['time_budget']}",
+                f"--validate={int(bool(params['validate']))}", f"--hugepages={int(bool(params['hugepages']))}"]
+        proof = mpimod.TransportProof()
+        out = []
+        state: dict[str, Any] = {"info": None, "noted": False}
+        base = {"transport": params["transport"], "pair": params["pair"], "cpus": list(params["cpus"]),
+                "ranks": 2, "time_budget_s": params["time_budget"],
+                "validated": bool(params["validate"]), "hugepages": bool(params["hugepages"]),
+                "mpi": {"name": mpi.name, "version": mpi.version},
+                "latency_definition": "half round trip, us", "bandwidth_definition": "size / half round trip, 1e6 B/s"}
+        ctx.progress.start("pingpong", total=len(sizes))
+
+        def on(rec: dict) -> None:
+            kind = rec.get("type")
+            if kind == "info":
+                ranks = rec.get("ranks") or []
+                mpimod.verify_placement(ranks, spec.places,
+                                        [(0, 1)] if params["pair"] == "inter-node" else (),
+                                        allow_shared_cpu=ctx.oversubscribe)
+                if rec.get("timer_resolution_s"):
+                    ctx.timer_resolution_s = float(rec["timer_resolution_s"])
+                state["info"] = rec
+                base["placement"] = [{k: r.get(k) for k in ("rank", "host", "node", "cpus", "cpu")} for r in ranks]
+                base["mpi"]["library"] = rec.get("mpi_library")
+                return
+            if kind != "result":
+                return
+            if state["info"] is None:
+                raise KernelFailed("pingpong printed results before reporting its placement", "report this as a bug")
+            if not state["noted"]:
+                used = mpimod.used_transport(proof) or "unproven"
+                base["transport_used"] = used
+                base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl),
+                                           "evidence": proof.evidence(3)}
+                ctx.note(f"pingpong: asked transport {params['transport']}, {mpi.name} {mpi.version} used "
+                         f"pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else ""))
+                state["noted"] = True
+            kp = rec.get("params", {})
+            size = int(kp.get("size", 0))
+            allst = kp.get("all") or {}
+            metric = rec["metric"]
+            prm = {**base, "size_bytes": size, "iterations": kp.get("iterations"), "all": allst,
+                   "samples_kept": kp.get("samples_kept")}
+            value = allst.get("min") if metric == "latency" else allst.get("max")
+            samples = rec["samples"]
+            times = ([2e-6 * s for s in samples] if metric == "latency" else
+                     [2e-6 * size / s for s in samples if s > 0])
+            # samples are single iterations: their spread is reported (min/median/p99), not a defect
+            out.append(ctx.emit(self, metric, samples, prm, times_s=times or None, value=value, check_cv=False))
+            if metric == "latency" and size == 0 or metric == "bandwidth":
+                ctx.progress.advance(1)
+
+        mpimod.run_mpi(mpi, spec, args, timeout=ctx.timeout, launch_timeout=params["launch_timeout"],
+                       on_record=on, name=self.kernel, proof_out=proof)
+        return out

@@ -1,0 +1,325 @@
+/* pingpong.c: MPI ping-pong latency and bandwidth between rank 0 and rank 1 against message size
+ * (OSU osu_latency, IMB PingPong, NetPIPE; see shared/notes/anchors-mpi.md).
+ *
+ * Placement first: every rank reports its host (gethostname), its virtual-cluster node
+ * (env CB_SIM_NODE, since namespaces share a host name), the cpus it is bound to
+ * (sched_getaffinity) and the cpu it runs on (sched_getcpu); rank 0 gathers them and prints one
+ * info record {"ranks":[{"rank","host","node","cpus","cpu"}, ...]} before any timing, so that
+ * Python can refuse a wrong placement before a figure is reported.
+ *
+ * Sizes: 0 B and the powers of two up to --max_size, each also at +-3 B (NetPIPE's perturbation,
+ * --perturb=1), or an explicit --sizes=list. Per size: a warm-up (untimed for the results) that
+ * also estimates the round-trip time, then as many iterations as fit in --time_budget seconds
+ * (between --min_iters and --max_iters; rank 0 decides, and stops early at 1.5 x the budget when
+ * a busy machine stretches the round trips; the last ping carries another tag). Every
+ * iteration is timed with MPI_Wtime, chained: one timer call per iteration, each iteration's
+ * start is the previous one's end, so the timer costs one call per round trip. Half round-trip
+ * latency = RTT/2 in us; bandwidth = size / half-RTT in MB/s (1e6 B/s).
+ *
+ * Result records per size: metric "latency" (us) and "bandwidth" (MB/s, not for 0 B); samples
+ * are the per-iteration values, evenly subsampled to at most --max_samples; params.all holds the
+ * statistics over every iteration (n, min, median, mean, p99, max), computed here.
+ *
+ * Validation (--validate=1): rank 0 fills its buffer with a pattern that depends on the size,
+ * rank 1 echoes what it received, and after the timed loop (outside it) rank 0 checks the echo
+ * and rank 1 checks its copy; the validation record precedes the size's results. Without
+ * --validate the record says "not checked" (ok) so the protocol holds.
+ *
+ * Args: --max_size=B --sizes=a,b,c --perturb=0|1 --time_budget=S --min_iters=N --max_iters=N
+ *       --warmup=N --max_samples=N --validate=0|1
+ *       --hugepages=0|1 (ask for transparent huge pages for the message buffer; default 4 KiB pages,
+ *                        as an application's malloc'd buffer under THP "madvise")
+ *       --hang_rank=R (test hook: rank R sleeps forever after the placement report)
+ *       --corrupt=1   (test hook: damage the echoed buffer after timing; validation must fail)
+ */
+#include "cb_common.h"
+
+#include <mpi.h>
+
+#define HOST_LEN 256
+#define CPUS_LEN 1024
+#define MAX_SIZES 512
+#define TAG_PING 1
+#define TAG_LAST 3
+
+typedef struct {
+    char host[HOST_LEN];
+    char node[HOST_LEN];
+    char cpus[CPUS_LEN];
+    int cpu;
+} place_t;
+
+static int rank, nranks;
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rank == 0) {
+        cb_json_begin("error");
+        cb_json_str("message", msg);
+        cb_json_end();
+    } else {
+        fprintf(stderr, "pingpong rank %d: %s\n", rank, msg);
+    }
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+static void affinity_list(char *out, size_t len) {
+    cpu_set_t set;
+    out[0] = 0;
+    if (sched_getaffinity(0, sizeof set, &set)) return;
+    size_t n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n + 16 < len; c++) {
+        if (!CPU_ISSET(c, &set)) continue;
+        int e = c;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) e++;
+        n += (size_t)snprintf(out + n, len - n, n ? ",%d" : "%d", c);
+        if (e > c) n += (size_t)snprintf(out + n, len - n, "-%d", e);
+        c = e;
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Statistics over all n values (sorted copy in tmp). */
+static void stats(const double *v, long n, double *tmp, double out[6]) {
+    double sum = 0;
+    for (long i = 0; i < n; i++) { tmp[i] = v[i]; sum += v[i]; }
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    out[0] = (double)n;
+    out[1] = tmp[0];
+    out[2] = (n % 2) ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+    out[3] = sum / (double)n;
+    long k = (long)ceil(0.99 * (double)n) - 1; /* nearest-rank p99 */
+    out[4] = tmp[k < 0 ? 0 : (k >= n ? n - 1 : k)];
+    out[5] = tmp[n - 1];
+}
+
+static void emit(const char *metric, long size, const double *v, long n, long max_samples, double *tmp,
+                 double *sub, double t_total) {
+    double st[6];
+    stats(v, n, tmp, st);
+    long m = n < max_samples ? n : max_samples;
+    for (long i = 0; i < m; i++) sub[i] = v[(long)((double)i * (double)n / (double)m)];
+    char params[512];
+    snprintf(params, sizeof params,
+             "{\"size\":%ld,\"iterations\":%ld,\"all\":{\"n\":%ld,\"min\":%.9g,\"median\":%.9g,\"mean\":%.9g,"
+             "\"p99\":%.9g,\"max\":%.9g},\"samples_kept\":%ld,\"loop_s\":%.9g}",
+             size, n, n, st[1], st[2], st[3], st[4], st[5], m, t_total);
+    cb_json_begin("result");
+    cb_json_str("metric", metric);
+    cb_json_raw("params", params);
+    cb_json_nums("samples", sub, (int)m);
+    cb_json_end();
+}
+
+static inline unsigned char pattern(long size, long i) { return (unsigned char)((i * 131 + size * 7 + 1) & 0xff); }
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (rank != 0) { /* only rank 0 speaks JSON; another rank's error goes to stderr */
+        if (!freopen("/dev/null", "w", stdout)) { /* keep going: nothing is printed anyway */ }
+    }
+
+    long long max_size = cb_arg_ll(argc, argv, "max_size", 16LL << 20);
+    const char *sizes_arg = cb_arg(argc, argv, "sizes", NULL);
+    int perturb = (int)cb_arg_ll(argc, argv, "perturb", 1);
+    double budget = cb_arg_double(argc, argv, "time_budget", 0.1);
+    long min_iters = (long)cb_arg_ll(argc, argv, "min_iters", 10);
+    long max_iters = (long)cb_arg_ll(argc, argv, "max_iters", 1000000);
+    long warmup = (long)cb_arg_ll(argc, argv, "warmup", 20);
+    long max_samples = (long)cb_arg_ll(argc, argv, "max_samples", 1000);
+    int validate = (int)cb_arg_ll(argc, argv, "validate", 0);
+    int hang_rank = (int)cb_arg_ll(argc, argv, "hang_rank", -1);
+    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    int hugepages = (int)cb_arg_ll(argc, argv, "hugepages", 0);
+
+    /* ---- placement report ---- */
+    place_t me;
+    memset(&me, 0, sizeof me);
+    gethostname(me.host, HOST_LEN - 1);
+    const char *node = getenv("CB_SIM_NODE");
+    snprintf(me.node, HOST_LEN, "%s", node ? node : "");
+    affinity_list(me.cpus, CPUS_LEN);
+    me.cpu = sched_getcpu();
+    place_t *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
+    if (rank == 0 && !all) die("out of memory");
+    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        MPI_Get_library_version(lib, &len);
+        char *nl = strchr(lib, '\n');
+        if (nl) *nl = 0;
+        double t0 = MPI_Wtime(), t1, res = 1.0;
+        for (int i = 0; i < 50; i++) {
+            t0 = MPI_Wtime();
+            do { t1 = MPI_Wtime(); } while (t1 == t0);
+            if (t1 - t0 < res) res = t1 - t0;
+        }
+        cb_json_begin("info");
+        cb_json_int("nranks", nranks);
+        cb_json_str("mpi_library", lib);
+        cb_json_num("timer_resolution_s", res);
+        cb_json_num("wtick_s", MPI_Wtick());
+        cb_json_key("ranks");
+        putchar('[');
+        for (int r = 0; r < nranks; r++) {
+            cb_json_first = 1;
+            printf(r ? ",{" : "{");
+            cb_json_int("rank", r);
+            cb_json_str("host", all[r].host);
+            cb_json_str("node", all[r].node);
+            cb_json_str("cpus", all[r].cpus);
+            cb_json_int("cpu", all[r].cpu);
+            putchar('}');
+        }
+        putchar(']');
+        cb_json_first = 0;
+        cb_json_end();
+        free(all);
+    }
+    if (rank == hang_rank) for (;;) pause(); /* test hook: a rank that hangs */
+    if (nranks < 2) die("pingpong needs 2 ranks, got %d", nranks);
+
+    /* ---- sizes ---- */
+    long sizes[MAX_SIZES];
+    int nsizes = 0;
+    if (sizes_arg) {
+        const char *s = sizes_arg;
+        while (*s) {
+            char *end;
+            long v = strtol(s, &end, 10);
+            if (end == s || v < 0) die("bad --sizes near '%s'", s);
+            if (nsizes < MAX_SIZES) sizes[nsizes++] = v;
+            s = *end == ',' ? end + 1 : end;
+            if (*end && *end != ',') die("bad --sizes near '%s'", end);
+        }
+    } else {
+        if (max_size < 0) die("--max_size must be >= 0");
+        sizes[nsizes++] = 0;
+        for (long p = 1; p <= max_size && nsizes < MAX_SIZES - 3; p *= 2) {
+            if (perturb && p >= 8) sizes[nsizes++] = p - 3; /* above the previous +3: 5 > 4, and p-3 > p/2+3 for p >= 16 */
+            sizes[nsizes++] = p;
+            if (perturb && p >= 8 && p + 3 <= max_size) sizes[nsizes++] = p + 3;
+        }
+    }
+    long maxb = 1;
+    for (int i = 0; i < nsizes; i++) if (sizes[i] > maxb) maxb = sizes[i];
+
+    unsigned char *buf = cb_alloc((size_t)maxb, hugepages ? 1 : -1);
+    double *times = malloc(sizeof(double) * (size_t)max_iters);
+    double *bw = malloc(sizeof(double) * (size_t)max_iters);
+    double *tmp = malloc(sizeof(double) * (size_t)max_iters);
+    double *sub = malloc(sizeof(double) * (size_t)(max_samples > 0 ? max_samples : 1));
+    if (!buf || !times || !bw || !tmp || !sub) die("out of memory for %ld-byte buffers", maxb);
+    memset(buf, 0, (size_t)maxb);
+    const int peer = 1 - (rank == 1 ? 1 : 0); /* rank 0 talks to 1, rank 1 to 0 */
+    const int active = rank < 2;
+
+    for (int si = 0; si < nsizes; si++) {
+        long size = sizes[si];
+        int n = (int)size;
+        long iters = 0;
+        if (validate && rank == 0) for (long i = 0; i < size; i++) buf[i] = pattern(size, i);
+        MPI_Barrier(MPI_COMM_WORLD);
+        /* warm-up, also estimates the round trip */
+        double rtt = 0;
+        if (active) {
+            /* fewer warm-up round trips for large messages (the same rule on both ranks) */
+            long wu = (size >= (1L << 20) && warmup > 4) ? 4 : warmup;
+            double w0 = MPI_Wtime();
+            for (long i = 0; i < wu; i++) {
+                if (i == wu / 2) w0 = MPI_Wtime(); /* the first half settles caches and connections */
+                if (rank == 0) {
+                    MPI_Send(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                    MPI_Recv(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Recv(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                }
+            }
+            rtt = wu > 1 ? (MPI_Wtime() - w0) / (double)(wu - wu / 2) : 0;
+        }
+        if (rank == 0) {
+            double est = rtt > 0 ? budget / rtt : (double)max_iters;
+            iters = est > (double)max_iters ? max_iters : (long)est;
+            if (iters < min_iters) iters = min_iters;
+            if (iters > max_iters) iters = max_iters;
+        }
+        double loop = 0;
+        /* The count is an upper bound: on a busy machine a descheduled rank stretches round trips,
+         * so rank 0 also stops once 1.5 x the budget has passed (after min_iters), telling rank 1
+         * with the tag of the last ping (TAG_LAST) rather than with anything in the data. */
+        if (rank == 0) {
+            double t = MPI_Wtime(), start = t, cap = 1.5 * budget;
+            long done = 0;
+            for (long i = 0; i < iters; i++) {
+                int last = (i + 1 == iters) || (i + 1 >= min_iters && t - start > cap);
+                MPI_Send(buf, n, MPI_BYTE, peer, last ? TAG_LAST : TAG_PING, MPI_COMM_WORLD);
+                MPI_Recv(buf, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                double e = MPI_Wtime();
+                times[i] = e - t;
+                t = e;
+                done = i + 1;
+                if (last) break;
+            }
+            iters = done;
+            loop = t - start;
+        } else if (rank == 1) {
+            for (;;) {
+                MPI_Status st;
+                MPI_Recv(buf, n, MPI_BYTE, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+                MPI_Send(buf, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
+                iters++;
+                if (st.MPI_TAG == TAG_LAST) break;
+            }
+        }
+        /* validation, outside the timed loop */
+        int bad_local = 0;
+        long first_bad = -1;
+        if (validate && active) {
+            if (corrupt && rank == 0 && size > 0) buf[size / 2] ^= 0x5a;
+            for (long i = 0; i < size; i++)
+                if (buf[i] != pattern(size, i)) { bad_local = 1; first_bad = i; break; }
+        }
+        int bad1 = 0;
+        if (rank == 1) MPI_Send(&bad_local, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
+        if (rank == 0) MPI_Recv(&bad1, 1, MPI_INT, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rank == 0) {
+            char detail[256];
+            if (!validate)
+                snprintf(detail, sizeof detail, "%ld B: data not checked (use --validate)", size);
+            else if (bad_local || bad1)
+                snprintf(detail, sizeof detail, "%ld B: %s data differs from the pattern (rank 0 byte %ld)",
+                         size, bad_local ? "echoed" : "received", first_bad);
+            else
+                snprintf(detail, sizeof detail, "%ld B: pattern intact on both ranks after %ld round trips",
+                         size, iters);
+            cb_json_begin("validation");
+            cb_json_bool("ok", !(bad_local || bad1));
+            cb_json_bool("checked", validate);
+            cb_json_str("detail", detail);
+            cb_json_end();
+            for (long i = 0; i < iters; i++) {
+                times[i] *= 0.5e6; /* half round trip, us */
+                bw[i] = times[i] > 0 ? (double)size / times[i] : 0; /* B/us = MB/s */
+            }
+            emit("latency", size, times, iters, max_samples, tmp, sub, loop);
+            if (size > 0) emit("bandwidth", size, bw, iters, max_samples, tmp, sub, loop);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}

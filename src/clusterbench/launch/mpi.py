@@ -1,0 +1,729 @@
+"""Launch MPI kernels: find the MPI, read hosts, place ranks, prove the transport, bound the run.
+
+What this module guarantees (issue 3, "Launching"):
+
+* :func:`detect_mpi` finds Open MPI (``mpirun``/``ompi_info``) or MPICH (``mpiexec``, Hydra) and its
+  ``mpicc``; a missing launcher, wrapper or ``mpi.h`` is an :class:`EnvironmentProblem` naming the
+  Debian package (``openmpi-bin``, ``libopenmpi-dev``).
+* :func:`parse_hosts` (``node1:4,node2:4``) and :func:`parse_hostfile` (Open MPI syntax:
+  ``name slots=N [max_slots=M]``, comments, blank lines) give :class:`Host` lists; a malformed entry
+  is a :class:`UsageError` naming it, and :func:`check_slots` refuses more ranks than slots unless
+  oversubscribing.
+* :func:`build_command` makes the ``mpirun`` line: a hostfile written from the parsed hosts, an
+  explicit rankfile (``rank i=host slot=CPU``, physical cpu numbers) from the per-rank placement,
+  the transport's MCA settings (:data:`TRANSPORTS`), the verbose switches that prove the transport,
+  ``--allow-run-as-root`` only when the caller asks (as root without it: :class:`UsageError`), and
+  extra arguments (the virtual cluster's ``plm_rsh_agent``).
+* :func:`run_mpi` runs it in a session of its own, streams the JSON lines rank 0 prints (parsed and
+  checked with the same rules as local kernels), holds them back until the transport is proven from
+  the MPI library's own verbose output (:func:`parse_transport_proof`), refuses a contradiction
+  (:func:`check_transport`), bounds the launch and the run in time, and kills the whole process
+  group (mpirun, its daemons and the ranks) on timeout, failure or Ctrl-C.
+* :func:`verify_placement` refuses a run whose ranks did not land where they were asked to.
+"""
+from __future__ import annotations
+
+import functools
+import ipaddress
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import EnvironmentProblem, KernelFailed, UsageError
+from .local import _check_record, _parse_line
+
+Record = dict
+
+TRANSPORTS = ("auto", "shm", "tcp", "rdma")
+#: Open MPI MCA settings per transport (``rdma`` also sets UCX_TLS, see :class:`LaunchSpec`).
+OMPI_TRANSPORT_MCA: dict[str, list[str]] = {
+    "auto": [],
+    "shm": ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"],
+    "tcp": ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"],
+    "rdma": ["--mca", "pml", "ucx"],
+}
+#: what each transport's proof may show (btl names other than ``self``; pml)
+_SHM_BTLS = {"vader", "sm", "smcuda"}
+PROOF_ARGS = ["--mca", "btl_base_verbose", "30", "--mca", "pml_base_verbose", "10"]
+
+INSTALL_FIX = "install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or load an MPI module"
+
+
+# ---------------------------------------------------------------------------------------------
+# Which MPI
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MpiInstall:
+    """The MPI found on PATH: ``name`` is ``openmpi`` or ``mpich``."""
+
+    name: str
+    version: str
+    mpirun: str
+    mpicc: str
+    ompi_info: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def has_ucx(self) -> bool:
+        """Open MPI was built with the UCX pml (``ompi_info`` lists ``MCA pml: ucx``)."""
+        return bool(self.ompi_info) and "ucx" in _ompi_components(self.ompi_info, "pml")
+
+
+def _run_text(cmd: Sequence[str], timeout: float = 20) -> str:
+    try:
+        out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"'{' '.join(cmd)}' does not run ({exc})", INSTALL_FIX) from exc
+    return (out.stdout or "") + (out.stderr or "")
+
+
+@functools.lru_cache(maxsize=8)
+def _ompi_components(ompi_info: str, framework: str) -> tuple[str, ...]:
+    text = _run_text([ompi_info, "--parsable"], timeout=60)
+    found = []
+    for line in text.splitlines():  # mca:pml:ucx:version:...
+        parts = line.split(":")
+        if len(parts) > 3 and parts[0] == "mca" and parts[1] == framework and parts[2] not in found:
+            found.append(parts[2])
+    return tuple(found)
+
+
+def detect_mpi(path: str | None = None) -> MpiInstall:
+    """Find the MPI on ``path`` (default ``$PATH``): launcher, version and ``mpicc``.
+
+    Raises EnvironmentProblem (one line, naming the Debian package) when the launcher, the
+    compiler wrapper or the MPI header is missing."""
+    launcher = shutil.which("mpirun", path=path) or shutil.which("mpiexec", path=path)
+    if not launcher:
+        raise EnvironmentProblem("no MPI launcher (mpirun or mpiexec) found on PATH",
+                                 "install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or load an MPI module")
+    text = _run_text([launcher, "--version"])
+    if "Open MPI" in text or "OpenRTE" in text:
+        name = "openmpi"
+        m = re.search(r"\((?:Open MPI|OpenRTE)\)\s+(\S+)", text)
+    elif "HYDRA" in text.upper() or "MPICH" in text.upper():
+        name = "mpich"
+        m = re.search(r"Version:\s+(\S+)", text)
+    else:
+        raise EnvironmentProblem(f"{launcher} is neither Open MPI nor MPICH ({text.strip()[:60]!r})",
+                                 "put Open MPI's or MPICH's mpirun first on PATH")
+    version = m.group(1) if m else "unknown"
+    mpicc = shutil.which("mpicc", path=os.path.dirname(launcher)) or shutil.which("mpicc", path=path)
+    pkg = "libopenmpi-dev" if name == "openmpi" else "libmpich-dev"
+    if not mpicc:
+        raise EnvironmentProblem("no MPI compiler wrapper mpicc found on PATH",
+                                 f"install it (apt-get install {pkg}) or load an MPI module")
+    if name == "openmpi":
+        incdirs = _run_text([mpicc, "-showme:incdirs"]).split()
+        if incdirs and not any(Path(d, "mpi.h").is_file() for d in incdirs):
+            raise EnvironmentProblem("mpicc is there but the MPI header mpi.h is missing",
+                                     f"install it (apt-get install {pkg})")
+    info = shutil.which("ompi_info", path=os.path.dirname(launcher)) if name == "openmpi" else None
+    return MpiInstall(name, version, launcher, mpicc, info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hosts
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Host:
+    name: str
+    slots: int = 1
+    max_slots: int | None = None
+
+
+_HOST_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:@]+$")
+
+
+def _check_name(name: str, where: str) -> str:
+    if not name or not _HOST_RE.match(name):
+        raise UsageError(f"{where}: '{name}' is not a host name", "use names like node1 or node1.cluster")
+    return name
+
+
+def _merge(hosts: list[Host]) -> list[Host]:
+    """Open MPI adds up the slots of a host named twice."""
+    out: dict[str, Host] = {}
+    for h in hosts:
+        if h.name in out:
+            o = out[h.name]
+            mx = None if o.max_slots is None or h.max_slots is None else o.max_slots + h.max_slots
+            out[h.name] = Host(h.name, o.slots + h.slots, mx)
+        else:
+            out[h.name] = h
+    return list(out.values())
+
+
+def parse_hosts(spec: str) -> list[Host]:
+    """``node1:4,node2:4`` (a host without ``:N`` has 1 slot, as with mpirun --host)."""
+    if not spec or not spec.strip():
+        raise UsageError("--hosts is empty", "give hosts like node1:4,node2:4")
+    hosts = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            raise UsageError(f"--hosts '{spec}' has an empty entry", "give hosts like node1:4,node2:4")
+        name, sep, count = item.rpartition(":") if ":" in item else (item, "", "")
+        if not sep:
+            hosts.append(Host(_check_name(item, f"--hosts entry '{item}'"), 1))
+            continue
+        if not count.isdigit() or int(count) < 1:
+            raise UsageError(f"--hosts entry '{item}': slot count '{count}' is not a positive integer",
+                             "write host:N, e.g. node1:4")
+        hosts.append(Host(_check_name(name, f"--hosts entry '{item}'"), int(count)))
+    return _merge(hosts)
+
+
+def parse_hostfile(path: str | os.PathLike) -> list[Host]:
+    """An Open MPI hostfile: ``name [slots=N] [max_slots=M]`` per line, ``#`` comments."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read hostfile {p} ({exc.strerror})", "check the path") from exc
+    hosts = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"hostfile {p.name} line {lineno} '{raw.strip()}'"
+        toks = line.split()
+        name = _check_name(toks[0], where)
+        if "=" in name:
+            raise UsageError(f"{where}: the line must start with a host name", "write: node1 slots=4")
+        slots, max_slots = 1, None
+        for tok in toks[1:]:
+            key, eq, val = tok.partition("=")
+            key = key.lower().replace("-", "_")
+            if not eq or key not in ("slots", "max_slots", "count", "cpu"):
+                raise UsageError(f"{where}: unknown attribute '{tok}'", "use slots=N and max_slots=M")
+            if not val.isdigit() or int(val) < 1:
+                raise UsageError(f"{where}: {key}='{val}' is not a positive integer", "use slots=N with N >= 1")
+            if key == "max_slots":
+                max_slots = int(val)
+            else:
+                slots = int(val)
+        if max_slots is not None and max_slots < slots:
+            raise UsageError(f"{where}: max_slots {max_slots} is below slots {slots}", "raise max_slots")
+        hosts.append(Host(name, slots, max_slots))
+    if not hosts:
+        raise UsageError(f"hostfile {p} lists no hosts", "write one host per line: node1 slots=4")
+    return _merge(hosts)
+
+
+def check_slots(hosts: Sequence[Host], nranks: int, oversubscribe: bool = False) -> None:
+    total = sum(h.slots for h in hosts)
+    if nranks > total and not oversubscribe:
+        raise UsageError(f"{nranks} ranks need more than the {total} slots of "
+                         f"{', '.join(f'{h.name}:{h.slots}' for h in hosts)}",
+                         "add hosts or slots, run fewer ranks, or add --oversubscribe")
+    if all(h.max_slots is not None for h in hosts):
+        cap = sum(h.max_slots or 0 for h in hosts)
+        if nranks > cap:
+            raise UsageError(f"{nranks} ranks exceed the hostfile's max_slots total {cap}",
+                             "raise max_slots or run fewer ranks")
+
+
+# ---------------------------------------------------------------------------------------------
+# The launch command
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankPlace:
+    """Where one rank should run: a host (None: this node) and a cpu (None: MPI's choice)."""
+
+    host: str | None = None
+    cpu: int | None = None
+
+
+@dataclass
+class LaunchSpec:
+    nranks: int
+    hosts: list[Host] | None = None          # None: this node only
+    places: list[RankPlace] | None = None    # per rank, in rank order
+    transport: str = "auto"
+    tcp_include: str | None = None           # CIDR or interface for btl_tcp_if_include
+    ucx_tls: str = "rc,ud,self"              # UCX transports for --transport rdma
+    allow_root: bool = False
+    oversubscribe: bool = False
+    report_bindings: bool = False
+    prove_transport: bool = True
+    extra_args: list[str] = field(default_factory=list)  # e.g. the sim-cluster's plm_rsh_agent
+    env: dict[str, str] = field(default_factory=dict)    # exported to every rank (-x)
+    prefix: list[str] = field(default_factory=list)      # run the launcher under this, e.g. ip netns exec
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], workdir: str | os.PathLike
+                  ) -> tuple[list[str], dict[str, str]]:
+    """The launcher's argv and the environment changes for running ``program`` as described.
+
+    Files the command needs (hostfile, rankfile) are written into ``workdir``."""
+    if spec.transport not in TRANSPORTS:
+        raise UsageError(f"--transport {spec.transport!r} is not one of {', '.join(TRANSPORTS)}", "pick one of those")
+    if spec.nranks < 1:
+        raise UsageError(f"{spec.nranks} ranks is not allowed", "run 1 or more ranks")
+    if spec.places is not None and len(spec.places) != spec.nranks:
+        raise UsageError(f"placement lists {len(spec.places)} ranks, {spec.nranks} requested", "give one per rank")
+    if spec.hosts:
+        check_slots(spec.hosts, spec.nranks, spec.oversubscribe)
+    if spec.tcp_include:
+        _check_cidr(spec.tcp_include)
+    wd = Path(workdir)
+    env: dict[str, str] = dict(spec.env)
+    if mpi.name == "mpich":
+        return _mpich_command(mpi, spec, program, wd), env
+
+    cmd = [mpi.mpirun]
+    if _is_root():
+        if not spec.allow_root:
+            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
+                             "or run clusterbench as an ordinary user")
+        cmd.append("--allow-run-as-root")
+    cmd += ["-np", str(spec.nranks)]
+    # Session directories of this run only: every daemon on a host (and on every node of the
+    # virtual cluster, which share one file system and host name) starts from a clean slate.
+    cmd += ["--mca", "orte_tmpdir_base", str(wd)]
+    if spec.hosts:
+        hf = wd / "hostfile"
+        hf.write_text("".join(f"{h.name} slots={h.slots}" + (f" max_slots={h.max_slots}" if h.max_slots else "")
+                              + "\n" for h in spec.hosts))
+        cmd += ["--hostfile", str(hf)]
+    if spec.places and all(p.cpu is not None for p in spec.places):
+        local = socket.gethostname()
+        rf = wd / "rankfile"
+        rf.write_text("".join(f"rank {i}={p.host or local} slot={p.cpu}\n" for i, p in enumerate(spec.places)))
+        cmd += ["--rankfile", str(rf), "--mca", "rmaps_rank_file_physical", "1"]
+    elif spec.places and any(p.cpu is not None for p in spec.places):
+        raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    else:
+        cmd += ["--map-by", "core", "--bind-to", "core"]
+    if spec.oversubscribe:
+        cmd.append("--oversubscribe")
+    if spec.report_bindings:
+        cmd.append("--report-bindings")
+    if spec.transport == "rdma":
+        if not mpi.has_ucx:
+            raise EnvironmentProblem("--transport rdma needs Open MPI's UCX pml, which this Open MPI lacks",
+                                     "install an Open MPI built with UCX, or use --transport tcp")
+        env["UCX_TLS"] = spec.ucx_tls
+    cmd += OMPI_TRANSPORT_MCA[spec.transport]
+    if spec.transport == "tcp" and spec.tcp_include:
+        cmd += ["--mca", "btl_tcp_if_include", spec.tcp_include]
+    if spec.prove_transport:
+        cmd += PROOF_ARGS
+    for key in sorted(env):
+        cmd += ["-x", key]
+    cmd += list(spec.extra_args)
+    return cmd + list(program), env
+
+
+def _check_cidr(value: str) -> None:
+    for part in value.split(","):
+        if "/" in part:
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError as exc:
+                raise UsageError(f"'{part}' is not a network (CIDR) or interface name",
+                                 "write e.g. 198.18.0.0/15 or eth1") from exc
+
+
+def _mpich_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path) -> list[str]:
+    """Hydra: ``mpiexec -n N -f hosts -bind-to user:cpus``; transports are not mapped yet."""
+    if spec.transport != "auto":
+        raise UsageError(f"--transport {spec.transport} is mapped for Open MPI only in this release",
+                         "use --transport auto with MPICH")
+    cmd = [mpi.mpirun, "-n", str(spec.nranks)]
+    if spec.hosts:
+        hf = wd / "hostfile"
+        hf.write_text("".join(f"{h.name}:{h.slots}\n" for h in spec.hosts))
+        cmd += ["-f", str(hf)]
+    if spec.places and all(p.cpu is not None for p in spec.places):
+        cmd += ["-bind-to", "user:" + ",".join(str(p.cpu) for p in spec.places)]
+    for key in sorted(spec.env):
+        cmd += ["-genv", key, spec.env[key]]
+    cmd += list(spec.extra_args)
+    return cmd + list(program)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transport proof
+# ---------------------------------------------------------------------------------------------
+_BML_RE = re.compile(r"mca: bml: Using (\S+) btl for send to \[\[\d+,\d+\],(\d+)\] on node (\S+)")
+_PML_RE = re.compile(r"select: component (\S+) selected")
+_PML_RE2 = re.compile(r"selected (\S+) best priority")
+_BIND_RE = re.compile(r"MCW rank (\d+) bound to (.*)$")
+
+
+@dataclass
+class TransportProof:
+    """What the MPI library said it used: pml, btls towards other ranks (not ``self``)."""
+
+    pml: str | None = None
+    btl: list[str] = field(default_factory=list)
+    sends: list[dict] = field(default_factory=list)  # {"btl", "to_rank", "node"}
+    lines: list[str] = field(default_factory=list)   # the evidence, verbatim (bounded)
+    bindings: dict[int, str] = field(default_factory=dict)
+
+    def feed(self, line: str) -> None:
+        m = _BML_RE.search(line)
+        if m:
+            btl, to, node = m.group(1), int(m.group(2)), m.group(3)
+            if btl != "self":
+                if btl not in self.btl:
+                    self.btl.append(btl)
+                if len(self.sends) < 256:
+                    self.sends.append({"btl": btl, "to_rank": to, "node": node})
+            self._keep(line)
+            return
+        m = _PML_RE.search(line) or _PML_RE2.search(line)
+        if m:
+            self.pml = m.group(1)
+            self._keep(line)
+            return
+        m = _BIND_RE.search(line)
+        if m:
+            self.bindings[int(m.group(1))] = m.group(2).strip()
+
+    def _keep(self, line: str) -> None:
+        if len(self.lines) < 64:
+            self.lines.append(line.strip())
+
+    def evidence(self, n: int = 4) -> list[str]:
+        """The most telling lines: btl selections towards other ranks first, then the pml's."""
+        bml = [ln for ln in self.lines if "mca: bml:" in ln and "Using self btl" not in ln]
+        pml = [ln for ln in self.lines if "mca: bml:" not in ln]
+        return (bml[: max(1, n - 1)] + pml)[:n]
+
+    def covers(self, ranks: Sequence[int]) -> bool:
+        """Enough evidence to judge the transport between ``ranks``."""
+        if self.pml is None:
+            return False
+        if self.pml != "ob1":
+            return True
+        seen = {s["to_rank"] for s in self.sends}
+        return all(r in seen for r in ranks)
+
+    def as_dict(self) -> dict:
+        return {"pml": self.pml, "btl": list(self.btl), "sends": list(self.sends), "evidence": self.evidence(64),
+                "bindings": {str(k): v for k, v in sorted(self.bindings.items())}}
+
+
+def parse_transport_proof(text: str) -> TransportProof:
+    proof = TransportProof()
+    for line in text.splitlines():
+        proof.feed(line)
+    return proof
+
+
+def used_transport(proof: TransportProof) -> str | None:
+    """``shm``, ``tcp``, ``rdma`` or ``mixed``/other, from the proof; None if not proven."""
+    if proof.pml == "ucx":
+        return "rdma"
+    if proof.pml in ("ob1", None) and proof.btl:
+        kinds = {"shm" if b in _SHM_BTLS else "tcp" if b == "tcp" else "rdma" if b in ("openib", "uct", "ofi") else b
+                 for b in proof.btl}
+        return kinds.pop() if len(kinds) == 1 else "mixed(" + ",".join(sorted(proof.btl)) + ")"
+    return None
+
+
+def check_transport(requested: str, proof: TransportProof) -> None:
+    """KernelFailed when the proof contradicts the requested transport (auto accepts anything)."""
+    if requested == "auto":
+        return
+    if requested == "rdma":
+        if proof.pml is not None and proof.pml != "ucx":
+            raise KernelFailed(f"asked rdma, MPI used pml {proof.pml}" +
+                               (f" with {','.join(proof.btl)}" if proof.btl else ""),
+                               "check that an RDMA device is up (ibv_devinfo) and UCX sees it (ucx_info -d)")
+        return
+    wrong = [b for b in proof.btl if (b not in _SHM_BTLS if requested == "shm" else b != "tcp")]
+    if proof.pml not in (None, "ob1"):
+        raise KernelFailed(f"asked {requested}, MPI used pml {proof.pml}", "report this as a bug")
+    if wrong:
+        raise KernelFailed(f"asked {requested}, MPI used {','.join(wrong)}",
+                           "check the MCA settings in $OMPI_MCA_* and openmpi-mca-params.conf")
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement verification
+# ---------------------------------------------------------------------------------------------
+def _cpuset(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        if not part:
+            continue
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def node_key(rank_info: dict) -> str:
+    """The node a rank ran on: the virtual-cluster node if set (namespaces share a host name)."""
+    return rank_info.get("node") or rank_info.get("host") or "?"
+
+
+def verify_placement(ranks: Sequence[dict], wanted: Sequence[RankPlace] | None = None,
+                     different_nodes: Sequence[tuple[int, int]] = (), allow_shared_cpu: bool = False) -> None:
+    """Refuse (KernelFailed) a run whose placement differs from the one asked for.
+
+    ``ranks`` is the kernel's info record ``ranks`` list ({rank, host, node, cpus, cpu}).
+    Checks: each rank bound to its wanted cpu; no two ranks bound to the same single cpu on
+    one node; each pair in ``different_nodes`` on different nodes."""
+    by_rank = {int(r["rank"]): r for r in ranks}
+    if wanted:
+        for i, w in enumerate(wanted):
+            r = by_rank.get(i)
+            if r is None:
+                raise KernelFailed(f"rank {i} did not report its placement", "report this as a bug")
+            if w.cpu is not None:
+                cpus = _cpuset(r.get("cpus", ""))
+                if cpus != {w.cpu}:
+                    raise KernelFailed(f"rank {i} is bound to cpus {r.get('cpus') or '?'}, not to cpu {w.cpu} "
+                                       f"as asked", "check cgroup/cpuset limits on the node and the rankfile")
+    if not allow_shared_cpu:
+        seen: dict[tuple[str, int], int] = {}
+        for i in sorted(by_rank):
+            cpus = _cpuset(by_rank[i].get("cpus", ""))
+            if len(cpus) == 1:
+                key = (node_key(by_rank[i]), next(iter(cpus)))
+                if key in seen:
+                    raise KernelFailed(f"ranks {seen[key]} and {i} are both bound to cpu {key[1]} on {key[0]}",
+                                       "place the ranks on different cpus (a shared core halves both)")
+                seen[key] = i
+    for a, b in different_nodes:
+        ra, rb = by_rank.get(a), by_rank.get(b)
+        if ra is None or rb is None:
+            raise KernelFailed(f"ranks {a} and {b} did not both report their placement", "report this as a bug")
+        if node_key(ra) == node_key(rb):
+            raise KernelFailed(f"inter-node ranks {a} and {b} both ran on {node_key(ra)}",
+                               "check the host list: a host name that resolves to this machine runs locally")
+
+
+# ---------------------------------------------------------------------------------------------
+# A bounded run
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class MpiRun:
+    records: list[Record]
+    proof: TransportProof
+    command: list[str]
+    elapsed_s: float
+    stderr_tail: str = ""
+
+    @property
+    def info(self) -> dict:
+        return next((r for r in self.records if r.get("type") == "info"), {})
+
+
+class _State:
+    validated = False
+
+
+_NOISE_RE = re.compile(r"^\[[^\]]*:\d+\] |^-{10,}$|^\s*$|^\[\d+\.\d+\] \[")
+
+_KNOWN_ERRORS = (
+    ("There are not enough slots", "not enough slots for the requested ranks",
+     "add slots (--hosts node:N) or add --oversubscribe"),
+    ("are not available, please use one or more of", "UCX finds no RDMA transport on this machine",
+     "check the RDMA device (ibv_devinfo, ucx_info -d) or use --transport tcp"),
+    ("No components were able to be opened in the pml framework", "the requested MPI transport cannot start",
+     "check the transport's device and libraries, or use --transport auto"),
+    ("ORTE was unable to reliably start one or more daemons", "MPI could not start its daemons on a remote host",
+     "check that ssh (or the launch agent) reaches every host without a password"),
+    ("Permission denied", "MPI could not log in to a remote host", "set up password-less ssh to every host"),
+    ("Could not resolve hostname", "a host name does not resolve", "check the host list"),
+    ("Connection refused", "a remote host refused the connection", "check that sshd runs on every host"),
+    ("is running as root", "Open MPI refuses to run as root", "add --allow-run-as-root"),
+    ("rankfile", "Open MPI rejected the rank placement", "check the hosts and cpus asked for"),
+)
+
+
+def _explain(stderr: str, rc: int | None, what: str) -> tuple[str, str]:
+    for needle, problem, fix in _KNOWN_ERRORS:
+        if needle in stderr:
+            return f"{what}: {problem}", fix
+    lines = [ln.strip() for ln in stderr.splitlines() if not _NOISE_RE.search(ln)]
+    last = lines[-1] if lines else ""
+    code = f"status {rc}" if rc is not None and rc >= 0 else f"signal {-(rc or 0)}"
+    return f"{what} exited with {code}" + (f": {last}" if last else ""), "rerun with a smaller size or report it"
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Live processes of session ``sid``. mpirun puts each rank in a process group of its own,
+    so killing mpirun's group alone would miss them; the session holds mpirun, its ranks and
+    the local ends of its launch agents (ssh, ip netns exec)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state ppid pgrp session ...
+        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
+            out.append(int(entry))
+    return out
+
+
+def _signal_session(sid: int, sig: int) -> int:
+    pids = _session_pids(sid)
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(pids)
+
+
+def _killgroup(proc: subprocess.Popen, grace: float = 2.0) -> None:
+    """End the run's whole session: SIGTERM first (mpirun forwards it and tears down its remote
+    daemons), SIGKILL to whatever is left after ``grace`` seconds."""
+    sid = proc.pid  # start_new_session: the session id is mpirun's pid
+    if proc.poll() is None or _session_pids(sid):
+        _signal_session(sid, signal.SIGTERM)
+        end = time.monotonic() + grace
+        while time.monotonic() < end and _session_pids(sid):
+            try:
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+    for _ in range(50):
+        if not _signal_session(sid, signal.SIGKILL):
+            break
+        time.sleep(0.02)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: float,
+            launch_timeout: float = 60.0, on_record: Callable[[Record], None] | None = None,
+            name: str = "mpi kernel", proof_ranks: Sequence[int] = (0, 1),
+            proof_out: TransportProof | None = None) -> MpiRun:
+    """Run ``program`` under MPI; return its records (rank 0's JSON lines) and the transport proof.
+
+    * ``launch_timeout``: the first record (the placement report, printed right after
+      MPI_Init) must arrive within it, else KernelFailed ("MPI did not start").
+    * ``timeout``: the whole run. On expiry, failure or KeyboardInterrupt the whole process
+      group is killed (SIGTERM, then SIGKILL) before the exception propagates.
+    * Records are parsed and checked like a local kernel's (error and failed-validation records
+      raise; results only after validation) and passed to ``on_record`` only once the
+      transport between ``proof_ranks`` is proven and agrees with ``spec.transport`` (or at the
+      end of the run), so no figure is stored from a run on the wrong transport.
+    * ``proof_out``: a TransportProof to fill (so ``on_record`` can read it as records arrive).
+    """
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="cb-mpi-") as wd:
+        cmd, env_add = build_command(mpi, spec, program, wd)
+        cmd = [*spec.prefix, *cmd]
+        env = {**os.environ, **env_add}
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot start {cmd[0]} ({exc.strerror})", INSTALL_FIX) from exc
+        proof = proof_out if proof_out is not None else TransportProof()
+        records: list[Record] = []
+        pending: list[Record] = []
+        state = _State()
+        stderr_tail = b""
+        errbuf = b""
+        outbuf = b""
+        need_proof = spec.prove_transport and mpi.name == "openmpi"
+        released = not need_proof
+        sel = selectors.DefaultSelector()
+        try:
+            assert proc.stdout and proc.stderr
+            sel.register(proc.stdout, selectors.EVENT_READ, "out")
+            sel.register(proc.stderr, selectors.EVENT_READ, "err")
+            deadline = started + timeout
+            launch_deadline = started + launch_timeout
+            open_streams = 2
+
+            def release() -> None:
+                nonlocal released
+                if need_proof:
+                    check_transport(spec.transport, proof)
+                released = True
+                for rec in pending:
+                    if on_record:
+                        on_record(rec)
+                pending.clear()
+
+            while open_streams:
+                now = time.monotonic()
+                if not records and now >= launch_deadline:
+                    msg, fix = _explain(stderr_tail.decode(errors="replace"), None, name)
+                    raise KernelFailed(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
+                                       "check the hosts and the launch agent" if "exited" in msg else fix)
+                if now >= deadline:
+                    raise KernelFailed(f"kernel '{name}' timed out after {timeout:.0f} s (all its MPI processes "
+                                       "were killed)", "raise --timeout or choose a smaller size")
+                wait = min(deadline, launch_deadline if not records else deadline) - now
+                for key, _ in sel.select(timeout=max(0.01, min(wait, 1.0))):
+                    chunk = os.read(key.fileobj.fileno(), 65536)  # type: ignore[union-attr]
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        open_streams -= 1
+                        continue
+                    if key.data == "err":
+                        stderr_tail = (stderr_tail + chunk)[-16384:]
+                        errbuf += chunk
+                        while b"\n" in errbuf:
+                            line, errbuf = errbuf.split(b"\n", 1)
+                            proof.feed(line.decode(errors="replace"))
+                        if need_proof and proof.pml is not None:
+                            check_transport(spec.transport, proof)  # fail fast on a contradiction
+                        if not released and proof.covers(proof_ranks):
+                            release()
+                        continue
+                    outbuf += chunk
+                    while b"\n" in outbuf:
+                        line, outbuf = outbuf.split(b"\n", 1)
+                        if not line.strip():
+                            continue
+                        rec = _parse_line(name, line)
+                        records.append(rec)
+                        _check_record(name, rec, state)  # type: ignore[arg-type]
+                        if released:
+                            if on_record:
+                                on_record(rec)
+                        else:
+                            pending.append(rec)
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as exc:
+                raise KernelFailed(f"kernel '{name}' did not exit", "raise --timeout") from exc
+            if errbuf:
+                proof.feed(errbuf.decode(errors="replace"))
+            err_text = stderr_tail.decode(errors="replace")
+            if proc.returncode != 0:
+                msg, fix = _explain(err_text, proc.returncode, f"MPI kernel '{name}'")
+                raise KernelFailed(msg, fix)
+            if not released:
+                release()
+            return MpiRun(records, proof, cmd, time.monotonic() - started, err_text[-4096:])
+        finally:
+            _killgroup(proc)
+            for stream in (proc.stdout, proc.stderr):
+                if stream:
+                    stream.close()
+            sel.close()

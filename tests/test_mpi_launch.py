@@ -1,0 +1,286 @@
+"""launch/mpi.py: MPI detection, hosts and hostfiles, the mpirun command, the transport proof,
+placement verification and bounded runs (real Open MPI; no orphans after a hang)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.kernels.build import build_kernel
+from clusterbench.launch import mpi as M
+
+IS_ROOT = os.geteuid() == 0
+
+
+def _mpi_or_skip() -> M.MpiInstall:
+    if not shutil.which("mpirun") and not shutil.which("mpiexec"):
+        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
+    try:
+        return M.detect_mpi()
+    except EnvironmentProblem as exc:
+        pytest.skip(f"MPI not usable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def mpi() -> M.MpiInstall:
+    return _mpi_or_skip()
+
+
+@pytest.fixture(scope="module")
+def kernel(mpi: M.MpiInstall, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pingpong kernel, copied under a unique name so pgrep finds only this test's processes."""
+    old = os.environ.get("CLUSTERBENCH_CACHE")
+    os.environ["CLUSTERBENCH_CACHE"] = (os.environ.get("CLUSTERBENCH_TEST_CACHE")
+                                        or str(tmp_path_factory.getbasetemp() / "cache"))
+    try:
+        b = build_kernel("pingpong", openmp=False, cc=mpi.mpicc)
+    finally:
+        if old is None:
+            os.environ.pop("CLUSTERBENCH_CACHE", None)
+        else:
+            os.environ["CLUSTERBENCH_CACHE"] = old
+    dst = tmp_path_factory.mktemp("bin") / f"cbpp_{os.getpid()}_{int(time.time())}"
+    shutil.copy(b.path, dst)
+    return dst
+
+
+def _local_spec(**kw) -> M.LaunchSpec:
+    return M.LaunchSpec(nranks=2, places=[M.RankPlace(None, 0), M.RankPlace(None, 1)], allow_root=True, **kw)
+
+
+def _leftovers(tag: str) -> str:
+    out = subprocess.run(["pgrep", "-af", tag], capture_output=True, text=True)
+    return "\n".join(ln for ln in out.stdout.splitlines() if "pgrep" not in ln)
+
+
+# -- detection -------------------------------------------------------------------------------------
+def test_detect_open_mpi(mpi: M.MpiInstall) -> None:
+    assert mpi.name in ("openmpi", "mpich")
+    assert Path(mpi.mpirun).is_file() and Path(mpi.mpicc).is_file()
+    if mpi.name == "openmpi":
+        assert mpi.version.split(".")[0].isdigit()
+
+
+def test_missing_mpirun_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem) as exc:
+        M.detect_mpi(path=str(tmp_path))
+    msg = str(exc.value)
+    assert "\n" not in msg and "mpirun" in msg and "openmpi-bin" in msg
+
+
+def test_missing_mpicc_names_the_package(tmp_path: Path, mpi: M.MpiInstall) -> None:
+    (tmp_path / "mpirun").symlink_to(mpi.mpirun)
+    with pytest.raises(EnvironmentProblem) as exc:
+        M.detect_mpi(path=str(tmp_path))
+    assert "mpicc" in str(exc.value) and "libopenmpi-dev" in str(exc.value)
+
+
+# -- hosts -----------------------------------------------------------------------------------------
+def test_parse_hosts() -> None:
+    assert M.parse_hosts("node1:4,node2:4") == [M.Host("node1", 4), M.Host("node2", 4)]
+    assert M.parse_hosts("a,b:2,a") == [M.Host("a", 2), M.Host("b", 2)]
+    for bad in ("node1:x", "node1:0", "a,,b", "", "no de:2"):
+        with pytest.raises(UsageError):
+            M.parse_hosts(bad)
+
+
+def test_parse_hostfile(tmp_path: Path) -> None:
+    f = tmp_path / "hosts"
+    f.write_text("# cluster\n\nnode1 slots=4 max_slots=8\nnode2 slots=2   # the small one\nnode3\n")
+    assert M.parse_hostfile(f) == [M.Host("node1", 4, 8), M.Host("node2", 2), M.Host("node3", 1)]
+
+
+@pytest.mark.parametrize("line", ["node1 slots=four", "node1 slots=0", "node1 cores=4", "slots=4",
+                                  "node1 slots=4 max_slots=2", "node1 slots"])
+def test_malformed_hostfile_names_the_line(tmp_path: Path, line: str) -> None:
+    f = tmp_path / "hosts"
+    f.write_text(f"good slots=1\n{line}\n")
+    with pytest.raises(UsageError) as exc:
+        M.parse_hostfile(f)
+    assert "line 2" in str(exc.value)
+
+
+def test_missing_or_empty_hostfile(tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        M.parse_hostfile(tmp_path / "nope")
+    (tmp_path / "empty").write_text("# nothing\n")
+    with pytest.raises(UsageError):
+        M.parse_hostfile(tmp_path / "empty")
+
+
+def test_more_ranks_than_slots() -> None:
+    hosts = [M.Host("a", 2), M.Host("b", 2)]
+    M.check_slots(hosts, 4)
+    with pytest.raises(UsageError, match="5 ranks need more than the 4 slots"):
+        M.check_slots(hosts, 5)
+    M.check_slots(hosts, 5, oversubscribe=True)
+    with pytest.raises(UsageError, match="max_slots"):
+        M.check_slots([M.Host("a", 2, 3)], 4, oversubscribe=True)
+
+
+# -- the command -----------------------------------------------------------------------------------
+def test_command_transports_rankfile_and_extras(tmp_path: Path, mpi: M.MpiInstall) -> None:
+    if mpi.name != "openmpi":
+        pytest.skip("Open MPI command line")
+    spec = M.LaunchSpec(nranks=2, hosts=[M.Host("n1", 1), M.Host("n2", 1)],
+                        places=[M.RankPlace("n1", 0), M.RankPlace("n2", 1)], transport="tcp",
+                        tcp_include="198.18.0.0/15", allow_root=True, report_bindings=True,
+                        extra_args=["--mca", "plm_rsh_agent", "/x/agent"], env={"CB_X": "1"})
+    cmd, env = M.build_command(mpi, spec, ["./k", "--a=1"], tmp_path)
+    line = " ".join(cmd)
+    assert "--mca pml ob1 --mca btl self,tcp" in line and "--mca btl_tcp_if_include 198.18.0.0/15" in line
+    assert "--report-bindings" in line and "-x CB_X" in line and line.endswith("/x/agent ./k --a=1")
+    assert "--mca btl_base_verbose 30" in line
+    assert (tmp_path / "rankfile").read_text() == "rank 0=n1 slot=0\nrank 1=n2 slot=1\n"
+    assert (tmp_path / "hostfile").read_text() == "n1 slots=1\nn2 slots=1\n"
+    assert ("--allow-run-as-root" in cmd) == IS_ROOT
+    shm, _ = M.build_command(mpi, M.LaunchSpec(nranks=2, transport="shm", allow_root=True), ["k"], tmp_path)
+    assert "self,vader" in " ".join(shm)
+    auto, _ = M.build_command(mpi, M.LaunchSpec(nranks=2, allow_root=True, prove_transport=False), ["k"], tmp_path)
+    assert "--mca pml" not in " ".join(auto) and "--mca btl" not in " ".join(auto)
+    with pytest.raises(UsageError):
+        M.build_command(mpi, M.LaunchSpec(nranks=2, transport="tcp", tcp_include="198.18.0.0/99",
+                                          allow_root=True), ["k"], tmp_path)
+    with pytest.raises(UsageError, match="slots"):
+        M.build_command(mpi, M.LaunchSpec(nranks=3, hosts=[M.Host("n1", 1)], allow_root=True), ["k"], tmp_path)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the allow-run-as-root rule applies to root only")
+def test_root_without_allow_root_is_a_usage_error(tmp_path: Path, mpi: M.MpiInstall) -> None:
+    if mpi.name != "openmpi":
+        pytest.skip("Open MPI refuses root; MPICH does not")
+    with pytest.raises(UsageError, match="as root, Open MPI needs --allow-run-as-root; add it"):
+        M.build_command(mpi, M.LaunchSpec(nranks=2), ["k"], tmp_path)
+
+
+def test_rdma_without_ucx_or_device(tmp_path: Path, mpi: M.MpiInstall) -> None:
+    if mpi.name != "openmpi":
+        pytest.skip("Open MPI")
+    spec = M.LaunchSpec(nranks=2, transport="rdma", allow_root=True)
+    if not mpi.has_ucx:
+        with pytest.raises(EnvironmentProblem, match="UCX"):
+            M.build_command(mpi, spec, ["k"], tmp_path)
+    else:
+        cmd, env = M.build_command(mpi, spec, ["k"], tmp_path)
+        assert "--mca pml ucx" in " ".join(cmd) and env["UCX_TLS"].startswith("rc")
+
+
+# -- proof -----------------------------------------------------------------------------------------
+VADER = """[vm:03700] select: component ob1 selected
+[vm:03701] mca: bml: Using vader btl for send to [[25235,1],0] on node vm
+[vm:03701] mca: bml: Using self btl for send to [[25235,1],1] on node vm
+[vm:03700] mca: bml: Using vader btl for send to [[25235,1],1] on node vm
+[vm:03700] MCW rank 0 bound to socket 0[core 0[hwt 0]]: [B/.]
+"""
+TCP = """[vm:1] selected ob1 best priority 20
+[n1:1] mca: bml: Using tcp btl for send to [[7,1],1] on node n2
+[n2:2] mca: bml: Using tcp btl for send to [[7,1],0] on node n1
+"""
+
+
+def test_transport_proof_parsing_and_contradiction() -> None:
+    p = M.parse_transport_proof(VADER)
+    assert p.pml == "ob1" and p.btl == ["vader"] and p.covers([0, 1]) and M.used_transport(p) == "shm"
+    assert p.bindings == {0: "socket 0[core 0[hwt 0]]: [B/.]"}
+    M.check_transport("shm", p)
+    M.check_transport("auto", p)
+    with pytest.raises(KernelFailed, match="asked tcp, MPI used vader"):
+        M.check_transport("tcp", p)
+    t = M.parse_transport_proof(TCP)
+    assert M.used_transport(t) == "tcp" and {s["node"] for s in t.sends} == {"n1", "n2"}
+    with pytest.raises(KernelFailed, match="asked shm, MPI used tcp"):
+        M.check_transport("shm", t)
+    with pytest.raises(KernelFailed, match="asked rdma"):
+        M.check_transport("rdma", t)
+    u = M.parse_transport_proof("[h:1] select: component ucx selected\n")
+    assert M.used_transport(u) == "rdma" and u.covers([0, 1])
+    with pytest.raises(KernelFailed, match="asked tcp, MPI used pml ucx"):
+        M.check_transport("tcp", u)
+
+
+# -- placement -------------------------------------------------------------------------------------
+def _ranks(*rows):
+    return [{"rank": i, "host": h, "node": n, "cpus": c, "cpu": int(c.split(",")[0].split("-")[0])}
+            for i, (h, n, c) in enumerate(rows)]
+
+
+def test_verify_placement() -> None:
+    want = [M.RankPlace(None, 0), M.RankPlace(None, 1)]
+    M.verify_placement(_ranks(("vm", "", "0"), ("vm", "", "1")), want)
+    with pytest.raises(KernelFailed, match="both bound to cpu 1"):
+        M.verify_placement(_ranks(("vm", "", "1"), ("vm", "", "1")), None)
+    M.verify_placement(_ranks(("vm", "", "1"), ("vm", "", "1")), None, allow_shared_cpu=True)
+    with pytest.raises(KernelFailed, match="not to cpu 1"):
+        M.verify_placement(_ranks(("vm", "", "0"), ("vm", "", "0-1")), want)
+    # inter-node: virtual-cluster nodes share the host name, the node tells them apart
+    M.verify_placement(_ranks(("vm", "n1", "0"), ("vm", "n2", "0")), None, [(0, 1)])
+    with pytest.raises(KernelFailed, match="inter-node ranks 0 and 1 both ran on vm"):
+        M.verify_placement(_ranks(("vm", "", "0"), ("vm", "", "1")), None, [(0, 1)])
+
+
+def test_explain_known_errors() -> None:
+    msg, fix = M._explain("------\nThere are not enough slots available in the system to satisfy the 3\n", 1, "k")
+    assert "not enough slots" in msg and "oversubscribe" in fix
+    msg, _ = M._explain("[vm:1] mca: base: noise\nsomething broke\n", 3, "k")
+    assert msg == "k exited with status 3: something broke"
+
+
+# -- real runs -------------------------------------------------------------------------------------
+def test_bounded_run_records_and_proof(mpi: M.MpiInstall, kernel: Path) -> None:
+    seen = []
+    run = M.run_mpi(mpi, _local_spec(transport="shm"), [str(kernel), "--sizes=8", "--time_budget=0.01"],
+                    timeout=60, on_record=seen.append, name="pingpong")
+    assert [r["type"] for r in seen][:2] == ["info", "validation"]
+    assert run.proof.btl == ["vader"] and run.info["ranks"][1]["cpus"] == "1"
+    assert any(r["type"] == "result" and r["metric"] == "latency" for r in run.records)
+
+
+def test_mpirun_failure_is_explained(mpi: M.MpiInstall, kernel: Path) -> None:
+    spec = M.LaunchSpec(nranks=3, allow_root=True, prove_transport=False)  # 3 ranks, 2 cores, no hostfile
+    with pytest.raises(KernelFailed, match="not enough slots"):
+        M.run_mpi(mpi, spec, [str(kernel), "--sizes=8"], timeout=60)
+
+
+def test_corrupted_data_is_caught(mpi: M.MpiInstall, kernel: Path) -> None:
+    with pytest.raises(KernelFailed, match="wrong result"):
+        M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=4096", "--time_budget=0.01", "--validate=1",
+                                       "--corrupt=1"], timeout=60)
+    assert _leftovers(kernel.name) == ""
+
+
+def test_hanging_rank_is_killed_without_orphans(mpi: M.MpiInstall, kernel: Path) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(KernelFailed, match="timed out after 3 s"):
+        M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=8", "--hang_rank=1"], timeout=3, name="pingpong")
+    assert time.monotonic() - t0 < 15
+    time.sleep(0.2)
+    assert _leftovers(kernel.name) == "", "orphan mpirun/orted/rank processes"
+
+
+def test_interrupt_kills_the_group(mpi: M.MpiInstall, kernel: Path) -> None:
+    def stop(rec: dict) -> None:
+        if rec["type"] == "info":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=8", "--hang_rank=1"], timeout=30, on_record=stop)
+    time.sleep(0.2)
+    assert _leftovers(kernel.name) == ""
+
+
+def test_launch_timeout(mpi: M.MpiInstall, kernel: Path, tmp_path: Path) -> None:
+    """A launcher that never starts the ranks (a stuck ssh) is given up after the launch timeout."""
+    agent = tmp_path / f"stuck_{kernel.name}"
+    agent.write_text("#!/bin/sh\nexec sleep 600\n")
+    agent.chmod(0o755)
+    fake = M.MpiInstall(mpi.name, mpi.version, str(agent), mpi.mpicc, mpi.ompi_info)
+    t0 = time.monotonic()
+    with pytest.raises(KernelFailed, match="did not start"):
+        M.run_mpi(fake, _local_spec(prove_transport=False), [str(kernel)], timeout=60, launch_timeout=2)
+    assert time.monotonic() - t0 < 12
+    assert _leftovers(agent.name) == ""

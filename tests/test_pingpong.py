@@ -1,0 +1,166 @@
+"""pingpong: the MPI kernel really run on this node with Open MPI, over shared memory and TCP;
+placement, transport proof and bad input."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from clusterbench.benchmarks import get_benchmark
+from clusterbench.benchmarks.base import RunContext
+from clusterbench.benchmarks.pingpong import sweep_sizes
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import mpi as M
+
+IS_ROOT = os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def mpi() -> M.MpiInstall:
+    if not shutil.which("mpirun") and not shutil.which("mpiexec"):
+        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
+    try:
+        found = M.detect_mpi()
+    except EnvironmentProblem as exc:
+        pytest.skip(f"MPI not usable: {exc}")
+    if found.name != "openmpi":
+        pytest.skip("the transport tests use Open MPI's MCA settings")
+    return found
+
+
+def _cpus(ctx: RunContext) -> list[int]:
+    from clusterbench.benchmarks.base import allowed_cpus
+
+    cpus = allowed_cpus(ctx)
+    if len(cpus) < 2:
+        pytest.skip("pingpong needs two cpus")
+    return cpus[:2]
+
+
+def _run(ctx: RunContext, **given):
+    bench = get_benchmark("pingpong")
+    given.setdefault("allow_root", True)
+    params = bench.resolve(ctx, given)
+    bench.prepare(ctx, params)
+    return bench, params, bench.run(ctx, params)
+
+
+SIZES = [0, 8, 4096, 65536 + 3]
+
+
+@pytest.fixture(scope="module")
+def runs(mpi, live_probe):
+    """One shm and one tcp run, shared by the assertions below."""
+    out = {}
+    for transport in ("shm", "tcp"):
+        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+        _cpus(ctx)
+        out[transport] = (ctx, *_run(ctx, transport=transport, sizes=SIZES, time_budget=0.05, validate=True))
+    return out
+
+
+def test_sweep_sizes() -> None:
+    s = sweep_sizes(16 << 20, True)
+    assert s[:6] == [0, 1, 2, 4, 5, 8] and 13 in s and 16 << 20 in s and (16 << 20) + 3 not in s
+    assert sweep_sizes(16, False) == [0, 1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_pingpong_completes(runs, transport: str) -> None:
+    ctx, bench, params, results = runs[transport]
+    lat = {r.params["size_bytes"]: r for r in results if r.metric == "latency"}
+    bw = {r.params["size_bytes"]: r for r in results if r.metric == "bandwidth"}
+    assert sorted(lat) == SIZES and sorted(bw) == SIZES[1:]
+    for size, r in lat.items():
+        st = r.params["all"]
+        assert r.unit == "us" and not r.higher_is_better and r.value == st["min"] > 0
+        assert st["min"] <= st["median"] <= st["p99"] <= st["max"] and st["n"] == r.params["iterations"] >= 10
+        assert 0 < len(r.samples) <= 1000
+        assert r.params["validated"] and r.params["cpus"] == params["cpus"]
+        assert [p["cpus"] for p in r.params["placement"]] == [str(c) for c in params["cpus"]]
+    r = bw[65536 + 3]
+    assert r.unit == "MB/s" and r.higher_is_better
+    assert r.value == pytest.approx((65536 + 3) / lat[65536 + 3].value, rel=1e-6)
+    want = {"shm": "vader", "tcp": "tcp"}[transport]
+    proof = lat[8].params["transport_proof"]
+    assert proof["pml"] == "ob1" and proof["btl"] == [want] and lat[8].params["transport_used"] == transport
+    assert any(f"Using {want} btl" in line for line in proof["evidence"])
+    assert any(f"btl {want}" in n for n in ctx.notes)
+
+
+def test_shm_latency_below_tcp(runs) -> None:
+    shm = next(r for r in runs["shm"][3] if r.metric == "latency" and r.params["size_bytes"] == 8)
+    tcp = next(r for r in runs["tcp"][3] if r.metric == "latency" and r.params["size_bytes"] == 8)
+    assert shm.value < tcp.value and shm.params["all"]["median"] < tcp.params["all"]["median"]
+
+
+def test_auto_records_what_was_chosen(mpi, ctx) -> None:
+    _cpus(ctx)
+    _, _, results = _run(ctx, sizes=[8], time_budget=0.02)
+    r = results[0]
+    assert r.params["transport"] == "auto" and r.params["transport_used"] in ("shm", "tcp", "rdma")
+    assert r.params["transport_proof"]["pml"]
+
+
+def test_two_ranks_on_one_cpu_is_refused(ctx) -> None:
+    cpu = _cpus(ctx)[0]
+    with pytest.raises(UsageError, match="both ranks on cpu"):
+        get_benchmark("pingpong").resolve(ctx, {"cpus": [cpu, cpu], "allow_root": True})
+    with pytest.raises(UsageError, match="two cpus"):
+        get_benchmark("pingpong").resolve(ctx, {"cpus": [cpu], "allow_root": True})
+
+
+def test_bad_hosts_input(ctx, tmp_path) -> None:
+    bench = get_benchmark("pingpong")
+    with pytest.raises(UsageError, match="slots"):
+        bench.resolve(ctx, {"hosts": "node1:1", "allow_root": True})  # 2 ranks, 1 slot
+    hf = tmp_path / "hosts"
+    hf.write_text("node1 slots=2\nnode2 slots=two\n")
+    with pytest.raises(UsageError, match="line 2"):
+        bench.resolve(ctx, {"hostfile": str(hf), "allow_root": True})
+    with pytest.raises(UsageError, match="not one of"):
+        bench.resolve(ctx, {"transport": "carrier-pigeon", "allow_root": True})
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the allow-run-as-root rule applies to root only")
+def test_root_without_allow_root(ctx, monkeypatch) -> None:
+    monkeypatch.delenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", raising=False)
+    with pytest.raises(UsageError, match="as root, Open MPI needs --allow-run-as-root; add it"):
+        get_benchmark("pingpong").resolve(ctx, {"sizes": [8]})
+    monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
+    assert get_benchmark("pingpong").resolve(ctx, {"sizes": [8]})["allow_root"] is True
+
+
+def test_inter_node_spec_places_ranks_on_two_hosts(ctx) -> None:
+    bench = get_benchmark("pingpong")
+    p = bench.resolve(ctx, {"hosts": "n1:2,n2:2", "allow_root": True})
+    spec = bench.launch_spec(ctx, p)
+    assert p["pair"] == "inter-node" and [pl.host for pl in spec.places] == ["n1", "n2"]
+    assert spec.places[0].cpu != spec.places[1].cpu  # virtual-cluster nodes share this machine's cores
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
+def test_inter_node_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatch) -> None:
+    """Two sim-cluster nodes: ranks land on different nodes, TCP is proven, results validate."""
+    from clusterbench.launch import simcluster
+
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
+    if simcluster.list_namespaces():
+        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
+    try:
+        c = simcluster.up(2)
+    except EnvironmentProblem as exc:
+        pytest.skip(f"network namespaces unusable here: {exc}")
+    try:
+        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+        hosts = ",".join(n.name for n in c.nodes)
+        _, params, res = _run(ctx, hosts=hosts, sizes=[8, 65536], time_budget=0.05, validate=True)
+        assert params["pair"] == "inter-node"
+        lat = [r for r in res if r.metric == "latency"]
+        assert len(lat) == 2 and all(r.params["transport_used"] == "tcp" for r in lat)
+        nodes = {p["node"] for p in lat[0].params["placement"]}
+        assert nodes == {n.name for n in c.nodes}
+    finally:
+        simcluster.down()
+    assert not simcluster.list_namespaces()
