@@ -111,6 +111,16 @@ def dram_theoretical(ctx: "RunContext", res: "Result") -> tuple[float, str] | No
     return float(val), "theoretical DRAM bandwidth (channels x MT/s x 8 B)"
 
 
+@limit("link_rate")
+def link_rate(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+    """The rate of the link a network figure crossed, in Mbit/s, as the benchmark recorded it in
+    ``params["link_rate_mbits"]`` (a sim-cluster's tc tbf rate, or the NIC speed from the probe)."""
+    val = res.params.get("link_rate_mbits")
+    if not val:
+        return None
+    return float(val), str(res.params.get("link_rate_source") or "link rate")
+
+
 def judge(ctx: "RunContext", res: "Result", names: Sequence[str]) -> list[dict]:
     """Evaluate the named limits; unknown ones are skipped (never guessed)."""
     out = []

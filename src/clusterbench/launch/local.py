@@ -23,11 +23,13 @@ OnRecord = Callable[[int, Record], None]
 
 @dataclass
 class KernelJob:
-    """One kernel process to start: the binary, its ``--key=value`` arguments, extra env."""
+    """One kernel process to start: the binary, its ``--key=value`` arguments, extra env, and an
+    optional command prefix (e.g. ``ip netns exec NS`` to run it on a sim-cluster node)."""
 
     build: Build
     args: Sequence[str]
     env: dict[str, str] = field(default_factory=dict)
+    prefix: Sequence[str] = ()
 
 
 @dataclass
@@ -66,7 +68,7 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
             env = {**os.environ, **job.env}
             try:
                 proc = subprocess.Popen(
-                    [str(job.build.path), *job.args],
+                    [*job.prefix, str(job.build.path), *job.args],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     stdin=subprocess.DEVNULL,
