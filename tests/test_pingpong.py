@@ -164,3 +164,15 @@ def test_inter_node_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatc
     finally:
         simcluster.down()
     assert not simcluster.list_namespaces()
+
+
+def test_two_transports_side_by_side(mpi, ctx) -> None:
+    """--transports tcp,shm: the same pair over both, each proven, in one run."""
+    _, params, res = _run(ctx, transports=["tcp", "shm"], sizes=[8], time_budget=0.02)
+    used = {r.params["transport"]: r.params["transport_used"] for r in res if r.metric == "latency"}
+    assert used == {"tcp": "tcp", "shm": "shm"}  # shm proven from the vader btl lines
+
+
+def test_unknown_transport_in_list(ctx) -> None:
+    with pytest.raises(UsageError, match="--transports carrier-pigeon"):
+        get_benchmark("pingpong").resolve(ctx, {"transports": ["tcp", "carrier-pigeon"], "allow_root": True})

@@ -77,6 +77,8 @@ class PingPong(Benchmark):
         Param("sizes", "intlist", None, "explicit message sizes in bytes (overrides --max-size/--perturb)"),
         Param("perturb", bool, True, "also measure each power of two +-3 bytes (NetPIPE)"),
         Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS),
+        Param("transports", "strlist", None, "several transports, the same pair measured over each in turn, "
+              "e.g. tcp,shm (side by side in one run)"),
         Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
         Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
               "(default: both ranks on this node)"),
@@ -95,6 +97,14 @@ class PingPong(Benchmark):
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = dict(params)
+        if p["transports"]:
+            bad = [t for t in p["transports"] if t not in mpimod.TRANSPORTS]
+            if bad:
+                raise UsageError(f"--transports {bad[0]} is not a transport",
+                                 f"choose from {', '.join(mpimod.TRANSPORTS)}")
+            p["transports"] = list(dict.fromkeys(p["transports"]))
+        else:
+            p["transports"] = [p["transport"]]
         if p["allow_root"] is None:
             p["allow_root"] = allow_root_default()
         if os.geteuid() == 0 and not p["allow_root"]:
@@ -149,7 +159,7 @@ class PingPong(Benchmark):
         return p
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
-        return 1.0 + len(params["size_list"]) * (params["time_budget"] * 1.1 + 0.01)
+        return len(params["transports"]) * (1.0 + len(params["size_list"]) * (params["time_budget"] * 1.1 + 0.01))
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
         mpi = mpimod.detect_mpi()
@@ -171,6 +181,12 @@ class PingPong(Benchmark):
         return spec
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
+        out: list = []
+        for transport in params["transports"]:  # the same pair and sizes, one transport after another
+            out += self._run_one(ctx, {**params, "transport": transport})
+        return out
+
+    def _run_one(self, ctx: RunContext, params: dict[str, Any]) -> list:
         mpi = mpimod.detect_mpi()
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         spec = self.launch_spec(ctx, params)
