@@ -193,3 +193,14 @@ def test_sim_cluster_needs_root(capsys, monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert main(["sim-cluster", "up", "--nodes", "2"]) == 3
     assert "needs root" in _one_line_error(capsys)
+
+
+def test_cluster_check_needs_two_hosts(capsys):
+    assert main(["cluster", "check", "--hosts", "only-one"]) == 2
+    assert "at least two hosts" in _one_line_error(capsys)
+
+
+def test_cluster_check_unreachable_host(capsys):
+    rc = main(["cluster", "check", "--hosts", "localhost,cb-no-such-host.invalid", "--timeout", "10"])
+    assert rc == 3
+    assert "cb-no-such-host.invalid" in _one_line_error(capsys)

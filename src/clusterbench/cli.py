@@ -88,6 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmds.add_parser("list", help="the benchmarks, their metrics, units and limits").add_argument("--json", action="store_true")
 
+    clu = cmds.add_parser("cluster", help="compare the nodes of a cluster")
+    csub = clu.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    chk = csub.add_parser("check", help="list every difference between nodes that changes results")
+    chk.add_argument("--hosts", required=True, help="hosts, e.g. node1,node2 or cbsim-n1,cbsim-n2 (the virtual cluster)")
+    chk.add_argument("--keep-going", action="store_true", help="compare the hosts that answer; list the others")
+    chk.add_argument("--timeout", type=float, default=60.0, help="seconds per host (default 60)")
+    chk.add_argument("--remote-python", help="python with clusterbench installed on the hosts (default python3)")
+    chk.add_argument("--json", action="store_true")
+
     sim = cmds.add_parser("sim-cluster", help="a virtual cluster of network namespaces on this machine (root)")
     ssub = sim.add_subparsers(dest="action", required=True, parser_class=_Parser)
     sup = ssub.add_parser("up", help="create (or keep) the virtual cluster")
@@ -145,6 +154,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_list(args)
     if args.command == "sim-cluster":
         return _cmd_sim(args)
+    if args.command == "cluster":
+        return _cmd_cluster(args)
     return _cmd_results(args)
 
 
@@ -212,6 +223,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
         if report.run.get("id"):
             sys.stdout.write(f"run {report.run['id']} stored in {store.path if store else '-'}\n")
+    return 0
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    from .analysis.consistency import check
+    from .ui import dump_json
+
+    hosts = [h for h in args.hosts.split(",") if h]
+    if len(hosts) < 2:
+        raise UsageError("--hosts needs at least two hosts to compare", "e.g. --hosts node1,node2")
+    res = check(hosts, timeout=args.timeout, keep_going=args.keep_going, python=args.remote_python)
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, **res})
+        return 0
+    diffs = res["differences"]
+    sys.stdout.write(f"{len(res['hosts'])} hosts compared: {', '.join(res['hosts'])}\n")
+    for host, err in (res.get("errors") or {}).items():
+        sys.stdout.write(f"not reached: {host}: {err}\n")
+    if not diffs:
+        sys.stdout.write("no differences that change results\n")
+    for d in diffs:
+        vals = ", ".join(f"{h}={v}" for h, v in d["values"].items())
+        sys.stdout.write(f"{d['what']}: {vals} - {d['why']}\n")
     return 0
 
 

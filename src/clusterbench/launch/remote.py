@@ -1,0 +1,252 @@
+"""Run a command or a Python snippet on each host of a cluster and collect its JSON.
+
+How a host is reached (:func:`transport`):
+
+* a node of the recorded sim-cluster (``cbsim-n1`` or ``n1``, also ``head``): ``ip netns exec NS``
+  (:func:`simcluster.exec_prefix`), with this Python (``sys.executable``) and ``PYTHONPATH`` set to
+  this package's ``src`` directory: the namespaces share this machine's filesystem. Needs root.
+* ``localhost`` or this machine's own host name: run here directly, same Python.
+* anything else, a real host: ``ssh -o BatchMode=yes -o ConnectTimeout=5 HOST`` (no password
+  prompt, ever). clusterbench must be **installed on the remote host** for the Python it runs
+  (``python3`` by default; pass ``python=`` or set ``$CLUSTERBENCH_REMOTE_PYTHON``, e.g.
+  ``~/cb/bin/python`` for a virtual environment; a shared ``$HOME`` with ``pip install -e`` works).
+
+Every call is bounded (``timeout`` seconds, default :data:`TIMEOUT`) and runs in its own process
+session, killed as a group when time runs out, so nothing is left behind. A host that cannot be
+reached gives a one-line :class:`EnvironmentProblem` naming it (and, when ssh is not installed,
+saying so). Hosts are queried in parallel.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import EnvironmentProblem, UsageError
+from . import simcluster
+
+TIMEOUT = 60.0
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
+#: this package's src directory (PYTHONPATH for the sim-cluster's nodes)
+SRC_DIR = str(Path(__file__).resolve().parents[2])
+_HOST_RE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?[A-Za-z0-9\[][A-Za-z0-9_.:\[\]-]*$")
+_MAX_WORKERS = 16
+
+#: prints {"probe": ..., "network": ...} as one JSON document on stdout
+PROBE_SNIPPET = (  # one line: any remote login shell (sh, bash, csh) takes it quoted
+    "import json, sys; from clusterbench.probe import probe; "
+    "from clusterbench.probe.network import nic_settings; "
+    "print(json.dumps({'probe': probe(), 'network': nic_settings()}))"
+)
+
+
+@dataclass
+class Transport:
+    """How to reach one host: ``kind`` is ``sim``, ``local`` or ``ssh``."""
+
+    host: str
+    kind: str
+    prefix: list[str] = field(default_factory=list)  # argv prefix (ip netns exec NS / ssh ... HOST)
+    env: dict[str, str] = field(default_factory=dict)  # extra environment (sim / local only)
+    python: str = "python3"
+
+
+def _clean_host(host: str) -> str:
+    """``n1:2`` (host:slots, as --hosts elsewhere) -> ``n1``; refuses names a shell would misread."""
+    h = str(host).strip()
+    h = re.sub(r":\d+$", "", h) if h.count(":") == 1 else h
+    if not h or not _HOST_RE.match(h):
+        raise UsageError(f"bad host name {host!r}", "give host names such as node01, user@node01 or cbsim-n1")
+    return h
+
+
+def _sim_node(host: str, cluster: simcluster.SimCluster | None) -> simcluster.SimNode | None:
+    if cluster is None:
+        return None
+    try:
+        return cluster.node(host)
+    except UsageError:
+        return None
+
+
+def _is_local(host: str) -> bool:
+    names = {"localhost", "127.0.0.1", "::1", socket.gethostname()}
+    try:
+        names.add(socket.getfqdn())
+    except OSError:
+        pass
+    return host in names
+
+
+def transport(host: str, *, cluster: simcluster.SimCluster | None = None, python: str | None = None,
+              state: str | os.PathLike | None = None) -> Transport:
+    """How ``host`` is reached (see the module docstring). ``cluster`` defaults to the recorded one."""
+    host = _clean_host(host)
+    if cluster is None:
+        try:
+            cluster = simcluster.load(state)
+        except EnvironmentProblem:
+            cluster = None
+    node = _sim_node(host, cluster)
+    env_local = {"PYTHONPATH": os.pathsep.join(filter(None, [SRC_DIR, os.environ.get("PYTHONPATH")]))}
+    if node is not None:
+        if os.geteuid() != 0:
+            raise EnvironmentProblem(f"cannot reach {host}: sim-cluster nodes need root (ip netns exec)",
+                                     "run as root")
+        if not os.path.exists(f"/run/netns/{node.namespace}"):
+            raise EnvironmentProblem(f"cannot reach {host}: its namespace {node.namespace} is missing",
+                                     "check `clusterbench sim-cluster status`, or bring it up again")
+        return Transport(host, "sim", simcluster.exec_prefix(node, cluster),
+                         {**env_local, "CB_SIM_NODE": node.name}, sys.executable)
+    if cluster is not None and host.startswith(cluster.prefix):
+        raise EnvironmentProblem(f"cannot reach {host}: the sim-cluster has no such node",
+                                 "its nodes are " + ", ".join(n.name for n in cluster.nodes))
+    if host.startswith(simcluster.DEFAULT_PREFIX) and cluster is None:
+        raise EnvironmentProblem(f"cannot reach {host}: no sim-cluster is up",
+                                 "run `clusterbench sim-cluster up --nodes N` first (as root)")
+    if _is_local(host):
+        return Transport(host, "local", [], env_local, sys.executable)
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        raise EnvironmentProblem(f"cannot reach {host}: ssh is not installed on this machine",
+                                 "install the OpenSSH client (apt-get install openssh-client)")
+    return Transport(host, "ssh", [ssh, *SSH_OPTIONS, host], {},
+                     python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or "python3")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_command(host: str | Transport, argv: Sequence[str], *, timeout: float = TIMEOUT,
+                cluster: simcluster.SimCluster | None = None) -> subprocess.CompletedProcess:
+    """Run ``argv`` on ``host``; returns the completed process (text stdout/stderr).
+
+    Raises :class:`EnvironmentProblem` (one line, naming the host) when the host cannot be reached
+    or the command does not finish within ``timeout`` s; a non-zero exit of the command itself is
+    returned, not raised.
+    """
+    t = host if isinstance(host, Transport) else transport(host, cluster=cluster)
+    if t.kind == "ssh":  # ssh joins its arguments into one remote shell command
+        full = [*t.prefix, " ".join(shlex.quote(a) for a in argv)]
+        env = None
+    else:
+        full = [*t.prefix, *argv]
+        env = {**os.environ, **t.env}
+    try:
+        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, start_new_session=True)
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(f"cannot reach {t.host}: {exc.filename or full[0]} not found",
+                                 "install it (ssh: openssh-client; ip: iproute2)") from exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise EnvironmentProblem(f"{t.host} did not answer within {timeout:g} s",
+                                 "check that the host is up and reachable (ssh HOST true)") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    if t.kind == "ssh" and proc.returncode == 255:
+        lines = [ln for ln in (err or "").strip().splitlines() if ln.strip()]
+        why = lines[-1].strip() if lines else "ssh exit 255"
+        raise EnvironmentProblem(
+            f"cannot reach {t.host} over ssh: {why}",
+            "check the host name and that password-less ssh works (ssh -o BatchMode=yes HOST true)")
+    return subprocess.CompletedProcess(full, proc.returncode, out, err)
+
+
+def _last_json(text: str) -> Any:
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line)
+    raise ValueError("no JSON document on stdout")
+
+
+def run_python(host: str | Transport, code: str, *, timeout: float = TIMEOUT,
+               cluster: simcluster.SimCluster | None = None, python: str | None = None) -> Any:
+    """Run the Python snippet ``code`` on ``host`` and parse the JSON document it prints (last
+    line starting with ``{``). A missing clusterbench on the host is named as such."""
+    t = host if isinstance(host, Transport) else transport(host, cluster=cluster, python=python)
+    p = run_command(t, [t.python, "-c", code], timeout=timeout)
+    err_lines = [ln for ln in (p.stderr or "").strip().splitlines() if ln.strip()]
+    last = err_lines[-1].strip() if err_lines else ""
+    if p.returncode != 0:
+        if "No module named 'clusterbench" in last or "No module named clusterbench" in last:
+            raise EnvironmentProblem(
+                f"clusterbench is not installed on {t.host} (for {t.python})",
+                "install it there (pip install clusterbench, or pip install -e on a shared $HOME), or set "
+                "CLUSTERBENCH_REMOTE_PYTHON to the Python of its virtual environment")
+        if p.returncode == 127 or "not found" in last and t.python in last:
+            raise EnvironmentProblem(f"{t.python} not found on {t.host}",
+                                     "install Python 3.10+ there or set CLUSTERBENCH_REMOTE_PYTHON")
+        raise EnvironmentProblem(f"the probe failed on {t.host} (exit {p.returncode}): {last or 'no message'}",
+                                 "run `clusterbench probe --json` on that host to see the full error")
+    try:
+        return _last_json(p.stdout or "")
+    except ValueError as exc:
+        raise EnvironmentProblem(f"{t.host} printed no valid JSON ({exc})",
+                                 "run `clusterbench probe --json` on that host to see what it prints") from None
+
+
+def gather(hosts: Sequence[str], code: str, *, timeout: float = TIMEOUT, keep_going: bool = False,
+           cluster: simcluster.SimCluster | None = None, python: str | None = None) -> dict[str, Any]:
+    """``run_python(host, code)`` on every host in parallel -> ``{host: document}``.
+
+    With ``keep_going`` a failed host maps to ``{"error": "<one line>"}``; otherwise the first
+    failure (in host order) is raised, naming every host that failed.
+    """
+    names = []
+    for h in hosts:
+        c = _clean_host(h)
+        if c not in names:
+            names.append(c)
+    if not names:
+        raise UsageError("no hosts given", "give --hosts A,B[,...]")
+    if cluster is None:
+        try:
+            cluster = simcluster.load()
+        except EnvironmentProblem:
+            cluster = None
+
+    def one(h: str) -> tuple[str, Any, EnvironmentProblem | None]:
+        try:
+            return h, run_python(h, code, timeout=timeout, cluster=cluster, python=python), None
+        except EnvironmentProblem as exc:
+            return h, None, exc
+
+    with ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, len(names))) as pool:
+        rows = list(pool.map(one, names))
+    failed = [(h, e) for h, _, e in rows if e is not None]
+    if failed and not keep_going:
+        h, e = failed[0]
+        others = [x for x, _ in failed[1:]]
+        problem = e.problem + (f" (also failed: {', '.join(others)})" if others else "")
+        raise EnvironmentProblem(problem, e.fix)
+    return {h: ({"error": str(e)} if e is not None else d) for h, d, e in rows}
+
+
+def gather_probes(hosts: Sequence[str], *, timeout: float = TIMEOUT, keep_going: bool = False,
+                  cluster: simcluster.SimCluster | None = None, python: str | None = None) -> dict[str, Any]:
+    """``{host: {"probe": probe(), "network": nic_settings()}}`` from every host (see the module
+    docstring for how hosts are reached and what a remote host needs)."""
+    return gather(hosts, PROBE_SNIPPET, timeout=timeout, keep_going=keep_going, cluster=cluster, python=python)
