@@ -1,0 +1,226 @@
+"""placement: MPI latency (8 B) and bandwidth (1 MiB) between rank pairs classified by distance
+(seed 002: intra-socket, inter-socket and inter-node ping-pong; shared/notes/anchors-mpi.md).
+
+The classes come from the probe's topology (:mod:`clusterbench.analysis.pairs`): ``smt`` (SMT
+siblings), ``l2`` (cores sharing an L2), ``l3`` (sharing an L3), ``numa`` (same NUMA node and
+package, no shared cache), ``socket`` (same NUMA node, other package), ``remote-numa`` (other
+NUMA node) and, with ``--hosts A,B``, ``node`` (rank 0 on A, rank 1 on B). One representative pair
+per class present: cpu 0 with the nearest cpu of each class.
+
+Each pair is one ``mpirun`` of the ``pingpong`` kernel (2 ranks pinned through a rankfile, the
+placement verified before any figure, the transport proven) at 8 B and 1 MiB; latency is the
+minimum half round trip over every iteration (us), bandwidth the maximum of size / half round
+trip (MB/s = 1e6 B/s), as ``pingpong``. Every result carries ``class``, ``cpu_a``, ``cpu_b``,
+``node_a`` and ``node_b`` (plus the cores, packages, NUMA nodes and shared caches behind the
+class), so ``results export`` gives the matrix.
+
+With ``--hosts A,B`` the intra-node pairs run on A, classified with this node's topology (the
+probe of the machine clusterbench runs on): run it on a node like A, as inside an allocation.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from ..analysis import pairs as pairs_mod
+from ..errors import KernelFailed, UsageError
+from ..launch import mpi as mpimod
+from . import register
+from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
+from .pingpong import PingPong, allow_root_default, sim_cluster_of
+
+LAT_SIZE = 8
+BW_SIZE = 1 << 20
+
+
+@register
+class Placement(Benchmark):
+    name = "placement"
+    help = "MPI latency (8 B) and bandwidth (1 MiB) per rank-pair distance: SMT, L2, L3, NUMA, socket, node"
+    kernel = "pingpong"
+    metrics = (
+        Metric("latency", "us", False, "8 B half round trip between the pair (params class, cpu_a, cpu_b, "
+               "node_a, node_b)"),
+        Metric("bandwidth", "MB/s", True, "1 MiB / half round trip between the pair, 1e6 B/s (params class, ...)"),
+    )
+    params = (
+        Param("classes", "strlist", None, "distance classes to measure (default: every class present): "
+              + ", ".join(pairs_mod.CLASSES)),
+        Param("cpus", "intlist", None, "cpus to choose pairs from (default: every cpu this process may use)"),
+        Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS),
+        Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
+        Param("hosts", str, None, "two hosts A,B: intra-node pairs on A, the node pair between A and B"),
+        Param("hostfile", str, None, "Open MPI hostfile; its first two hosts are used"),
+        Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
+              "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1"),
+        Param("validate", bool, True, "check the data after each size's timed loop (outside it)"),
+        Param("time_budget", float, 0.2, "seconds of timed iterations per size and pair"),
+        Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks"),
+    )
+    profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
+
+    # -- parameters ------------------------------------------------------------------------------
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        p = dict(params)
+        if p["allow_root"] is None:
+            p["allow_root"] = allow_root_default()
+        if os.geteuid() == 0 and not p["allow_root"]:
+            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
+                             "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
+        if not 0 < p["time_budget"] <= 60:
+            raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
+        wanted = list(dict.fromkeys(p["classes"])) if p["classes"] else None
+        for c in wanted or ():
+            if c not in pairs_mod.CLASSES:
+                raise UsageError(f"--classes: '{c}' is not a distance class", "use " + ", ".join(pairs_mod.CLASSES))
+        if p["hosts"] and p["hostfile"]:
+            raise UsageError("--hosts and --hostfile both given", "give one of them")
+        hosts = (mpimod.parse_hosts(p["hosts"]) if p["hosts"] else
+                 mpimod.parse_hostfile(p["hostfile"]) if p["hostfile"] else None)
+        hosts = hosts[:2] if hosts else None
+        allowed = allowed_cpus(ctx)
+        if p["cpus"] is not None:
+            pool = list(dict.fromkeys(int(c) for c in p["cpus"]))
+            placement(ctx, len(pool), cpus=pool)  # refuses cpus this process may not use
+        else:
+            pool = allowed
+        chosen = pairs_mod.choose_pairs(ctx.probe, pool, [c for c in (wanted or pairs_mod.TOPOLOGY_CLASSES)])
+        here = socket.gethostname()
+        node_a = hosts[0].name if hosts else None
+        pair_list = [{"class": cls, "cpu_a": a, "cpu_b": b, "node_a": node_a, "node_b": node_a}
+                     for cls, (a, b) in chosen.items()]
+        if hosts and len(hosts) == 2 and (wanted is None or "node" in wanted):
+            sim = sim_cluster_of(hosts)
+            cpu_a = pool[0]
+            if sim is not None:  # the virtual nodes share this machine's cores: take another core
+                others = [c for c in placement(ctx, len(allowed)) if c != cpu_a and c in pool]
+                if not others and not ctx.oversubscribe:
+                    raise UsageError("the node pair on the virtual cluster needs two cpus (its nodes share "
+                                     "this machine's cores)", "widen --cpus, or add --oversubscribe")
+                cpu_b = others[0] if others else cpu_a
+            else:
+                cpu_b = cpu_a
+            pair_list.append({"class": "node", "cpu_a": cpu_a, "cpu_b": cpu_b,
+                              "node_a": hosts[0].name, "node_b": hosts[1].name})
+        elif wanted and "node" in wanted:
+            raise UsageError("class 'node' needs two hosts", "give --hosts A,B (or a hostfile with two hosts)")
+        if wanted:
+            missing = [c for c in wanted if c not in {q["class"] for q in pair_list}]
+            if missing:
+                present = [q["class"] for q in pair_list] or ["none"]
+                raise UsageError(f"class {missing[0]} has no pair among cpus {_short(pool)} of this node "
+                                 f"(present: {', '.join(present)})", "leave it out of --classes")
+        if not pair_list:
+            raise UsageError(f"no pair of cpus to measure among {_short(pool)}",
+                             "give two or more cpus, or --hosts A,B for the node pair")
+        for q in pair_list:
+            if q["class"] != "node":
+                q["topology"] = pairs_mod.describe(ctx.probe, q["cpu_a"], q["cpu_b"])
+        p["pair_list"] = pair_list
+        p["host_list"] = [(h.name, h.slots, h.max_slots) for h in hosts] if hosts else None
+        p["local_host"] = here
+        return p
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        return len(params["pair_list"]) * (0.8 + 2 * 1.5 * params["time_budget"])
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        mpi = mpimod.detect_mpi()
+        ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+
+    # -- running -----------------------------------------------------------------------------------
+    def launch_spec(self, ctx: RunContext, params: dict[str, Any], pair: dict) -> mpimod.LaunchSpec:
+        """The pingpong launch for one pair (the virtual cluster's agent and head namespace too)."""
+        if pair["class"] == "node":
+            host_list = [(pair["node_a"], 1, None), (pair["node_b"], 1, None)]
+        elif pair["node_a"]:
+            host_list = [(pair["node_a"], 2, None)]  # both ranks on host A, placed by the rankfile
+        else:
+            host_list = None
+        pp = {"host_list": host_list, "places": [(pair["node_a"], pair["cpu_a"]), (pair["node_b"], pair["cpu_b"])],
+              "transport": params["transport"], "tcp_include": params["tcp_include"],
+              "allow_root": params["allow_root"]}
+        return PingPong().launch_spec(ctx, pp)
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
+        mpi = mpimod.detect_mpi()
+        b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+        args = [str(b.path), f"--sizes={LAT_SIZE},{BW_SIZE}", f"--time_budget={params['time_budget']}",
+                f"--validate={int(bool(params['validate']))}", "--hugepages=0"]
+        out: list = []
+        summary: list[str] = []
+        ctx.progress.start("placement", total=len(params["pair_list"]))
+        for pair in params["pair_list"]:
+            out += self._run_pair(ctx, params, mpi, args, pair, summary)
+            ctx.progress.advance(1)
+        ctx.note("placement: " + "; ".join(summary))
+        return out
+
+    def _run_pair(self, ctx: RunContext, params: dict[str, Any], mpi: mpimod.MpiInstall, args: list[str],
+                  pair: dict, summary: list[str]) -> list:
+        spec = self.launch_spec(ctx, params, pair)
+        proof = mpimod.TransportProof()
+        inter = pair["class"] == "node"
+        local = params["local_host"]
+        base: dict[str, Any] = {
+            "class": pair["class"], "cpu_a": pair["cpu_a"], "cpu_b": pair["cpu_b"],
+            "node_a": pair["node_a"] or local, "node_b": pair["node_b"] or local,
+            "cpus": [pair["cpu_a"], pair["cpu_b"]], "ranks": 2, "transport": params["transport"],
+            "time_budget_s": params["time_budget"], "validated": bool(params["validate"]),
+            "mpi": {"name": mpi.name, "version": mpi.version},
+            "latency_definition": "half round trip, minimum over iterations, us",
+            "bandwidth_definition": "size / half round trip, maximum over iterations, 1e6 B/s",
+        }
+        if "topology" in pair:
+            base["topology"] = pair["topology"]
+        state: dict[str, Any] = {"info": None}
+        res: list = []
+        figures: dict[str, float] = {}
+
+        def on(rec: dict) -> None:
+            kind = rec.get("type")
+            if kind == "info":
+                ranks = rec.get("ranks") or []
+                mpimod.verify_placement(ranks, spec.places, [(0, 1)] if inter else (),
+                                        allow_shared_cpu=ctx.oversubscribe)
+                if rec.get("timer_resolution_s"):
+                    ctx.timer_resolution_s = float(rec["timer_resolution_s"])
+                state["info"] = rec
+                base["placement"] = [{k: r.get(k) for k in ("rank", "host", "node", "cpus", "cpu")} for r in ranks]
+                base["mpi"]["library"] = rec.get("mpi_library")
+                return
+            if kind != "result":
+                return
+            if state["info"] is None:
+                raise KernelFailed("pingpong printed results before reporting its placement", "report this as a bug")
+            kp = rec.get("params", {})
+            size = int(kp.get("size", 0))
+            metric = rec["metric"]
+            if (metric, size) not in (("latency", LAT_SIZE), ("bandwidth", BW_SIZE)):
+                return
+            if "transport_used" not in base:
+                base["transport_used"] = mpimod.used_transport(proof) or "unproven"
+                base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl), "evidence": proof.evidence(3)}
+            allst = kp.get("all") or {}
+            value = allst.get("min") if metric == "latency" else allst.get("max")
+            samples = rec["samples"]
+            times = ([2e-6 * s for s in samples] if metric == "latency" else
+                     [2e-6 * size / s for s in samples if s > 0])
+            prm = {**base, "size_bytes": size, "iterations": kp.get("iterations"), "all": allst,
+                   "samples_kept": kp.get("samples_kept")}
+            r = ctx.emit(self, metric, samples, prm, times_s=times or None, value=value, check_cv=False)
+            figures[metric] = r.value
+            res.append(r)
+
+        mpimod.run_mpi(mpi, spec, args, timeout=ctx.timeout, launch_timeout=params["launch_timeout"],
+                       on_record=on, name=f"pingpong ({pair['class']} pair)", proof_out=proof)
+        where = (f"{base['node_a']}:{pair['cpu_a']}-{base['node_b']}:{pair['cpu_b']}" if inter
+                 else f"cpus {pair['cpu_a']},{pair['cpu_b']}")
+        summary.append(f"{pair['class']} ({where}) {figures.get('latency', float('nan')):.3g} us, "
+                       f"{figures.get('bandwidth', float('nan')):.4g} MB/s over {base.get('transport_used', '?')}")
+        return res
+
+
+def _short(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus[:8])) + ("..." if len(cpus) > 8 else "")

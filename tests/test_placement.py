@@ -1,0 +1,209 @@
+"""placement: pair classification on real machines' sysfs snapshots (pure), the benchmark on this
+node with Open MPI, and the node class on a 2-node virtual cluster (root)."""
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from clusterbench.analysis.pairs import CLASSES, choose_pairs, classify, describe, pair_matrix
+from clusterbench.benchmarks import get_benchmark
+from clusterbench.benchmarks.base import RunContext, allowed_cpus
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import mpi as M
+from clusterbench.probe import probe
+
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES",
+                             Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs"))
+IS_ROOT = os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory):
+    """name -> probe of that snapshot (extracted once per module)."""
+    cache: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in cache:
+            tb = FIXTURES / f"{name}.tar.bz2"
+            if not tb.exists():
+                pytest.skip(f"fixture {tb} missing")
+            dest = tmp_path_factory.mktemp(name.replace("+", "_"))
+            with tarfile.open(tb) as t:
+                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                t.extractall(dest, **kwargs)
+            top = next(p for p in dest.iterdir() if p.is_dir())
+            cache[name] = probe(sysfs_root=str(top), use_hwloc=False)
+        return cache[name]
+    return get
+
+
+# -- classification on snapshots -------------------------------------------------------------
+def test_4_sockets_2_cores_2_threads(snap) -> None:
+    """16em64t-4s2c2t: 4 packages x 2 cores x 2 threads, L2 per core, L3 per package, 1 NUMA node."""
+    p = snap("16em64t-4s2c2t")
+    assert classify(p, 0, 8) == "smt" and classify(p, 4, 12) == "smt"   # threads of one core
+    assert classify(p, 0, 4) == "l3" and classify(p, 8, 12) == "l3"     # other core, same package
+    assert classify(p, 0, 1) == "socket" and classify(p, 0, 15) == "socket"  # other package, same NUMA
+    assert classify(p, 0, 4) == classify(p, 4, 0)                        # symmetric
+    assert choose_pairs(p) == {"smt": (0, 8), "l3": (0, 4), "socket": (0, 1)}
+    d = describe(p, 0, 4)
+    assert d["shared_caches"] == ["L3"] and d["package_a"] == d["package_b"] and d["core_a"] != d["core_b"]
+
+
+def test_numa_opteron(snap) -> None:
+    """16amd64-8n2c: 8 packages, each its own NUMA node of 2 cores with private L2s."""
+    p = snap("16amd64-8n2c")
+    assert classify(p, 0, 1) == "numa"          # same NUMA node and package, no shared cache
+    assert classify(p, 0, 2) == "remote-numa"   # other NUMA node
+    assert classify(p, 0, 15) == "remote-numa"
+    assert choose_pairs(p) == {"numa": (0, 1), "remote-numa": (0, 2)}
+
+
+def test_hybrid_l2_cluster(snap) -> None:
+    """20em64t hybrid: P-cores with 2 threads, E-cores sharing an L2 by 4, one L3."""
+    p = snap("20em64t-hybrid-1p6c2t+2ca4co1t")
+    assert classify(p, 0, 1) == "smt"
+    assert classify(p, 12, 13) == "l2"          # two E-cores of one cluster
+    assert classify(p, 0, 2) == "l3" and classify(p, 12, 16) == "l3"
+    pairs = choose_pairs(p)
+    assert pairs == {"smt": (0, 1), "l2": (12, 13), "l3": (0, 2)}  # l2 found away from cpu 0
+    assert list(pairs) == [c for c in CLASSES if c in pairs]        # nearest first
+
+
+def test_sub_numa_and_other_package(snap) -> None:
+    p = snap("128arm-2pa2n8cluster4co")  # 2 packages x 2 NUMA nodes, L3 per NUMA node
+    assert classify(p, 0, 1) == "l3" and classify(p, 0, 32) == "remote-numa" and classify(p, 0, 64) == "remote-numa"
+    assert describe(p, 0, 32)["package_a"] == describe(p, 0, 32)["package_b"] != describe(p, 0, 64)["package_b"]
+    assert choose_pairs(p) == {"l3": (0, 1), "remote-numa": (0, 32)}  # the nearest remote node
+    p = snap("32amd64-4s2n4c-cgroup2")    # cgroup-restricted: 6 cpus, 2 NUMA nodes in package 0
+    assert choose_pairs(p) == {"l3": (0, 1), "remote-numa": (0, 4)}
+    assert choose_pairs(p, cpus=[4, 5]) == {"l3": (4, 5)}
+    assert choose_pairs(p, classes=["remote-numa"]) == {"remote-numa": (0, 4)}
+
+
+def test_bad_pairs(snap) -> None:
+    p = snap("16em64t-4s2c2t")
+    with pytest.raises(ValueError, match="itself"):
+        classify(p, 3, 3)
+    with pytest.raises(ValueError, match="not in the probe"):
+        classify(p, 0, 99)
+    assert choose_pairs(p, cpus=[0]) == {}
+    m = pair_matrix(p, [0, 1, 8])
+    assert m["0"] == {"1": "socket", "8": "smt"} and m["8"]["1"] == "socket"
+
+
+def test_hand_made_shared_l2() -> None:
+    """Cores sharing an L2 (no SMT), two packages on one memory controller."""
+    p = {"topology": {"cpus": [{"pu": i, "core": i, "package": i // 4, "numa": 0} for i in range(8)],
+                      "caches": [{"level": 2, "type": "unified", "name": "L2", "cpus": [0, 1]},
+                                 {"level": 2, "type": "unified", "name": "L2", "cpus": [2, 3]},
+                                 {"level": 1, "type": "instruction", "name": "L1i", "cpus": [0, 2]}]}}
+    assert classify(p, 0, 1) == "l2" and classify(p, 0, 2) == "numa" and classify(p, 0, 4) == "socket"
+    assert choose_pairs(p) == {"l2": (0, 1), "numa": (0, 2), "socket": (0, 4)}
+
+
+# -- the benchmark ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mpi() -> M.MpiInstall:
+    if not shutil.which("mpirun"):
+        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
+    try:
+        found = M.detect_mpi()
+    except EnvironmentProblem as exc:
+        pytest.skip(f"MPI not usable: {exc}")
+    if found.name != "openmpi":
+        pytest.skip("the placement tests use Open MPI")
+    return found
+
+
+def _run(ctx: RunContext, **given):
+    bench = get_benchmark("placement")
+    given.setdefault("allow_root", True)
+    params = bench.resolve(ctx, given)
+    bench.prepare(ctx, params)
+    return params, bench.run(ctx, params)
+
+
+def test_placement_on_this_node(mpi, ctx) -> None:
+    cpus = allowed_cpus(ctx)
+    if len(cpus) < 2:
+        pytest.skip("placement needs two cpus")
+    expected = choose_pairs(ctx.probe, cpus)
+    params, res = _run(ctx, time_budget=0.03)
+    got = {r.params["class"] for r in res}
+    assert got == set(expected)
+    if len(cpus) == 2 and expected.keys() == {"l3"}:  # this 2-core VM: private L2, shared L3
+        assert [(r.params["cpu_a"], r.params["cpu_b"]) for r in res] == [tuple(expected["l3"])] * 2
+    for r in res:
+        assert {"class", "cpu_a", "cpu_b", "node_a", "node_b"} <= set(r.params)
+        assert r.params["node_a"] == r.params["node_b"] and r.params["transport_used"] == "shm"
+        assert [p["cpus"] for p in r.params["placement"]] == [str(r.params["cpu_a"]), str(r.params["cpu_b"])]
+        assert r.params["validated"] and r.params["topology"]["core_a"] != r.params["topology"]["core_b"] \
+            or r.params["class"] == "smt"
+    lat = [r for r in res if r.metric == "latency"]
+    bw = [r for r in res if r.metric == "bandwidth"]
+    assert len(lat) == len(bw) == len(expected)
+    assert all(r.unit == "us" and r.params["size_bytes"] == 8 and r.value > 0 for r in lat)
+    assert all(r.unit == "MB/s" and r.params["size_bytes"] == 1 << 20 and r.value > 0 for r in bw)
+    assert any(n.startswith("placement: ") for n in ctx.notes)
+
+
+def test_placement_bad_input(ctx) -> None:
+    bench = get_benchmark("placement")
+    with pytest.raises(UsageError, match="not a distance class"):
+        bench.resolve(ctx, {"classes": ["far"], "allow_root": True})
+    with pytest.raises(UsageError, match="needs two hosts"):
+        bench.resolve(ctx, {"classes": ["node"], "allow_root": True})
+    with pytest.raises(UsageError, match="no pair"):
+        bench.resolve(ctx, {"cpus": [allowed_cpus(ctx)[0]], "allow_root": True})
+    present = set(choose_pairs(ctx.probe, allowed_cpus(ctx)))
+    absent = next((c for c in ("smt", "socket", "remote-numa") if c not in present), None)
+    if absent:
+        with pytest.raises(UsageError, match=f"class {absent} has no pair"):
+            bench.resolve(ctx, {"classes": [absent], "allow_root": True})
+    p = bench.resolve(ctx, {"hosts": "a,b", "allow_root": True})  # names only: nothing is launched
+    node = p["pair_list"][-1]
+    assert node["class"] == "node" and (node["node_a"], node["node_b"]) == ("a", "b")
+    assert all(q["node_a"] == "a" for q in p["pair_list"][:-1])
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
+def test_placement_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatch) -> None:
+    """Two sim-cluster nodes: the intra-node classes on n1 plus the node class n1-n2 over TCP."""
+    from clusterbench.launch import simcluster
+
+    if len(allowed_cpus(RunContext(probe=live_probe))) < 2:
+        pytest.skip("needs two cpus")
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
+    if simcluster.list_namespaces():
+        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
+    try:
+        c = simcluster.up(2)
+    except EnvironmentProblem as exc:
+        pytest.skip(f"network namespaces unusable here: {exc}")
+    try:
+        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+        n1, n2 = (n.name for n in c.nodes)
+        _, res = _run(ctx, hosts=f"{n1},{n2}", time_budget=0.03)
+        by = {}
+        for r in res:
+            by.setdefault(r.params["class"], {})[r.metric] = r
+        assert "node" in by and set(by) == set(choose_pairs(live_probe, allowed_cpus(ctx))) | {"node"}
+        node = by["node"]["latency"]
+        assert (node.params["node_a"], node.params["node_b"]) == (n1, n2)
+        assert node.params["transport_used"] == "tcp"
+        assert {p["node"] for p in node.params["placement"]} == {n1, n2}
+        assert by["node"]["bandwidth"].value > 0
+        for cls, rs in by.items():
+            if cls != "node":
+                r = rs["latency"]
+                assert r.params["node_a"] == r.params["node_b"] == n1
+                assert {p["node"] for p in r.params["placement"]} == {n1}
+                assert r.value < node.value  # within a node beats across the virtual wire
+    finally:
+        simcluster.down()
+    assert not simcluster.list_namespaces()
