@@ -1,0 +1,67 @@
+"""``mpi``: the interconnect set for a cluster (or this node) in one run: pingpong, bw/bibw,
+multipair, ring, placement and tcp, each given the hosts and the options it understands."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ClusterbenchError, UsageError
+from . import REGISTRY, get_benchmark, register
+from .base import Benchmark, Param, Result, RunContext
+
+PARTS = ("pingpong", "bw", "multipair", "ring", "placement", "tcp")
+#: options of ``mpi`` handed to every part that declares a parameter of the same name
+SHARED = ("hosts", "hostfile", "transport", "allow_root")
+
+
+@register
+class MpiSuite(Benchmark):
+    name = "mpi"
+    help = "the interconnect set: " + ", ".join(PARTS) + " (--quick: about a minute on 2 virtual nodes)"
+    params = (
+        Param("hosts", str, None, "hosts, e.g. node1:4,node2:4 or cbsim-n1,cbsim-n2 (default: this node)"),
+        Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
+        Param("transport", str, None, "MPI transport for every part: auto, shm, tcp, rdma"),
+        Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
+        Param("skip", "strlist", (), "parts to leave out, e.g. tcp,placement"),
+    )
+
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        skip = tuple(params.get("skip") or ())
+        bad = [s for s in skip if s not in PARTS]
+        if bad:
+            raise UsageError(f"--skip {bad[0]} is not an mpi part", f"choose from {', '.join(PARTS)}")
+        parts: dict[str, dict] = {}
+        for name in PARTS:
+            if name in skip or name not in _registered():
+                continue
+            bench = get_benchmark(name)
+            names = {p.name for p in bench.params}
+            given = {k: params[k] for k in SHARED if params.get(k) is not None and k in names}
+            if name == "tcp" and params.get("hosts"):  # tcp takes two node names, without slots
+                given["hosts"] = ",".join(h.split(":")[0] for h in params["hosts"].split(",")[:2])
+            try:
+                parts[name] = bench.resolve(ctx, given)
+            except ClusterbenchError as exc:
+                raise type(exc)(exc.problem, f"{exc.fix or 'fix it'}, or leave it out with --skip {name}") from exc
+        return {"skip": skip, "parts": parts}
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        return sum(get_benchmark(n).estimate_seconds(ctx, p) for n, p in params["parts"].items())
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        for name, sub in params["parts"].items():
+            get_benchmark(name).prepare(ctx, sub)
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
+        out: list[Result] = []
+        done = 0.0
+        for name, sub in params["parts"].items():
+            bench = get_benchmark(name)
+            out.extend(bench.run(ctx, sub) or [])
+            done += bench.estimate_seconds(ctx, sub)
+            ctx.progress.overall_done(done)
+        return out
+
+
+def _registered() -> set[str]:
+    return set(REGISTRY)
