@@ -12,7 +12,7 @@ from typing import IO, Any
 from .benchmarks.base import Progress
 
 # Parameters worth showing in a one-line summary of a result, in this order.
-_KEY_PARAMS = ("mode", "variant", "class", "cpu_a", "cpu_b", "transport_used", "pair", "streams", "message_bytes", "threads", "processes", "order", "op", "size_bytes", "n",
+_KEY_PARAMS = ("mode", "variant", "class", "cpu_a", "cpu_b", "transport_used", "pair", "pairs", "direction", "streams", "message_bytes", "threads", "processes", "order", "op", "size_bytes", "n",
                "isa", "blas",
                "cpu_node", "mem_node", "hugepages", "implied_size_bytes", "probe_size_bytes")
 

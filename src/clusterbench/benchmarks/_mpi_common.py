@@ -1,0 +1,183 @@
+"""Pieces shared by the MPI benchmarks built on the ``mpibw`` kernel (bw, multipair): the root
+rule, hosts, message sizes, the launch spec (virtual cluster included), and the handling of the
+kernel's placement report and of the transport proof. Mirrors pingpong.py's rules, which it
+imports rather than repeats where they are already functions."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..analysis.warnings import Warning_
+from ..errors import KernelFailed, UsageError
+from ..launch import mpi as mpimod
+from ..launch import simcluster
+from .base import Param, RunContext
+from .pingpong import allow_root_default, sim_cluster_of
+
+MiB = 1 << 20
+
+#: parameters every mpibw benchmark takes, as pingpong's
+TRANSPORT = Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS)
+TCP_INCLUDE = Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport")
+ALLOW_ROOT = Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
+                   "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1")
+LAUNCH_TIMEOUT = Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks")
+WINDOW = Param("window", int, 64, "messages in flight per iteration (osu_bw's window)")
+VALIDATE = Param("validate", bool, True, "check the received data after each size's timed loop (outside it)")
+
+
+def check_allow_root(p: dict[str, Any]) -> None:
+    if p.get("allow_root") is None:
+        p["allow_root"] = allow_root_default()
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and not p["allow_root"]:
+        raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
+                         "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
+
+
+def power_sizes(max_size: int, min_size: int = 1) -> list[int]:
+    """The powers of two from min_size to max_size (as mpibw.c)."""
+    out, p = [], 1
+    while p <= max_size:
+        if p >= min_size:
+            out.append(p)
+        p *= 2
+    return out
+
+
+def check_sizes(p: dict[str, Any]) -> list[int]:
+    """``sizes`` (explicit) or the powers of two up to ``max_size``: 1 B .. 1 GiB, at most 100."""
+    if p.get("sizes"):
+        sizes = sorted(dict.fromkeys(int(s) for s in p["sizes"]))
+        if sizes[0] < 1:
+            raise UsageError(f"--sizes {sizes[0]} is not allowed", "give sizes of 1 byte or more")
+    else:
+        if p["max_size"] < 1:
+            raise UsageError(f"--max-size {p['max_size']} is not allowed", "give a size of 1 byte or more")
+        sizes = power_sizes(p["max_size"])
+    if sizes[-1] > 1 << 30:
+        raise UsageError(f"message size {sizes[-1]} B is above 1 GiB", "choose --max-size 1073741824 or less")
+    if len(sizes) > 100:
+        raise UsageError(f"{len(sizes)} message sizes is too many", "give at most 100")
+    return sizes
+
+
+def check_common(p: dict[str, Any]) -> None:
+    check_allow_root(p)
+    if not 0 < p["time_budget"] <= 60:
+        raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
+    if not 1 <= p.get("window", 64) <= 4096:
+        raise UsageError(f"--window {p['window']} is not allowed", "use 1 to 4096 messages (osu_bw: 64)")
+    if p.get("launch_timeout", 60) <= 0:
+        raise UsageError(f"--launch-timeout {p['launch_timeout']} is not allowed", "use a positive number of seconds")
+
+
+def parse_host_params(p: dict[str, Any]) -> list[mpimod.Host] | None:
+    if p.get("hosts") and p.get("hostfile"):
+        raise UsageError("--hosts and --hostfile both given", "give one of them")
+    if p.get("hosts"):
+        return mpimod.parse_hosts(p["hosts"])
+    if p.get("hostfile"):
+        return mpimod.parse_hostfile(p["hostfile"])
+    return None
+
+
+def host_tuples(hosts: Sequence[mpimod.Host] | None) -> list[tuple] | None:
+    return [(h.name, h.slots, h.max_slots) for h in hosts] if hosts else None
+
+
+def shares_cores(hosts: Sequence[mpimod.Host] | None) -> bool:
+    """True when every host is this machine (no hosts) or a virtual-cluster node (the nodes
+    share this machine's cores, so ranks on different nodes still need different cores)."""
+    return not hosts or sim_cluster_of(list(hosts)) is not None
+
+
+def launch_spec(ctx: RunContext, params: dict[str, Any], places: Sequence[tuple[str | None, int]],
+                host_list: Sequence[tuple] | None) -> mpimod.LaunchSpec:
+    hosts = [mpimod.Host(*h) for h in host_list] if host_list else None
+    spec = mpimod.LaunchSpec(nranks=len(places), hosts=hosts,
+                             places=[mpimod.RankPlace(h, c) for h, c in places],
+                             transport=params["transport"], tcp_include=params.get("tcp_include"),
+                             allow_root=bool(params["allow_root"]), oversubscribe=ctx.oversubscribe)
+    if hosts:
+        sim = sim_cluster_of(hosts)
+        if sim is not None:  # launch from the head namespace through the sim-cluster's agent
+            spec.prefix = simcluster.exec_prefix("head", sim)
+            spec.extra_args += simcluster.mpirun_args(sim, allow_root=False)
+            spec.tcp_include = spec.tcp_include or sim.subnet
+    return spec
+
+
+class KernelSession:
+    """Handles the mpibw kernel's records for one launch: checks the placement report before
+    any figure (:func:`mpimod.verify_placement`), records placement, MPI library and the
+    transport proof into ``base`` (the params every figure carries) and notes the transport
+    once; result records go to ``on_result``."""
+
+    def __init__(self, ctx: RunContext, bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall,
+                 base: dict[str, Any], on_result: Callable[[dict], None],
+                 different_nodes: Sequence[tuple[int, int]] = (), placement_key: str = "placement") -> None:
+        self.placement_key = placement_key
+        self.ctx, self.bench, self.spec, self.mpi = ctx, bench, spec, mpi
+        self.base, self.on_result = base, on_result
+        self.different_nodes = list(different_nodes)
+        self.proof = mpimod.TransportProof()
+        self.info: dict | None = None
+        self.noted = False
+
+    def __call__(self, rec: dict) -> None:
+        kind = rec.get("type")
+        if kind == "info":
+            ranks = rec.get("ranks") or []
+            if len(ranks) != self.spec.nranks:
+                raise KernelFailed(f"{self.bench}: {len(ranks)} ranks reported, {self.spec.nranks} launched",
+                                   "report this as a bug")
+            mpimod.verify_placement(ranks, self.spec.places, self.different_nodes,
+                                    allow_shared_cpu=self.ctx.oversubscribe)
+            if rec.get("timer_resolution_s"):
+                self.ctx.timer_resolution_s = float(rec["timer_resolution_s"])
+            self.info = rec
+            self.base[self.placement_key] = [{k: r.get(k) for k in ("rank", "host", "node", "cpus", "cpu")}
+                                      for r in ranks]
+            self.base.setdefault("mpi", {})["library"] = rec.get("mpi_library")
+            return
+        if kind != "result":
+            return
+        if self.info is None:
+            raise KernelFailed(f"{self.bench} printed results before reporting its placement", "report this as a bug")
+        if not self.noted:
+            proof = self.proof
+            self.base["transport_used"] = mpimod.used_transport(proof) or "unproven"
+            self.base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl), "evidence": proof.evidence(3)}
+            self.ctx.note(f"{self.bench}: asked transport {self.spec.transport}, {self.mpi.name} {self.mpi.version} "
+                          f"used pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else ""))
+            self.noted = True
+        self.on_result(rec)
+
+    def run(self, args: Sequence[str], launch_timeout: float, proof_ranks: Sequence[int] = (0, 1)) -> mpimod.MpiRun:
+        return mpimod.run_mpi(self.mpi, self.spec, args, timeout=self.ctx.timeout, launch_timeout=launch_timeout,
+                              on_record=self, name=self.bench, proof_ranks=proof_ranks, proof_out=self.proof)
+
+
+def shared_cpu_warning(places: Sequence[tuple[str | None, int]], shares: bool) -> Warning_ | None:
+    """A warning when ranks were placed on one cpu (only allowed with --oversubscribe): ranks that
+    take turns on a core measure the scheduler as much as MPI. ``shares``: all places are on
+    this machine's cores (one node, or a virtual cluster)."""
+    seen: dict[tuple, int] = {}
+    for host, cpu in places:
+        key = (None if shares else host, cpu)
+        seen[key] = seen.get(key, 0) + 1
+    crowded = {k: n for k, n in seen.items() if n > 1}
+    if not crowded:
+        return None
+    cpus = ", ".join(f"cpu {c}" + (f" of {h}" if h else "") + f" x{n}" for (h, c), n in sorted(
+        crowded.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])))
+    return Warning_("shared-cpu", f"ranks share cpus ({cpus}, oversubscribed): they take turns on a core, so the "
+                    "figures include the scheduler's time slices", "run fewer ranks (pairs) or use more cores or hosts")
+
+
+def subsampled_times(samples: Sequence[float], bytes_per_iteration: float, latency: bool) -> list[float]:
+    """Per-iteration durations (s) behind the per-iteration samples, for the coarse-timer check."""
+    if latency:
+        return [2e-6 * s for s in samples if s > 0]
+    return [bytes_per_iteration / (s * 1e6) for s in samples if s > 0]

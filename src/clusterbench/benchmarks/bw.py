@@ -1,0 +1,146 @@
+"""bw: MPI streaming bandwidth between two ranks, one way (osu_bw) and both ways (osu_bibw).
+
+Rank 0 posts a window of ``--window`` (64) non-blocking sends of ``size`` bytes to rank 1, waits
+for them, then for a 1-byte acknowledgement (osu_bw); ``bibw`` has both ranks send and receive a
+window at once (osu_bibw, both directions added). MB/s = bytes per iteration x iterations / 1e6 /
+t (1e6 B/s), t the sum of the timed iterations; every iteration starts after a synchronisation of
+both ranks that is not timed. Sizes: powers of two from 1 B to ``--max-size`` (4 MiB). Per size a
+warm-up (excluded) sets the iteration count from ``--time-budget``; the received data is checked
+against a pattern after the timed loop (outside it). The ``value`` is the loop figure (OSU's);
+``params.all`` has min/median/p99/max over the single iterations, which are the ``samples``.
+
+Placement and transport as pingpong: two cpus on this node (default the first two cores), or
+rank 0 on the first and rank 1 on the second of ``--hosts``; both verified from the ranks' own
+report, and the transport proven from Open MPI's verbose output.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import KernelFailed, UsageError
+from ..launch import mpi as mpimod
+from . import register
+from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE, WINDOW,
+                          KernelSession, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
+                          shared_cpu_warning, shares_cores, subsampled_times)
+from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
+
+MODES = {"uni": ["bw"], "bi": ["bibw"], "both": ["bw", "bibw"]}
+
+
+@register
+class Bw(Benchmark):
+    name = "bw"
+    help = "MPI streaming bandwidth between two ranks, one way and both ways (osu_bw, osu_bibw)"
+    kernel = "mpibw"
+    metrics = (
+        Metric("bw", "MB/s", True, "one-way streaming bandwidth, a window of non-blocking sends then a 1-byte "
+               "ack (osu_bw): size x window x iterations / 1e6 / t (params size_bytes, window)"),
+        Metric("bibw", "MB/s", True, "both ways at once (osu_bibw), both directions added: 2 x size x window x "
+               "iterations / 1e6 / t (params size_bytes, window)"),
+    )
+    params = (
+        Param("direction", str, "both", "uni (bw), bi (bibw) or both", tuple(MODES)),
+        Param("max_size", int, 4 * MiB, "largest message in bytes (sweep 1, 2, 4, ... max)"),
+        Param("sizes", "intlist", None, "explicit message sizes in bytes (overrides --max-size)"),
+        WINDOW,
+        TRANSPORT,
+        TCP_INCLUDE,
+        Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
+              "(default: both ranks on this node)"),
+        Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
+        Param("cpus", "intlist", None, "the two cpus for rank 0 and rank 1 (default: the first two cores)"),
+        ALLOW_ROOT,
+        VALIDATE,
+        Param("time_budget", float, 0.25, "seconds of timed iterations per size and direction"),
+        LAUNCH_TIMEOUT,
+    )
+    profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
+
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        p = dict(params)
+        check_common(p)
+        p["size_list"] = check_sizes(p)
+        p["modes"] = MODES[p["direction"]]
+        hosts = parse_host_params(p)
+        cpus = list(p["cpus"]) if p["cpus"] is not None else None
+        if cpus is not None and len(cpus) != 2:
+            raise UsageError(f"--cpus lists {len(cpus)} cpus; bw runs 2 ranks", "give two cpus, e.g. 0,1")
+        if hosts is None or len(hosts) == 1:  # both ranks on one node
+            if hosts:
+                mpimod.check_slots(hosts, 2, ctx.oversubscribe)
+            if cpus is None:
+                if len(allowed_cpus(ctx)) < 2 and not ctx.oversubscribe:
+                    raise UsageError("bw needs two cpus and this process may use one",
+                                     "widen the cpu set (taskset, Slurm) or add --oversubscribe")
+                cpus = placement(ctx, 2)
+            elif hosts is None:
+                placement(ctx, 2, cpus=cpus)  # refuses cpus this process may not use
+            if cpus[0] == cpus[1] and not ctx.oversubscribe:
+                raise UsageError(f"both ranks on cpu {cpus[0]}: a shared core measures the scheduler, not MPI",
+                                 "give two different cpus, e.g. --cpus 0,1")
+            p["pair"] = "intra-node"
+            node = hosts[0].name if hosts else None
+            p["places"] = [(node, cpus[0]), (node, cpus[1])]
+        else:
+            if cpus is None:
+                cpus = placement(ctx, 2)  # different cores: virtual-cluster nodes share this machine's
+            p["pair"] = "inter-node"
+            hosts = hosts[:2]
+            p["places"] = [(hosts[0].name, cpus[0]), (hosts[1].name, cpus[1])]
+        p["cpus"] = cpus
+        p["host_list"] = host_tuples(hosts)
+        return p
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        return 1.0 + len(params["size_list"]) * len(params["modes"]) * (params["time_budget"] * 1.2 + 0.02)
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        ctx.build(self.kernel, openmp=False, cc=mpimod.detect_mpi().mpicc)
+
+    def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:
+        return launch_spec(ctx, params, params["places"], params["host_list"])
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
+        mpi = mpimod.detect_mpi()
+        b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+        spec = self.launch_spec(ctx, params)
+        sizes = params["size_list"]
+        args = [str(b.path), f"--sizes={','.join(map(str, sizes))}", f"--modes={','.join(params['modes'])}",
+                f"--window={params['window']}", f"--time_budget={params['time_budget']}",
+                f"--validate={int(bool(params['validate']))}"]
+        base: dict[str, Any] = {
+            "transport": params["transport"], "pair": params["pair"], "cpus": list(params["cpus"]), "ranks": 2,
+            "window": params["window"], "time_budget_s": params["time_budget"],
+            "validated": bool(params["validate"]), "mpi": {"name": mpi.name, "version": mpi.version},
+            "bandwidth_definition": "bytes per iteration x iterations / 1e6 / t, t = sum of the timed iterations "
+                                    "(1e6 B/s); bibw adds both directions"}
+        out: list = []
+        hosts = [mpimod.Host(*h) for h in params["host_list"]] if params["host_list"] else None
+        crowded = shared_cpu_warning(params["places"], shares_cores(hosts))
+        ctx.progress.start("bw", total=len(sizes) * len(params["modes"]))
+
+        def on_result(rec: dict) -> None:
+            kp = rec.get("params", {})
+            metric = rec["metric"]
+            if metric not in ("bw", "bibw"):
+                raise KernelFailed(f"bw: the kernel reported an unexpected metric {metric!r}", "report this as a bug")
+            pair = (kp.get("pair") or [{}])[0]
+            size = int(kp.get("size", 0))
+            prm = {**base, "size_bytes": size, "direction": "uni" if metric == "bw" else "bi",
+                   "iterations": kp.get("iterations"), "time_s": pair.get("time_s"),
+                   "bytes_per_iteration": kp.get("bytes_per_iteration"), "rbuf_slots": kp.get("rbuf_slots"),
+                   "loop_s": kp.get("loop_s"), "samples_kept": kp.get("samples_kept"),
+                   "all": {"n": pair.get("iterations"), **{k: pair.get(k) for k in
+                                                            ("min", "median", "mean", "p99", "max")}}}
+            samples = rec["samples"]
+            times = subsampled_times(samples, float(kp.get("bytes_per_iteration") or 0), latency=False)
+            # samples are single iterations: their spread is reported (median, p99), not a defect
+            out.append(ctx.emit(self, metric, samples, prm, times_s=times or None, value=pair.get("mbs"),
+                                check_cv=False, extra_warnings=[crowded]))
+            ctx.progress.advance(1)
+
+        session = KernelSession(ctx, self.name, spec, mpi, base, on_result,
+                                [(0, 1)] if params["pair"] == "inter-node" else ())
+        session.run(args, params["launch_timeout"])
+        return out

@@ -1,0 +1,216 @@
+"""bw / bibw and multipair: the mpibw kernel really run with Open MPI on this node (shared memory)
+and across a 2-node virtual cluster; arithmetic, validation, placement and bad input."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from clusterbench.benchmarks import get_benchmark
+from clusterbench.benchmarks._mpi_common import KernelSession, power_sizes
+from clusterbench.benchmarks.base import RunContext, allowed_cpus
+from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.launch import mpi as M
+
+IS_ROOT = os.geteuid() == 0
+SIZES = [8, 65536, 1 << 20]
+
+
+@pytest.fixture(scope="module")
+def mpi() -> M.MpiInstall:
+    if not shutil.which("mpirun") and not shutil.which("mpiexec"):
+        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
+    try:
+        found = M.detect_mpi()
+    except EnvironmentProblem as exc:
+        pytest.skip(f"MPI not usable: {exc}")
+    if found.name != "openmpi":
+        pytest.skip("the transport tests use Open MPI's MCA settings")
+    return found
+
+
+def _two_cpus(ctx: RunContext) -> None:
+    if len(allowed_cpus(ctx)) < 2:
+        pytest.skip("needs two cpus")
+
+
+def _run(ctx: RunContext, name: str, **given):
+    bench = get_benchmark(name)
+    given.setdefault("allow_root", True)
+    params = bench.resolve(ctx, given)
+    bench.prepare(ctx, params)
+    return bench, params, bench.run(ctx, params)
+
+
+@pytest.fixture(scope="module")
+def bw_run(mpi, live_probe):
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+    _two_cpus(ctx)
+    return (ctx, *_run(ctx, "bw", transport="shm", sizes=SIZES, time_budget=0.05))
+
+
+def test_power_sizes() -> None:
+    assert power_sizes(4 << 20)[:4] == [1, 2, 4, 8] and power_sizes(4 << 20)[-1] == 4 << 20
+    assert len(power_sizes(4 << 20)) == 23
+
+
+def test_bw_and_bibw_complete_and_validate(bw_run) -> None:
+    ctx, bench, params, results = bw_run
+    got = {(r.metric, r.params["size_bytes"]) for r in results}
+    assert got == {(m, s) for m in ("bw", "bibw") for s in SIZES}
+    for r in results:
+        assert r.unit == "MB/s" and r.higher_is_better and r.value > 0
+        assert r.params["validated"] and r.params["window"] == 64 and r.params["pair"] == "intra-node"
+        assert r.params["transport_used"] == "shm" and r.params["transport_proof"]["btl"] == ["vader"]
+        assert [p["cpus"] for p in r.params["placement"]] == [str(c) for c in params["cpus"]]
+        st = r.params["all"]
+        assert st["min"] <= st["median"] <= st["p99"] <= st["max"] and st["n"] == r.params["iterations"] >= 3
+        assert 0 < len(r.samples) <= 1000
+    assert any("btl vader" in n for n in ctx.notes)
+
+
+def test_mbs_arithmetic(bw_run) -> None:
+    """value = size x window x iterations / 1e6 / t (x 2 for bibw), from the raw fields."""
+    for r in bw_run[3]:
+        p = r.params
+        ways = 2 if r.metric == "bibw" else 1
+        assert p["bytes_per_iteration"] == ways * p["size_bytes"] * p["window"]
+        want = ways * p["size_bytes"] * p["window"] * p["iterations"] / 1e6 / p["time_s"]
+        assert r.value == pytest.approx(want, rel=1e-6)
+        assert p["time_s"] <= p["loop_s"]  # the synchronisation between iterations is not timed
+        assert p["all"]["min"] <= r.value <= p["all"]["max"] * 1.000001
+
+
+def test_bibw_not_below_bw_for_large_messages(bw_run) -> None:
+    res = bw_run[3]
+    large = [s for s in SIZES if s >= 65536]
+    bw = max(r.value for r in res if r.metric == "bw" and r.params["size_bytes"] in large)
+    bibw = max(r.value for r in res if r.metric == "bibw" and r.params["size_bytes"] in large)
+    assert bibw >= 0.8 * bw  # both directions at once: at least as much data moves (noise allowed)
+
+
+def test_corrupted_data_is_caught(mpi, bw_run) -> None:
+    ctx, bench, params, _ = bw_run
+    b = ctx.build("mpibw", openmp=False, cc=mpi.mpicc)
+    spec = bench.launch_spec(ctx, params)
+    with pytest.raises(KernelFailed, match="differs from the pattern"):
+        M.run_mpi(mpi, spec, [str(b.path), "--sizes=4096", "--modes=bw", "--time_budget=0.01", "--corrupt=1"],
+                  timeout=60, name="mpibw")
+
+
+def test_wrong_placement_is_refused(ctx) -> None:
+    spec = M.LaunchSpec(nranks=2, places=[M.RankPlace(None, 0), M.RankPlace(None, 1)])
+    s = KernelSession(ctx, "bw", spec, None, {}, lambda rec: None)  # type: ignore[arg-type]
+    bad = {"type": "info", "ranks": [{"rank": 0, "host": "h", "node": "", "cpus": "0", "cpu": 0},
+                                     {"rank": 1, "host": "h", "node": "", "cpus": "0", "cpu": 0}]}
+    with pytest.raises(KernelFailed, match="not to cpu 1"):
+        s(bad)
+    s2 = KernelSession(ctx, "multipair", spec, None, {}, lambda rec: None, different_nodes=[(0, 1)])  # type: ignore
+    same = {"type": "info", "ranks": [{"rank": 0, "host": "h", "node": "n1", "cpus": "0", "cpu": 0},
+                                      {"rank": 1, "host": "h", "node": "n1", "cpus": "1", "cpu": 1}]}
+    with pytest.raises(KernelFailed, match="both ran on n1"):
+        s2(same)
+    with pytest.raises(KernelFailed, match="before reporting"):
+        s({"type": "result", "metric": "bw", "params": {}, "samples": [1.0]})
+
+
+def test_bad_input(ctx) -> None:
+    bw = get_benchmark("bw")
+    for given, match in (({"direction": "sideways"}, "not one of"), ({"sizes": [0, 8]}, "not allowed"),
+                         ({"cpus": [0]}, "two cpus"), ({"window": 0}, "window"),
+                         ({"time_budget": 0}, "time-budget"), ({"max_size": 2 << 30}, "above 1 GiB")):
+        with pytest.raises(UsageError, match=match):
+            bw.resolve(ctx, {"allow_root": True, **given})
+    mp = get_benchmark("multipair")
+    with pytest.raises(UsageError, match="even count"):
+        mp.resolve(ctx, {"allow_root": True, "cpus": [0, 1, 0]})
+    with pytest.raises(UsageError, match="pairs 0"):
+        mp.resolve(ctx, {"allow_root": True, "pairs": [0, 1]})
+    with pytest.raises(UsageError, match="slots"):
+        mp.resolve(ctx, {"allow_root": True, "hosts": "n1:1,n2:1", "pairs": [2]})
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the allow-run-as-root rule applies to root only")
+def test_root_without_allow_root(ctx, monkeypatch) -> None:
+    monkeypatch.delenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", raising=False)
+    for name in ("bw", "multipair"):
+        with pytest.raises(UsageError, match="allow-run-as-root"):
+            get_benchmark(name).resolve(ctx, {"sizes": [8]})
+
+
+def test_multipair_pair_limit_and_spec(ctx) -> None:
+    mp = get_benchmark("multipair")
+    ctx.oversubscribe = False
+    p = mp.resolve(ctx, {"allow_root": True})
+    half = min(len(p["side_a"]), len(p["side_b"]))
+    assert p["pair_counts"][0] == 1 and p["pair_counts"][-1] <= half
+    if half < 4:
+        with pytest.raises(UsageError, match="exceeds"):
+            mp.resolve(ctx, {"allow_root": True, "pairs": [4]})
+    p = mp.resolve(ctx, {"allow_root": True, "hosts": "n1:4,n2:4", "pairs": [1, 2]})
+    spec = mp.launch_spec(ctx, p, 2)
+    assert p["placement"] == "inter-node" and [pl.host for pl in spec.places] == ["n1", "n1", "n2", "n2"]
+    assert spec.places[0].cpu != spec.places[1].cpu  # pinned to distinct cores on each node
+
+
+def test_multipair_local_one_and_two_pairs(mpi, live_probe) -> None:
+    """pairs=1,2 on this node (2 pairs = 4 ranks: oversubscribed on a 2-core machine)."""
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120, oversubscribe=True)
+    _, params, res = _run(ctx, "multipair", pairs=[1, 2], sizes=[8, 65536], time_budget=0.03)
+    assert params["pair_counts"] == [1, 2]
+    for k in (1, 2):
+        for size in (8, 65536):
+            by = {r.metric: r for r in res if r.params["pairs"] == k and r.params["size_bytes"] == size}
+            assert set(by) == {"pair_bandwidth", "aggregate_bandwidth", "pair_latency"}
+            pb, agg, lat = by["pair_bandwidth"], by["aggregate_bandwidth"], by["pair_latency"]
+            assert len(pb.params["pair_bandwidths"]) == k and len(pb.params["per_pair"]) == k
+            assert pb.value == pytest.approx(sum(pb.params["pair_bandwidths"]) / k, rel=1e-9)
+            assert agg.value == pytest.approx(sum(pb.params["pair_bandwidths"]), rel=1e-6)
+            assert pb.params["min_pair_bandwidth"] <= pb.value <= pb.params["max_pair_bandwidth"]
+            assert lat.unit == "us" and not lat.higher_is_better and lat.value > 0
+            assert lat.params["max_pair_latency"] >= lat.value
+            for q in pb.params["per_pair"]:  # each pair's MB/s from its own raw fields
+                want = size * 64 * q["iterations"] / 1e6 / q["time_s"]
+                assert q["mbs"] == pytest.approx(want, rel=1e-6)
+            assert [q["ranks"] for q in pb.params["per_pair"]] == [[i, i + k] for i in range(k)]
+            placed = pb.params["rank_placement"]
+            assert len(placed) == 2 * k
+            assert [int(p["cpus"]) for p in placed] == pb.params["cpus"]
+            assert pb.params["placement"] == "intra-node" and pb.params["validated"]
+            assert pb.params["transport_used"] == "shm"
+            shared = len(set(pb.params["cpus"])) < len(pb.params["cpus"])
+            for r in (pb, agg, lat):
+                assert any(w["code"] == "shared-cpu" for w in r.warnings) == shared
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
+def test_multipair_and_bw_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatch) -> None:
+    """Two sim-cluster nodes: one pair spans both nodes, TCP is proven, the aggregate reported."""
+    from clusterbench.launch import simcluster
+
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
+    if simcluster.list_namespaces():
+        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
+    try:
+        c = simcluster.up(2)
+    except EnvironmentProblem as exc:
+        pytest.skip(f"network namespaces unusable here: {exc}")
+    try:
+        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+        _two_cpus(ctx)
+        names = [n.name for n in c.nodes]
+        _, params, res = _run(ctx, "multipair", hosts=",".join(names), pairs=[1], sizes=[8, 65536],
+                              time_budget=0.03)
+        assert params["placement"] == "inter-node"
+        agg = [r for r in res if r.metric == "aggregate_bandwidth"]
+        assert len(agg) == 2 and all(r.value > 0 for r in agg)
+        for r in res:
+            assert r.params["transport_used"] == "tcp" and r.params["pairs"] == 1
+            assert [p["node"] for p in r.params["rank_placement"]] == names
+        _, _, res = _run(ctx, "bw", hosts=",".join(names), sizes=[65536], time_budget=0.03, direction="uni")
+        assert len(res) == 1 and res[0].params["pair"] == "inter-node" and res[0].params["transport_used"] == "tcp"
+        assert {p["node"] for p in res[0].params["placement"]} == set(names)
+    finally:
+        simcluster.down()
+    assert not simcluster.list_namespaces()
