@@ -273,6 +273,11 @@ def test_gather_probes_over_ssh_with_a_stand_in_ssh(monkeypatch, tmp_path) -> No
     assert consistency.diff(got) == []  # same machine twice
     (bindir / "ssh").unlink()
     _fake_ssh(tmp_path, keep_pythonpath=False)
+    # a host whose python has no clusterbench: -S drops site-packages (where a venv may hold it)
+    bare = tmp_path / "bare-python"
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    monkeypatch.setenv("CLUSTERBENCH_REMOTE_PYTHON", str(bare))
     with pytest.raises(EnvironmentProblem, match="clusterbench is not installed on node-a.example") as exc:
         remote.gather_probes(["node-a.example"], timeout=60)
     assert "\n" not in str(exc.value)

@@ -243,13 +243,19 @@ def test_end_to_end_network_and_mpi(live_env: Path, tmp_path: Path) -> None:
     rankfile.write_text(sc.rankfile_text([(n1.name, 0), (n2.name, 1 if two_cores else 0)]))
     cmd = [*sc.exec_prefix("head", c), "mpirun", *sc.mpirun_args(c, allow_root=True),
            "--host", sc.host_arg(c), "-np", "2", "--rankfile", str(rankfile), str(hello)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"mpirun on the sim-cluster hung for 60 s: {err}")
+    # A launch through ip netns exec has been seen to hang now and then under the full suite (never
+    # alone; see launch.mpi.run_mpi): one retry, as clusterbench itself does on the virtual cluster.
+    for attempt in (1, 2):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=15)
+            break
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=10)
+            if attempt == 2:
+                raise AssertionError(f"mpirun on the sim-cluster hung twice for 15 s: {err}")
     assert proc.returncode == 0, err
     ranks = {}
     for line in out.splitlines():

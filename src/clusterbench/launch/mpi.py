@@ -614,7 +614,34 @@ def _killgroup(proc: subprocess.Popen, grace: float = 2.0) -> None:
         pass
 
 
+class LaunchHung(KernelFailed):
+    """MPI started no rank within the launch timeout (nothing was measured or passed on)."""
+
+
+#: Launch timeout on the virtual cluster, where a launch normally takes well under a second.
+SIM_LAUNCH_TIMEOUT = 15.0
+
+
 def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: float,
+            launch_timeout: float = 60.0, on_record: Callable[[Record], None] | None = None,
+            name: str = "mpi kernel", proof_ranks: Sequence[int] = (0, 1),
+            proof_out: TransportProof | None = None) -> MpiRun:
+    """Run ``program`` under MPI (see :func:`_run_mpi_once`).
+
+    On the virtual cluster (``spec.prefix`` set: launched from its head namespace) Open MPI's
+    daemon launch through ``ip netns exec`` has been seen to hang without calling back, about
+    one launch in twenty under the test suite and never when run alone; such a launch is retried
+    once after :data:`SIM_LAUNCH_TIMEOUT`. Nothing was measured before the retry."""
+    if not spec.prefix:
+        return _run_mpi_once(mpi, spec, program, timeout, launch_timeout, on_record, name, proof_ranks, proof_out)
+    short = min(launch_timeout, SIM_LAUNCH_TIMEOUT)
+    try:
+        return _run_mpi_once(mpi, spec, program, timeout, short, on_record, name, proof_ranks, proof_out)
+    except LaunchHung:
+        return _run_mpi_once(mpi, spec, program, timeout, short, on_record, name, proof_ranks, proof_out)
+
+
+def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: float,
             launch_timeout: float = 60.0, on_record: Callable[[Record], None] | None = None,
             name: str = "mpi kernel", proof_ranks: Sequence[int] = (0, 1),
             proof_out: TransportProof | None = None) -> MpiRun:
@@ -672,7 +699,7 @@ def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: 
                 now = time.monotonic()
                 if not records and now >= launch_deadline:
                     msg, fix = _explain(stderr_tail.decode(errors="replace"), None, name)
-                    raise KernelFailed(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
+                    raise LaunchHung(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
                                        "check the hosts and the launch agent" if "exited" in msg else fix)
                 if now >= deadline:
                     raise KernelFailed(f"kernel '{name}' timed out after {timeout:.0f} s (all its MPI processes "

@@ -35,6 +35,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -558,6 +559,34 @@ def _build(c: SimCluster) -> None:
                 raise EnvironmentProblem(
                     f"cannot add a rate limit: this kernel lacks the tbf qdisc (sch_tbf) ({p.stderr.strip()})",
                     "load it (modprobe sch_tbf) or leave out --rate")
+    _wait_ready(c)
+
+
+_REACH = ("import socket, sys\n"
+          "s = socket.socket(); s.settimeout(0.5)\n"
+          "try:\n    s.connect((sys.argv[1], 9))\n"
+          "except ConnectionRefusedError:\n    sys.exit(0)\n"   # a RST came back: the path works
+          "except OSError:\n    sys.exit(1)\n")
+
+
+def _wait_ready(c: SimCluster, deadline_s: float = 10.0) -> None:
+    """Return once every node and the head reach each other through the bridge.
+
+    Links that were just set up may not pass traffic yet (carrier, bridge port state); an MPI
+    daemon started in that window never calls back and the launch hangs. A TCP connect to the
+    discard port of the peer is answered by a reset as soon as the path works."""
+    pairs = [(m, c.head) for m in c.nodes] + [(c.head, m) for m in c.nodes]
+    end = time.monotonic() + deadline_s
+    for src, dst in pairs:
+        while True:
+            p = _run(["ip", "netns", "exec", src.namespace, sys.executable, "-c", _REACH, dst.address],
+                     check=False, timeout=5)
+            if p.returncode == 0:
+                break
+            if time.monotonic() > end:
+                raise EnvironmentProblem(f"sim-cluster: {src.name} cannot reach {dst.name} ({dst.address})",
+                                         "run 'clusterbench sim-cluster down' and up again; check bridge filtering")
+            time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------- status
