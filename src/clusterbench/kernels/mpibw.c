@@ -47,11 +47,10 @@
  *       --rbuf_cap=B --corrupt=0|1 --hang_rank=R
  */
 #include "cb_common.h"
+#include "cb_mpi.h"
 
 #include <mpi.h>
 
-#define HOST_LEN 256
-#define CPUS_LEN 1024
 #define MAX_SIZES 128
 #define MAX_WINDOW 4096
 #define TAG_DATA 10
@@ -61,13 +60,6 @@
 enum { MODE_BW = 0, MODE_BIBW = 1, MODE_LAT = 2 };
 static const char *mode_metric[] = {"bw", "bibw", "latency"};
 static const char *mode_name[] = {"bw", "bibw", "lat"};
-
-typedef struct {
-    char host[HOST_LEN];
-    char node[HOST_LEN];
-    char cpus[CPUS_LEN];
-    int cpu;
-} place_t;
 
 /* what each lower rank reports about its pair for one size and mode */
 typedef struct {
@@ -92,21 +84,6 @@ static void die(const char *fmt, ...) {
     }
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
-}
-
-static void affinity_list(char *out, size_t len) {
-    cpu_set_t set;
-    out[0] = 0;
-    if (sched_getaffinity(0, sizeof set, &set)) return;
-    size_t n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n + 16 < len; c++) {
-        if (!CPU_ISSET(c, &set)) continue;
-        int e = c;
-        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) e++;
-        n += (size_t)snprintf(out + n, len - n, n ? ",%d" : "%d", c);
-        if (e > c) n += (size_t)snprintf(out + n, len - n, "-%d", e);
-        c = e;
-    }
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -186,6 +163,14 @@ static int parse_modes(const char *s, int *out) {
     return n;
 }
 
+/* The pairing this kernel uses, in its info record (pw = {pairs, window}). */
+static void pairing_fields(const void *arg) {
+    const int *pw = arg;
+    cb_json_int("pairs", pw[0]);
+    cb_json_str("pairing", "rank i <-> rank i + pairs (block placement)");
+    cb_json_int("window", pw[1]);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -211,54 +196,9 @@ int main(int argc, char **argv) {
     int hang_rank = (int)cb_arg_ll(argc, argv, "hang_rank", -1);
 
     /* ---- placement report (before anything can fail on a bad argument) ---- */
-    place_t me;
-    memset(&me, 0, sizeof me);
-    gethostname(me.host, HOST_LEN - 1);
-    const char *node = getenv("CB_SIM_NODE");
-    snprintf(me.node, HOST_LEN, "%s", node ? node : "");
-    affinity_list(me.cpus, CPUS_LEN);
-    me.cpu = sched_getcpu();
-    place_t *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
-    if (rank == 0 && !all) die("out of memory");
-    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
     const int k = nranks / 2;
-    if (rank == 0) {
-        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len = 0;
-        MPI_Get_library_version(lib, &len);
-        char *nl = strchr(lib, '\n');
-        if (nl) *nl = 0;
-        double t0, t1, res = 1.0;
-        for (int i = 0; i < 50; i++) {
-            t0 = MPI_Wtime();
-            do { t1 = MPI_Wtime(); } while (t1 == t0);
-            if (t1 - t0 < res) res = t1 - t0;
-        }
-        cb_json_begin("info");
-        cb_json_int("nranks", nranks);
-        cb_json_int("pairs", k);
-        cb_json_str("pairing", "rank i <-> rank i + pairs (block placement)");
-        cb_json_int("window", window);
-        cb_json_str("mpi_library", lib);
-        cb_json_num("timer_resolution_s", res);
-        cb_json_num("wtick_s", MPI_Wtick());
-        cb_json_key("ranks");
-        putchar('[');
-        for (int r = 0; r < nranks; r++) {
-            cb_json_first = 1;
-            printf(r ? ",{" : "{");
-            cb_json_int("rank", r);
-            cb_json_str("host", all[r].host);
-            cb_json_str("node", all[r].node);
-            cb_json_str("cpus", all[r].cpus);
-            cb_json_int("cpu", all[r].cpu);
-            putchar('}');
-        }
-        putchar(']');
-        cb_json_first = 0;
-        cb_json_end();
-        free(all);
-    }
+    const int pw[2] = {k, window};
+    cb_mpi_report_placement(rank, nranks, pairing_fields, pw);
     if (rank == hang_rank) for (;;) pause(); /* test hook: a rank that hangs */
     if (nranks < 2 || nranks % 2) die("mpibw needs an even number of ranks (2 per pair), got %d", nranks);
     if (window < 1 || window > MAX_WINDOW) die("--window %d is outside 1..%d", window, MAX_WINDOW);

@@ -33,21 +33,13 @@
  *       --corrupt=1   (test hook: damage the echoed buffer after timing; validation must fail)
  */
 #include "cb_common.h"
+#include "cb_mpi.h"
 
 #include <mpi.h>
 
-#define HOST_LEN 256
-#define CPUS_LEN 1024
 #define MAX_SIZES 512
 #define TAG_PING 1
 #define TAG_LAST 3
-
-typedef struct {
-    char host[HOST_LEN];
-    char node[HOST_LEN];
-    char cpus[CPUS_LEN];
-    int cpu;
-} place_t;
 
 static int rank, nranks;
 
@@ -67,21 +59,6 @@ static void die(const char *fmt, ...) {
     }
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
-}
-
-static void affinity_list(char *out, size_t len) {
-    cpu_set_t set;
-    out[0] = 0;
-    if (sched_getaffinity(0, sizeof set, &set)) return;
-    size_t n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n + 16 < len; c++) {
-        if (!CPU_ISSET(c, &set)) continue;
-        int e = c;
-        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) e++;
-        n += (size_t)snprintf(out + n, len - n, n ? ",%d" : "%d", c);
-        if (e > c) n += (size_t)snprintf(out + n, len - n, "-%d", e);
-        c = e;
-    }
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -145,50 +122,7 @@ int main(int argc, char **argv) {
     int hugepages = (int)cb_arg_ll(argc, argv, "hugepages", 0);
 
     /* ---- placement report ---- */
-    place_t me;
-    memset(&me, 0, sizeof me);
-    gethostname(me.host, HOST_LEN - 1);
-    const char *node = getenv("CB_SIM_NODE");
-    snprintf(me.node, HOST_LEN, "%s", node ? node : "");
-    affinity_list(me.cpus, CPUS_LEN);
-    me.cpu = sched_getcpu();
-    place_t *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
-    if (rank == 0 && !all) die("out of memory");
-    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len = 0;
-        MPI_Get_library_version(lib, &len);
-        char *nl = strchr(lib, '\n');
-        if (nl) *nl = 0;
-        double t0 = MPI_Wtime(), t1, res = 1.0;
-        for (int i = 0; i < 50; i++) {
-            t0 = MPI_Wtime();
-            do { t1 = MPI_Wtime(); } while (t1 == t0);
-            if (t1 - t0 < res) res = t1 - t0;
-        }
-        cb_json_begin("info");
-        cb_json_int("nranks", nranks);
-        cb_json_str("mpi_library", lib);
-        cb_json_num("timer_resolution_s", res);
-        cb_json_num("wtick_s", MPI_Wtick());
-        cb_json_key("ranks");
-        putchar('[');
-        for (int r = 0; r < nranks; r++) {
-            cb_json_first = 1;
-            printf(r ? ",{" : "{");
-            cb_json_int("rank", r);
-            cb_json_str("host", all[r].host);
-            cb_json_str("node", all[r].node);
-            cb_json_str("cpus", all[r].cpus);
-            cb_json_int("cpu", all[r].cpu);
-            putchar('}');
-        }
-        putchar(']');
-        cb_json_first = 0;
-        cb_json_end();
-        free(all);
-    }
+    cb_mpi_report_placement(rank, nranks, NULL, NULL);
     if (rank == hang_rank) for (;;) pause(); /* test hook: a rank that hangs */
     if (nranks < 2) die("pingpong needs 2 ranks, got %d", nranks);
 

@@ -35,21 +35,13 @@
  *       --loop_bw=N --loop_time=S --validate=0|1 --corrupt=0|1 --max_list=N (rings listed in params)
  */
 #include "cb_common.h"
+#include "cb_mpi.h"
 
 #include <mpi.h>
 
-#define HOST_LEN 256
-#define CPUS_LEN 1024
 #define TO_RIGHT 200
 #define TO_LEFT 201
 #define PARAMS_LEN 4096
-
-typedef struct {
-    char host[HOST_LEN];
-    char node[HOST_LEN];
-    char cpus[CPUS_LEN];
-    int cpu;
-} place_t;
 
 static int rank, nranks;
 
@@ -71,21 +63,6 @@ static void die(const char *fmt, ...) {
     exit(1);
 }
 
-static void affinity_list(char *out, size_t len) {
-    cpu_set_t set;
-    out[0] = 0;
-    if (sched_getaffinity(0, sizeof set, &set)) return;
-    size_t n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n + 16 < len; c++) {
-        if (!CPU_ISSET(c, &set)) continue;
-        int e = c;
-        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) e++;
-        n += (size_t)snprintf(out + n, len - n, n ? ",%d" : "%d", c);
-        if (e > c) n += (size_t)snprintf(out + n, len - n, "-%d", e);
-        c = e;
-    }
-}
-
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -95,53 +72,6 @@ static uint64_t splitmix64(uint64_t *s) {
 
 static inline unsigned char pattern(int src, int dir, int pat, int meas, long i) {
     return (unsigned char)((i * 131 + src * 29 + dir * 71 + pat * 13 + meas * 7 + 1) & 0xff);
-}
-
-/* Report every rank's placement (rank 0 prints it) before any timing. */
-static void report_placement(void) {
-    place_t me;
-    memset(&me, 0, sizeof me);
-    gethostname(me.host, HOST_LEN - 1);
-    const char *node = getenv("CB_SIM_NODE");
-    snprintf(me.node, HOST_LEN, "%s", node ? node : "");
-    affinity_list(me.cpus, CPUS_LEN);
-    me.cpu = sched_getcpu();
-    place_t *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
-    if (rank == 0 && !all) die("out of memory");
-    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (rank != 0) return;
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(lib, &len);
-    char *nl = strchr(lib, '\n');
-    if (nl) *nl = 0;
-    double t0, t1, res = 1.0;
-    for (int i = 0; i < 50; i++) {
-        t0 = MPI_Wtime();
-        do { t1 = MPI_Wtime(); } while (t1 == t0);
-        if (t1 - t0 < res) res = t1 - t0;
-    }
-    cb_json_begin("info");
-    cb_json_int("nranks", nranks);
-    cb_json_str("mpi_library", lib);
-    cb_json_num("timer_resolution_s", res);
-    cb_json_num("wtick_s", MPI_Wtick());
-    cb_json_key("ranks");
-    putchar('[');
-    for (int r = 0; r < nranks; r++) {
-        cb_json_first = 1;
-        printf(r ? ",{" : "{");
-        cb_json_int("rank", r);
-        cb_json_str("host", all[r].host);
-        cb_json_str("node", all[r].node);
-        cb_json_str("cpus", all[r].cpus);
-        cb_json_int("cpu", all[r].cpu);
-        putchar('}');
-    }
-    putchar(']');
-    cb_json_first = 0;
-    cb_json_end();
-    free(all);
 }
 
 typedef struct {
@@ -216,7 +146,7 @@ int main(int argc, char **argv) {
     int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
     int max_list = (int)cb_arg_ll(argc, argv, "max_list", 64);
 
-    report_placement();
+    cb_mpi_report_placement(rank, nranks, NULL, NULL);
     if (nranks < 2) die("the ring needs 2 or more ranks, got %d", nranks);
     if (nrand < 0 || nmeas < 1 || lat_size < 1 || bw_size < 1 || loop_lat < 1 || loop_bw < 1)
         die("bad arguments: random_rings >= 0, measurements >= 1, sizes >= 1, loops >= 1");
