@@ -74,7 +74,10 @@ def test_pingpong_completes(runs, transport: str) -> None:
     assert sorted(lat) == SIZES and sorted(bw) == SIZES[1:]
     for size, r in lat.items():
         st = r.params["all"]
-        assert r.unit == "us" and not r.higher_is_better and r.value == st["min"] > 0
+        assert r.unit == "us" and not r.higher_is_better and r.value > 0
+        # the headline is the batch-timed average; no timer inside that loop, so it is not above
+        # the per-iteration mean by more than noise, and never below the fastest iteration
+        assert st["min"] * 0.9 <= r.value and r.params["batch_iterations"] >= 1
         assert st["min"] <= st["median"] <= st["p99"] <= st["max"] and st["n"] == r.params["iterations"] >= 10
         assert 0 < len(r.samples) <= 1000
         assert r.params["validated"] and r.params["cpus"] == params["cpus"]
