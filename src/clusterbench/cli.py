@@ -221,8 +221,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"note: {note}\n")
         for w in report.run.get("warnings") or []:
             sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
-        if report.run.get("id"):
-            sys.stdout.write(f"run {report.run['id']} stored in {store.path if store else '-'}\n")
+        if store is not None:
+            sys.stdout.write(f"run {report.run['id']} stored in {store.path}\n")
     return 0
 
 
