@@ -8,6 +8,35 @@
 #define CB_MPI_H
 #include <mpi.h>
 
+#include <errno.h>
+
+/* Fail the whole job: rank 0 prints a JSON error record, other ranks a line on stderr
+ * (only rank 0's stdout is read), then MPI_Abort so no rank is left waiting. */
+static inline void cb_mpi_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static inline void cb_mpi_die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        cb_json_begin("error");
+        cb_json_str("message", msg);
+        cb_json_end();
+    } else {
+        fprintf(stderr, "%s rank %d: %s\n", program_invocation_short_name, rank, msg);
+    }
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+static inline int cb_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 #define CB_HOST_LEN 256
 #define CB_CPUS_LEN 1024
 

@@ -68,35 +68,14 @@ typedef struct {
 
 static int rank, nranks;
 
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0) {
-        cb_json_begin("error");
-        cb_json_str("message", msg);
-        cb_json_end();
-    } else {
-        fprintf(stderr, "mpibw rank %d: %s\n", rank, msg);
-    }
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#define die cb_mpi_die
 
 /* min, median, mean, p99 (nearest rank), max of v[0..n) (sorted copy in tmp) */
 static void stats(const double *v, long n, double *tmp, pairstat_t *st) {
     if (n <= 0) { st->min = st->median = st->mean = st->p99 = st->max = 0; return; }
     double sum = 0;
     for (long i = 0; i < n; i++) { tmp[i] = v[i]; sum += v[i]; }
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    qsort(tmp, (size_t)n, sizeof *tmp, cb_cmp_double);
     st->min = tmp[0];
     st->median = (n % 2) ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
     st->mean = sum / (double)n;

@@ -43,34 +43,13 @@
 
 static int rank, nranks;
 
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0) {
-        cb_json_begin("error");
-        cb_json_str("message", msg);
-        cb_json_end();
-    } else {
-        fprintf(stderr, "pingpong rank %d: %s\n", rank, msg);
-    }
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#define die cb_mpi_die
 
 /* Statistics over all n values (sorted copy in tmp). */
 static void stats(const double *v, long n, double *tmp, double out[6]) {
     double sum = 0;
     for (long i = 0; i < n; i++) { tmp[i] = v[i]; sum += v[i]; }
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    qsort(tmp, (size_t)n, sizeof *tmp, cb_cmp_double);
     out[0] = (double)n;
     out[1] = tmp[0];
     out[2] = (n % 2) ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);

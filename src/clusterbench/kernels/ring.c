@@ -45,23 +45,7 @@
 
 static int rank, nranks;
 
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (rank == 0) {
-        cb_json_begin("error");
-        cb_json_str("message", msg);
-        cb_json_end();
-    } else {
-        fprintf(stderr, "ring rank %d: %s\n", rank, msg);
-    }
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
+#define die cb_mpi_die
 
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -103,11 +87,6 @@ static double timed_loop(int nonblocking, bufs_t *b, int n, int left, int right,
         else sendrecv_once(b, n, left, right);
     }
     return MPI_Wtime() - start;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static double geomean(const double *v, int n) {
@@ -304,7 +283,7 @@ int main(int argc, char **argv) {
                 double sorted[4096];
                 int nr = nrand < 4096 ? nrand : 4096;
                 memcpy(sorted, best + 1, sizeof(double) * (size_t)nr);
-                qsort(sorted, (size_t)nr, sizeof(double), cmp_double);
+                qsort(sorted, (size_t)nr, sizeof(double), cb_cmp_double);
                 at = app(params, params_len, at, ",\"fastest_ring_us\":%.9g,\"slowest_ring_us\":%.9g",
                          sorted[0] * 1e6, sorted[nr - 1] * 1e6);
                 if (nranks <= max_list) {
