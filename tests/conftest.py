@@ -30,3 +30,77 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 @pytest.fixture
 def ctx(live_probe: dict) -> RunContext:
     return RunContext(probe=live_probe, profile="quick", timeout=300)
+
+
+# -- MPI and the virtual cluster, shared by the MPI test files ---------------------------------
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+_SIM_PREFIX_RE = __import__("re").compile(r"^t(\d+)-")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sim_prefix() -> str:
+    """This test session's own sim-cluster prefix (``t<pid>-``), so two suites running side by
+    side, or a user's ``cbsim-`` cluster, never see each other's namespaces. Leftovers of test
+    sessions that were killed (their pid is gone) are removed first."""
+    from clusterbench.launch import simcluster
+
+    prefix = f"t{os.getpid() % 10_000_000}-"
+    old = os.environ.get("CLUSTERBENCH_SIM_PREFIX")
+    os.environ["CLUSTERBENCH_SIM_PREFIX"] = prefix
+    if IS_ROOT and os.path.isdir("/run/netns"):
+        dead = {m.group(0) for m in map(_SIM_PREFIX_RE.match, os.listdir("/run/netns"))
+                if m and not os.path.exists(f"/proc/{m.group(1)}")}
+        for p in dead:
+            simcluster.down(prefix=p, state=Path(os.environ.get("TMPDIR", "/tmp")) / "cb-sweep")
+    try:
+        yield prefix
+    finally:
+        if old is None:
+            os.environ.pop("CLUSTERBENCH_SIM_PREFIX", None)
+        else:
+            os.environ["CLUSTERBENCH_SIM_PREFIX"] = old
+
+
+@pytest.fixture(scope="session")
+def mpi():
+    """Open MPI from the system, or a skip that says what to install."""
+    import shutil
+
+    from clusterbench.errors import EnvironmentProblem
+    from clusterbench.launch import mpi as M
+
+    if not shutil.which("mpirun"):
+        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
+    try:
+        found = M.detect_mpi()
+    except EnvironmentProblem as exc:
+        pytest.skip(f"MPI not usable: {exc}")
+    if found.name != "openmpi":
+        pytest.skip("these tests use Open MPI's MCA settings")
+    return found
+
+
+@pytest.fixture
+def sim_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A factory: ``sim_cluster(2, mtu=9000)`` brings up a virtual cluster with this session's
+    prefix and a private state directory; it is always taken down afterwards, and the test fails
+    if anything of it is left. Skips (with the reason) when not root or namespaces are unusable."""
+    from clusterbench.errors import EnvironmentProblem
+    from clusterbench.launch import simcluster
+
+    if not IS_ROOT:
+        pytest.skip("the virtual cluster needs root (ip netns)")
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
+    simcluster.down()  # leftovers of an earlier test of this session
+
+    def make(nodes: int = 2, **spec):
+        try:
+            return simcluster.up(nodes, **spec)
+        except EnvironmentProblem as exc:
+            pytest.skip(f"network namespaces unusable here: {exc}")
+
+    try:
+        yield make
+    finally:
+        simcluster.down()
+        assert not simcluster.list_namespaces()

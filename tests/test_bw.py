@@ -3,31 +3,19 @@ and across a 2-node virtual cluster; arithmetic, validation, placement and bad i
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks._mpi_common import KernelSession, power_sizes
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as M
 
 IS_ROOT = os.geteuid() == 0
 SIZES = [8, 65536, 1 << 20]
 
 
-@pytest.fixture(scope="module")
-def mpi() -> M.MpiInstall:
-    if not shutil.which("mpirun") and not shutil.which("mpiexec"):
-        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
-    try:
-        found = M.detect_mpi()
-    except EnvironmentProblem as exc:
-        pytest.skip(f"MPI not usable: {exc}")
-    if found.name != "openmpi":
-        pytest.skip("the transport tests use Open MPI's MCA settings")
-    return found
 
 
 def _two_cpus(ctx: RunContext) -> None:
@@ -184,33 +172,21 @@ def test_multipair_local_one_and_two_pairs(mpi, live_probe) -> None:
                 assert any(w["code"] == "shared-cpu" for w in r.warnings) == shared
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
-def test_multipair_and_bw_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatch) -> None:
+def test_multipair_and_bw_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     """Two sim-cluster nodes: one pair spans both nodes, TCP is proven, the aggregate reported."""
-    from clusterbench.launch import simcluster
 
-    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
-    if simcluster.list_namespaces():
-        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
-    try:
-        c = simcluster.up(2)
-    except EnvironmentProblem as exc:
-        pytest.skip(f"network namespaces unusable here: {exc}")
-    try:
-        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
-        _two_cpus(ctx)
-        names = [n.name for n in c.nodes]
-        _, params, res = _run(ctx, "multipair", hosts=",".join(names), pairs=[1], sizes=[8, 65536],
-                              time_budget=0.03)
-        assert params["placement"] == "inter-node"
-        agg = [r for r in res if r.metric == "aggregate_bandwidth"]
-        assert len(agg) == 2 and all(r.value > 0 for r in agg)
-        for r in res:
-            assert r.params["transport_used"] == "tcp" and r.params["pairs"] == 1
-            assert [p["node"] for p in r.params["rank_placement"]] == names
-        _, _, res = _run(ctx, "bw", hosts=",".join(names), sizes=[65536], time_budget=0.03, direction="uni")
-        assert len(res) == 1 and res[0].params["pair"] == "inter-node" and res[0].params["transport_used"] == "tcp"
-        assert {p["node"] for p in res[0].params["placement"]} == set(names)
-    finally:
-        simcluster.down()
-    assert not simcluster.list_namespaces()
+    c = sim_cluster(2)
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+    _two_cpus(ctx)
+    names = [n.name for n in c.nodes]
+    _, params, res = _run(ctx, "multipair", hosts=",".join(names), pairs=[1], sizes=[8, 65536],
+                          time_budget=0.03)
+    assert params["placement"] == "inter-node"
+    agg = [r for r in res if r.metric == "aggregate_bandwidth"]
+    assert len(agg) == 2 and all(r.value > 0 for r in agg)
+    for r in res:
+        assert r.params["transport_used"] == "tcp" and r.params["pairs"] == 1
+        assert [p["node"] for p in r.params["rank_placement"]] == names
+    _, _, res = _run(ctx, "bw", hosts=",".join(names), sizes=[65536], time_budget=0.03, direction="uni")
+    assert len(res) == 1 and res[0].params["pair"] == "inter-node" and res[0].params["transport_used"] == "tcp"
+    assert {p["node"] for p in res[0].params["placement"]} == set(names)

@@ -207,42 +207,31 @@ def test_gather_probes_localhost(monkeypatch, tmp_path) -> None:
     assert any(n["name"] == "lo" for n in got["localhost"]["network"]["nics"])
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
-def test_check_on_the_virtual_cluster(tmp_path, monkeypatch) -> None:
+def test_check_on_the_virtual_cluster(sim_cluster) -> None:
     """Two sim-cluster nodes alike, then one node's tcp_rmem changed in its namespace: found."""
     from clusterbench.launch import simcluster
 
-    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
-    if simcluster.list_namespaces():
-        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
-    try:
-        c = simcluster.up(2)
-    except EnvironmentProblem as exc:
-        pytest.skip(f"network namespaces unusable here: {exc}")
-    try:
-        names = [n.name for n in c.nodes]
-        first = consistency.check(names, timeout=60)
-        assert first["hosts"] == names and first["errors"] == {}
-        for h in names:
-            nics = {n["name"]: n for n in first["probes"][h]["network"]["nics"]}
-            assert nics["cb0"]["mtu"] == c.mtu  # the node's own namespace view
-        assert first["differences"] == [], first["differences"]
-        cmd = [*simcluster.exec_prefix(c.nodes[1], c), "sysctl", "-w", "net.ipv4.tcp_rmem=4096 65536 1048576"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-        if p.returncode != 0:
-            pytest.skip(f"net.ipv4.tcp_rmem is not per network namespace here: {p.stderr.strip()}")
-        second = consistency.check(names, timeout=60)
-        diffs = {d["key"]: d for d in second["differences"]}
-        assert set(diffs) == {"network.sysctls.net.ipv4.tcp_rmem"}
-        assert diffs["network.sysctls.net.ipv4.tcp_rmem"]["values"][names[1]] == [4096, 65536, 1048576]
-        assert diffs["network.sysctls.net.ipv4.tcp_rmem"]["values"][names[0]] != [4096, 65536, 1048576]
-        # short names work too, and a missing node is a one-line error naming it
-        assert set(remote.gather_probes(["n1", "n2"], timeout=60)) == {"n1", "n2"}
-        with pytest.raises(EnvironmentProblem, match="cbsim-n7"):
-            remote.gather_probes(["cbsim-n7"], timeout=20)
-    finally:
-        simcluster.down()
-    assert not simcluster.list_namespaces()
+    c = sim_cluster(2)
+    names = [n.name for n in c.nodes]
+    first = consistency.check(names, timeout=60)
+    assert first["hosts"] == names and first["errors"] == {}
+    for h in names:
+        nics = {n["name"]: n for n in first["probes"][h]["network"]["nics"]}
+        assert nics["cb0"]["mtu"] == c.mtu  # the node's own namespace view
+    assert first["differences"] == [], first["differences"]
+    cmd = [*simcluster.exec_prefix(c.nodes[1], c), "sysctl", "-w", "net.ipv4.tcp_rmem=4096 65536 1048576"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    if p.returncode != 0:
+        pytest.skip(f"net.ipv4.tcp_rmem is not per network namespace here: {p.stderr.strip()}")
+    second = consistency.check(names, timeout=60)
+    diffs = {d["key"]: d for d in second["differences"]}
+    assert set(diffs) == {"network.sysctls.net.ipv4.tcp_rmem"}
+    assert diffs["network.sysctls.net.ipv4.tcp_rmem"]["values"][names[1]] == [4096, 65536, 1048576]
+    assert diffs["network.sysctls.net.ipv4.tcp_rmem"]["values"][names[0]] != [4096, 65536, 1048576]
+    # short names work too, and a missing node is a one-line error naming it
+    assert set(remote.gather_probes(["n1", "n2"], timeout=60)) == {"n1", "n2"}
+    with pytest.raises(EnvironmentProblem, match=f"{c.prefix}n7"):
+        remote.gather_probes([f"{c.prefix}n7"], timeout=20)
 
 
 def _fake_ssh(tmp_path, keep_pythonpath: bool):

@@ -1,7 +1,6 @@
 """`run mpi`: the interconnect set as one run, each part given the options it understands."""
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest

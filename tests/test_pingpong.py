@@ -3,30 +3,17 @@ placement, transport proof and bad input."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext
 from clusterbench.benchmarks.pingpong import sweep_sizes
-from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import mpi as M
+from clusterbench.errors import UsageError
 
 IS_ROOT = os.geteuid() == 0
 
 
-@pytest.fixture(scope="module")
-def mpi() -> M.MpiInstall:
-    if not shutil.which("mpirun") and not shutil.which("mpiexec"):
-        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
-    try:
-        found = M.detect_mpi()
-    except EnvironmentProblem as exc:
-        pytest.skip(f"MPI not usable: {exc}")
-    if found.name != "openmpi":
-        pytest.skip("the transport tests use Open MPI's MCA settings")
-    return found
 
 
 def _cpus(ctx: RunContext) -> list[int]:
@@ -143,30 +130,18 @@ def test_inter_node_spec_places_ranks_on_two_hosts(ctx) -> None:
     assert spec.places[0].cpu != spec.places[1].cpu  # virtual-cluster nodes share this machine's cores
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
-def test_inter_node_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatch) -> None:
+def test_inter_node_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     """Two sim-cluster nodes: ranks land on different nodes, TCP is proven, results validate."""
-    from clusterbench.launch import simcluster
 
-    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
-    if simcluster.list_namespaces():
-        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
-    try:
-        c = simcluster.up(2)
-    except EnvironmentProblem as exc:
-        pytest.skip(f"network namespaces unusable here: {exc}")
-    try:
-        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
-        hosts = ",".join(n.name for n in c.nodes)
-        _, params, res = _run(ctx, hosts=hosts, sizes=[8, 65536], time_budget=0.05, validate=True)
-        assert params["pair"] == "inter-node"
-        lat = [r for r in res if r.metric == "latency"]
-        assert len(lat) == 2 and all(r.params["transport_used"] == "tcp" for r in lat)
-        nodes = {p["node"] for p in lat[0].params["placement"]}
-        assert nodes == {n.name for n in c.nodes}
-    finally:
-        simcluster.down()
-    assert not simcluster.list_namespaces()
+    c = sim_cluster(2)
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+    hosts = ",".join(n.name for n in c.nodes)
+    _, params, res = _run(ctx, hosts=hosts, sizes=[8, 65536], time_budget=0.05, validate=True)
+    assert params["pair"] == "inter-node"
+    lat = [r for r in res if r.metric == "latency"]
+    assert len(lat) == 2 and all(r.params["transport_used"] == "tcp" for r in lat)
+    nodes = {p["node"] for p in lat[0].params["placement"]}
+    assert nodes == {n.name for n in c.nodes}
 
 
 def test_two_transports_side_by_side(mpi, ctx) -> None:

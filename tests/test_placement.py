@@ -3,7 +3,6 @@ node with Open MPI, and the node class on a 2-node virtual cluster (root)."""
 from __future__ import annotations
 
 import os
-import shutil
 import tarfile
 from pathlib import Path
 
@@ -12,8 +11,7 @@ import pytest
 from clusterbench.analysis.pairs import CLASSES, choose_pairs, classify, describe, pair_matrix
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import mpi as M
+from clusterbench.errors import UsageError
 from clusterbench.probe import probe
 
 FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES",
@@ -107,17 +105,6 @@ def test_hand_made_shared_l2() -> None:
 
 
 # -- the benchmark ------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def mpi() -> M.MpiInstall:
-    if not shutil.which("mpirun"):
-        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
-    try:
-        found = M.detect_mpi()
-    except EnvironmentProblem as exc:
-        pytest.skip(f"MPI not usable: {exc}")
-    if found.name != "openmpi":
-        pytest.skip("the placement tests use Open MPI")
-    return found
 
 
 def _run(ctx: RunContext, **given):
@@ -171,39 +158,27 @@ def test_placement_bad_input(ctx) -> None:
     assert all(q["node_a"] == "a" for q in p["pair_list"][:-1])
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
-def test_placement_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatch) -> None:
+def test_placement_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     """Two sim-cluster nodes: the intra-node classes on n1 plus the node class n1-n2 over TCP."""
-    from clusterbench.launch import simcluster
 
     if len(allowed_cpus(RunContext(probe=live_probe))) < 2:
         pytest.skip("needs two cpus")
-    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
-    if simcluster.list_namespaces():
-        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
-    try:
-        c = simcluster.up(2)
-    except EnvironmentProblem as exc:
-        pytest.skip(f"network namespaces unusable here: {exc}")
-    try:
-        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
-        n1, n2 = (n.name for n in c.nodes)
-        _, res = _run(ctx, hosts=f"{n1},{n2}", time_budget=0.03)
-        by = {}
-        for r in res:
-            by.setdefault(r.params["class"], {})[r.metric] = r
-        assert "node" in by and set(by) == set(choose_pairs(live_probe, allowed_cpus(ctx))) | {"node"}
-        node = by["node"]["latency"]
-        assert (node.params["node_a"], node.params["node_b"]) == (n1, n2)
-        assert node.params["transport_used"] == "tcp"
-        assert {p["node"] for p in node.params["placement"]} == {n1, n2}
-        assert by["node"]["bandwidth"].value > 0
-        for cls, rs in by.items():
-            if cls != "node":
-                r = rs["latency"]
-                assert r.params["node_a"] == r.params["node_b"] == n1
-                assert {p["node"] for p in r.params["placement"]} == {n1}
-                assert r.value < node.value  # within a node beats across the virtual wire
-    finally:
-        simcluster.down()
-    assert not simcluster.list_namespaces()
+    c = sim_cluster(2)
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+    n1, n2 = (n.name for n in c.nodes)
+    _, res = _run(ctx, hosts=f"{n1},{n2}", time_budget=0.03)
+    by = {}
+    for r in res:
+        by.setdefault(r.params["class"], {})[r.metric] = r
+    assert "node" in by and set(by) == set(choose_pairs(live_probe, allowed_cpus(ctx))) | {"node"}
+    node = by["node"]["latency"]
+    assert (node.params["node_a"], node.params["node_b"]) == (n1, n2)
+    assert node.params["transport_used"] == "tcp"
+    assert {p["node"] for p in node.params["placement"]} == {n1, n2}
+    assert by["node"]["bandwidth"].value > 0
+    for cls, rs in by.items():
+        if cls != "node":
+            r = rs["latency"]
+            assert r.params["node_a"] == r.params["node_b"] == n1
+            assert {p["node"] for p in r.params["placement"]} == {n1}
+            assert r.value < node.value  # within a node beats across the virtual wire

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
 from clusterbench.benchmarks.ring import assign_ranks
-from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as M
 
 IS_ROOT = os.geteuid() == 0
@@ -19,17 +18,6 @@ FAST = {"random_rings": 3, "measurements": 2, "loop_time": 0.0005}
 METRICS = ("natural_ring_latency", "random_ring_latency", "natural_ring_bandwidth", "random_ring_bandwidth")
 
 
-@pytest.fixture(scope="module")
-def mpi() -> M.MpiInstall:
-    if not shutil.which("mpirun"):
-        pytest.skip("no mpirun on PATH: install openmpi-bin and libopenmpi-dev to run the MPI tests")
-    try:
-        found = M.detect_mpi()
-    except EnvironmentProblem as exc:
-        pytest.skip(f"MPI not usable: {exc}")
-    if found.name != "openmpi":
-        pytest.skip("the ring tests use Open MPI")
-    return found
 
 
 def _run(ctx: RunContext, **given):
@@ -116,28 +104,17 @@ def test_rank_assignment_and_defaults(ctx) -> None:
         assert bench.resolve(ctx, {"allow_root": True})["ranks"] == min(ctx.n_cores, len(allowed_cpus(ctx)))
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="the virtual cluster needs root (ip netns)")
-def test_ring_on_the_virtual_cluster(mpi, live_probe, tmp_path, monkeypatch) -> None:
-    from clusterbench.launch import simcluster
+def test_ring_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
+    pass
 
-    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
-    if simcluster.list_namespaces():
-        pytest.skip("a cbsim- virtual cluster already exists on this machine; not touching it")
-    try:
-        c = simcluster.up(2)
-    except EnvironmentProblem as exc:
-        pytest.skip(f"network namespaces unusable here: {exc}")
-    try:
-        ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
-        if len(allowed_cpus(ctx)) < 2:
-            ctx.oversubscribe = True
-        hosts = ",".join(n.name for n in c.nodes)
-        _, params, res = _run(ctx, hosts=hosts)
-        assert params["ranks"] == 2 and set(res) == set(METRICS)
-        r = res["natural_ring_latency"]
-        assert r.params["transport_used"] == "tcp"
-        assert [p["node"] for p in r.params["placement"]] == [n.name for n in c.nodes]
-        assert len(set(params["cpus"])) == len(params["cpus"]) or ctx.oversubscribe  # distinct cores
-    finally:
-        simcluster.down()
-    assert not simcluster.list_namespaces()
+    c = sim_cluster(2)
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+    if len(allowed_cpus(ctx)) < 2:
+        ctx.oversubscribe = True
+    hosts = ",".join(n.name for n in c.nodes)
+    _, params, res = _run(ctx, hosts=hosts)
+    assert params["ranks"] == 2 and set(res) == set(METRICS)
+    r = res["natural_ring_latency"]
+    assert r.params["transport_used"] == "tcp"
+    assert [p["node"] for p in r.params["placement"]] == [n.name for n in c.nodes]
+    assert len(set(params["cpus"])) == len(params["cpus"]) or ctx.oversubscribe  # distinct cores

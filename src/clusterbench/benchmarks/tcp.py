@@ -120,7 +120,7 @@ def resolve_hosts(hosts: str) -> Pair:
             raise UsageError(f"--hosts: {n!r} is not a sim-cluster node",
                              "tcp runs on 'local' (loopback) or between two sim-cluster nodes "
                              "(e.g. cbsim-n1,cbsim-n2); real hosts are not supported yet")
-        prefixes.add(m.group(1) or sc.DEFAULT_PREFIX)
+        prefixes.add(m.group(1) or sc.default_prefix())
     if len(prefixes) != 1:
         raise UsageError(f"--hosts {hosts!r} mixes two sim-clusters", "give two nodes of one sim-cluster")
     prefix = prefixes.pop()

@@ -111,7 +111,7 @@ def transport(host: str, *, cluster: simcluster.SimCluster | None = None, python
     if cluster is not None and host.startswith(cluster.prefix):
         raise EnvironmentProblem(f"cannot reach {host}: the sim-cluster has no such node",
                                  "its nodes are " + ", ".join(n.name for n in cluster.nodes))
-    if host.startswith(simcluster.DEFAULT_PREFIX) and cluster is None:
+    if host.startswith(simcluster.default_prefix()) and cluster is None:
         raise EnvironmentProblem(f"cannot reach {host}: no sim-cluster is up",
                                  "run `clusterbench sim-cluster up --nodes N` first (as root)")
     if _is_local(host):

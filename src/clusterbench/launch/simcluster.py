@@ -44,7 +44,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentProblem, UsageError
 
-DEFAULT_PREFIX = "cbsim-"
+DEFAULT_PREFIX = "cbsim-"  # $CLUSTERBENCH_SIM_PREFIX overrides it (see default_prefix)
 SUBNET = "198.18.0.0/24"
 HEAD_ADDRESS = "198.18.0.2"
 NODE_BASE = 10  # node k is 198.18.0.(10+k)
@@ -146,11 +146,19 @@ def _require_root(what: str = "sim-cluster") -> None:
                                  "install iproute2 (apt-get install iproute2)")
 
 
-def _check_prefix(prefix: str) -> str:
+def _check_prefix(prefix: str | None) -> str:
+    if prefix is None:
+        return default_prefix()
     if not _PREFIX_RE.match(prefix):
         raise UsageError(f"bad sim-cluster prefix {prefix!r}",
                          "use 1-8 lowercase letters/digits starting with a letter, then '-', e.g. cbsim-")
     return prefix
+
+
+def default_prefix() -> str:
+    """The prefix used when none is given: $CLUSTERBENCH_SIM_PREFIX or ``cbsim-``. Lets two test
+    suites (or two users) run virtual clusters side by side without touching each other's."""
+    return _check_prefix(os.environ.get("CLUSTERBENCH_SIM_PREFIX") or DEFAULT_PREFIX)
 
 
 def state_dir(path: str | os.PathLike | None = None) -> Path:
@@ -201,8 +209,9 @@ def _ip_json(args: Sequence[str]) -> list:
         return []
 
 
-def list_namespaces(prefix: str = DEFAULT_PREFIX) -> list[str]:
+def list_namespaces(prefix: str | None = None) -> list[str]:
     """Namespaces whose name starts with ``prefix`` (``ip netns list``; does not need root)."""
+    prefix = _check_prefix(prefix)
     p = _run(["ip", "netns", "list"], check=False)
     out = []
     for line in p.stdout.splitlines():
@@ -311,9 +320,10 @@ def _files(sdir: Path, prefix: str) -> tuple[Path, Path]:
     return sdir / f"simcluster{tag}.json", sdir / f"simcluster{tag}-agent.sh"
 
 
-def load(state: str | os.PathLike | None = None, *, prefix: str = DEFAULT_PREFIX) -> SimCluster | None:
+def load(state: str | os.PathLike | None = None, *, prefix: str | None = None) -> SimCluster | None:
     """The recorded cluster, or None when there is no state file (does not need root)."""
-    path = _files(state_dir(state), _check_prefix(prefix))[0]
+    prefix = _check_prefix(prefix)
+    path = _files(state_dir(state), prefix)[0]
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -366,7 +376,7 @@ exec "$IP" netns exec "$ns" /bin/sh -c "$*"
 """
 
 
-def agent_script(prefix: str = DEFAULT_PREFIX) -> str:
+def agent_script(prefix: str | None = None) -> str:
     """The text of the launch agent for ``prefix``."""
     ip = shutil.which("ip") or "/usr/sbin/ip"
     return AGENT_TEMPLATE.replace("@PREFIX@", _check_prefix(prefix)).replace("@IP@", ip)
@@ -428,12 +438,12 @@ def _teardown(prefix: str) -> list[str]:
     return removed
 
 
-def down(*, prefix: str = DEFAULT_PREFIX, state: str | os.PathLike | None = None) -> list[str]:
+def down(*, prefix: str | None = None, state: str | os.PathLike | None = None) -> list[str]:
     """Remove everything ``up`` made: every namespace named ``<prefix>*`` (processes inside are
     killed first; their veth ends go with them), the state file and the agent. Works without a
     state file (after a crash). Returns the namespaces removed. Nothing else is touched."""
     _require_root()
-    _check_prefix(prefix)
+    prefix = _check_prefix(prefix)
     sdir = state_dir(state)
     with _locked(sdir):
         removed = _teardown(prefix)
@@ -444,7 +454,7 @@ def down(*, prefix: str = DEFAULT_PREFIX, state: str | os.PathLike | None = None
 
 
 def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay: str | float | None = None,
-       prefix: str = DEFAULT_PREFIX, state: str | os.PathLike | None = None) -> SimCluster:
+       prefix: str | None = None, state: str | os.PathLike | None = None) -> SimCluster:
     """Bring up a virtual cluster of ``nodes`` nodes (plus head and bridge namespaces).
 
     Idempotent: the same spec again is a no-op (returns the recorded cluster, with a note); a
@@ -452,7 +462,7 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
     broken, or namespaces left by a crash without a state file, are removed and rebuilt.
     """
     _require_root()
-    _check_prefix(prefix)
+    prefix = _check_prefix(prefix)
     if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= MAX_NODES:
         raise UsageError(f"bad node count {nodes!r}", f"give --nodes between 1 and {MAX_NODES}")
     if not isinstance(mtu, int) or isinstance(mtu, bool) or not 576 <= mtu <= 65535:
@@ -689,7 +699,7 @@ def _status(c: SimCluster) -> dict:
             "bridge": bridge, "head": head, "nodes": nodes, "problems": problems}
 
 
-def status(*, prefix: str = DEFAULT_PREFIX, state: str | os.PathLike | None = None) -> dict:
+def status(*, prefix: str | None = None, state: str | os.PathLike | None = None) -> dict:
     """Check the recorded cluster against reality (namespaces, links up, MTU, addresses, qdiscs).
 
     Returns ``{"up": bool, "nodes": [{name, namespace, address, mtu, rate_bps, state: "up"|"down",
@@ -697,7 +707,7 @@ def status(*, prefix: str = DEFAULT_PREFIX, state: str | os.PathLike | None = No
     ``up`` is False, ``nodes`` is empty and ``leftovers`` lists namespaces with the prefix.
     """
     _require_root()
-    _check_prefix(prefix)
+    prefix = _check_prefix(prefix)
     c = load(state, prefix=prefix)
     if c is None:
         left = list_namespaces(prefix)

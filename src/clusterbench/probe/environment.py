@@ -7,7 +7,6 @@ External commands use a 5 s timeout and never raise.
 """
 from __future__ import annotations
 
-import glob
 import os
 import platform
 import re
