@@ -14,8 +14,6 @@ from clusterbench.errors import UsageError
 IS_ROOT = os.geteuid() == 0
 
 
-
-
 def _cpus(ctx: RunContext) -> list[int]:
     from clusterbench.benchmarks.base import allowed_cpus
 
@@ -130,18 +128,31 @@ def test_inter_node_spec_places_ranks_on_two_hosts(ctx) -> None:
     assert spec.places[0].cpu != spec.places[1].cpu  # virtual-cluster nodes share this machine's cores
 
 
-def test_inter_node_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
-    """Two sim-cluster nodes: ranks land on different nodes, TCP is proven, results validate."""
+def test_inter_node_on_the_virtual_cluster(mpi, live_probe, sim_cluster, tmp_path) -> None:
+    """Two sim-cluster nodes, through a whole session: ranks land on different nodes, TCP is
+    proven, results validate, and the stored run holds the cluster definition and every node's
+    probe and NIC settings (MTU of the cluster link)."""
+    from clusterbench import session
+    from clusterbench.store import Store
 
-    c = sim_cluster(2)
-    ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
+    c = sim_cluster(2, mtu=9000)
     hosts = ",".join(n.name for n in c.nodes)
-    _, params, res = _run(ctx, hosts=hosts, sizes=[8, 65536], time_budget=0.05, validate=True)
-    assert params["pair"] == "inter-node"
-    lat = [r for r in res if r.metric == "latency"]
+    store = Store(tmp_path / "r.db")
+    report = session.run(["pingpong"], {"pingpong": {"hosts": hosts, "sizes": [8, 65536], "time_budget": 0.05,
+                                                     "validate": True, "allow_root": True}},
+                         profile="quick", store=store, timeout=120, probe_data=live_probe)
+    lat = [r for r in report.results if r.metric == "latency"]
     assert len(lat) == 2 and all(r.params["transport_used"] == "tcp" for r in lat)
+    assert lat[0].params["pair"] == "inter-node"
     nodes = {p["node"] for p in lat[0].params["placement"]}
     assert nodes == {n.name for n in c.nodes}
+    cluster = store.get_run(report.run["id"])["cluster"]
+    assert cluster["hosts"] == [n.name for n in c.nodes] and cluster["sim_cluster"]["mtu"] == 9000
+    for n in c.nodes:
+        node = cluster["nodes"][n.name]
+        assert node["probe"]["probe_schema"] == 1
+        assert {x["name"]: x["mtu"] for x in node["network"]["nics"]}["cb0"] == 9000
+    assert cluster["differences"] == []
 
 
 def test_two_transports_side_by_side(mpi, ctx) -> None:

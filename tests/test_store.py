@@ -99,3 +99,52 @@ def test_results_are_json(tmp_path):
     row = st.db.execute("SELECT params, samples, summary FROM results").fetchone()
     for col in row:
         json.loads(col)
+
+
+_SCHEMA1_RUNS = """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (id TEXT PRIMARY KEY, started TEXT NOT NULL, ended TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')), error TEXT,
+    command TEXT NOT NULL, argv TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+    clusterbench_version TEXT NOT NULL, profile TEXT, probe TEXT NOT NULL, builds TEXT NOT NULL DEFAULT '{}',
+    warnings TEXT NOT NULL DEFAULT '[]', notes TEXT NOT NULL DEFAULT '[]');
+CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(id)
+    ON DELETE CASCADE, seq INTEGER NOT NULL, benchmark TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL,
+    unit TEXT NOT NULL, higher_is_better INTEGER NOT NULL, params TEXT NOT NULL, samples TEXT NOT NULL,
+    summary TEXT NOT NULL, limit_json TEXT, limits TEXT NOT NULL, warnings TEXT NOT NULL, kernel TEXT,
+    measured_at TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO runs (id, started, ended, status, command, argv, host, pid, clusterbench_version, probe)
+    VALUES ('old-run', '2026-11-21T00:00:00Z', '2026-11-21T00:01:00Z', 'complete', 'clusterbench run stream',
+            '[]', 'h', 1, '0.1', '{}');
+"""
+
+
+def test_schema1_store_is_read_then_upgraded(tmp_path):
+    """A store written by schema 1 reads as it is read-only, and is upgraded in place (one ALTER)
+    when opened for writing; old runs read back with an empty cluster record."""
+    p = tmp_path / "old.db"
+    db = sqlite3.connect(p)
+    db.executescript(_SCHEMA1_RUNS)
+    db.close()
+    ro = Store(p, readonly=True)
+    assert ro.schema == 1 and ro.get_run("old-run")["cluster"] == {}
+    ro.close()
+    st = Store(p)
+    assert st.schema == STORE_SCHEMA == 2
+    assert st.get_run("old-run")["cluster"] == {}
+    rec = new_run_record(["clusterbench"], {}, "quick")
+    rec["cluster"] = {"hosts": ["a", "b"], "nodes": {}}
+    st.begin_run(rec)
+    assert st.get_run(rec["id"])["cluster"]["hosts"] == ["a", "b"]
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+
+
+def test_newer_store_is_refused(tmp_path):
+    p = tmp_path / "new.db"
+    Store(p).close()
+    db = sqlite3.connect(p)
+    db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="schema 99"):
+        Store(p)

@@ -8,7 +8,7 @@ The public Python API mirrors the command line:
     report = run(["stream"], {"stream": {"threads": 2}}, profile="quick")
     report.document()                                  # the --json document
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Version of the ``--json`` document (the results store has its own, ``store.STORE_SCHEMA``).
 #: Bump on any incompatible change; documented in README.md ("JSON output").

@@ -117,6 +117,15 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         bench.prepare(ctx, params)
     argv = list(argv if argv is not None else sys.argv)
     record = new_run_record(argv, probe_data, profile)
+    hosts = list(dict.fromkeys(h for bench, params in steps for h in bench.hosts(params)))
+    if hosts:  # a run across hosts: every node's probe and NIC settings, before anything is stored
+        from .analysis import consistency
+        record["cluster"] = consistency.provenance(hosts, timeout=min(60.0, timeout))
+        n = len(record["cluster"]["differences"])
+        if n:
+            ctx.note(f"cluster: {n} setting(s) differ between the nodes "
+                     f"({', '.join(d['key'] for d in record['cluster']['differences'][:3])}"
+                     f"{', ...' if n > 3 else ''}); see `clusterbench cluster check`")
     record["builds"] = ctx.builds  # filled as kernels are built
     if use_store and store is None:
         store = Store()
@@ -172,5 +181,5 @@ def new_run_record(argv: Sequence[str], probe_data: dict, profile: str) -> dict:
         "id": str(uuid.uuid4()), "started": now_iso(), "ended": None, "status": "running", "error": None,
         "command": command, "argv": list(argv), "host": socket.gethostname(), "pid": os.getpid(),
         "clusterbench_version": __version__, "profile": profile, "probe": probe_data, "builds": {},
-        "warnings": [], "notes": [],
+        "cluster": {}, "warnings": [], "notes": [],
     }

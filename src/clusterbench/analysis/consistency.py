@@ -256,3 +256,24 @@ def check(hosts: Sequence[str], *, timeout: float | None = None, keep_going: boo
     probes = remote.gather_probes(list(hosts), **kw)
     errors = {h: d["error"] for h, d in probes.items() if isinstance(d, Mapping) and "error" in d}
     return {"hosts": list(probes), "differences": diff(probes), "probes": probes, "errors": errors}
+
+
+def provenance(hosts: Sequence[str], *, timeout: float | None = None) -> dict[str, Any]:
+    """What a run across ``hosts`` stores beside its figures (``runs.cluster`` in the store, the
+    ``run.cluster`` of ``--json``): ``{"hosts": [names as given], "sim_cluster": <the virtual
+    cluster's definition, when every host is one of its nodes, else None>, "nodes": {host: {"probe",
+    "network"}}, "differences": diff(...)}``. The probes are gathered the way the MPI launcher
+    reaches the hosts (``ip netns exec`` on the virtual cluster, ssh otherwise); an unreachable host
+    raises a one-line :class:`EnvironmentProblem` naming it, before anything is measured."""
+    from ..launch import simcluster
+
+    data = check(hosts, timeout=timeout)
+    sim = simcluster.load()
+    if sim is not None:
+        try:
+            for h in hosts:
+                sim.node(h)
+        except Exception:  # a host that is not one of its nodes: a real cluster
+            sim = None
+    return {"hosts": list(hosts), "sim_cluster": sim.to_json() if sim is not None else None,
+            "nodes": data["probes"], "differences": data["differences"]}

@@ -237,6 +237,19 @@ class Benchmark:
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
         raise NotImplementedError
 
+    def hosts(self, params: dict[str, Any]) -> list[str]:
+        """The hosts a run with these (resolved) parameters spans, from ``hosts``/``hostfile``;
+        empty for this node only. The session gathers each one's probe and NIC settings into the
+        run's cluster record before measuring."""
+        from ..launch import mpi as mpimod
+
+        spec = params.get("hosts")
+        if spec and str(spec).strip() not in ("local", "localhost"):
+            return [h.name for h in mpimod.parse_hosts(str(spec))]
+        if params.get("hostfile"):
+            return [h.name for h in mpimod.parse_hostfile(params["hostfile"])]
+        return []
+
 
 # -- shared parameter helpers ------------------------------------------------------------------
 THREADS = Param("threads", int, None, "threads (default: one per physical core)")

@@ -9,7 +9,14 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 
 * ``meta(key PRIMARY KEY, value)`` - ``schema_version``, ``created_by``.
 * ``runs(id, started, ended, status, error, command, argv, host, pid, clusterbench_version,
-  profile, probe, builds, warnings, notes)`` - the last four are JSON.
+  profile, probe, builds, warnings, notes, cluster)`` - probe, builds, warnings, notes and cluster
+  are JSON. ``cluster`` (schema 2) is ``{}`` for a run on this node only; for a run across hosts it
+  holds the cluster definition and every node's probe and NIC settings (see
+  :func:`clusterbench.analysis.consistency.provenance`).
+
+Schema history: 1 (first release); 2 adds ``runs.cluster``. A schema-1 file is upgraded in place
+when it is opened for writing (one ``ALTER TABLE``; old runs read back with ``cluster = {}``) and
+read as it is when opened read-only.
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
@@ -29,7 +36,9 @@ from typing import Any
 from .. import __version__
 from ..errors import StoreError
 
-STORE_SCHEMA = 1
+STORE_SCHEMA = 2
+#: older schemas this version reads, and upgrades when it writes
+UPGRADES = {1: ("ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT '{}'",)}
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,7 +57,8 @@ CREATE TABLE IF NOT EXISTS runs (
     probe TEXT NOT NULL,
     builds TEXT NOT NULL DEFAULT '{}',
     warnings TEXT NOT NULL DEFAULT '[]',
-    notes TEXT NOT NULL DEFAULT '[]'
+    notes TEXT NOT NULL DEFAULT '[]',
+    cluster TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -118,6 +128,17 @@ class Store:
         if has_meta:
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             found = int(row[0]) if row else None
+            self.schema = found
+            if found in UPGRADES and not readonly:
+                with self._tx():
+                    for v in range(found, STORE_SCHEMA):
+                        for stmt in UPGRADES[v]:
+                            self.db.execute(stmt)
+                    self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(STORE_SCHEMA),))
+                self.schema = STORE_SCHEMA
+                return
+            if found in UPGRADES:  # read-only: read it as it is
+                return
             if found != STORE_SCHEMA:
                 raise StoreError(
                     f"results store {self.path} has schema {found}, this clusterbench reads {STORE_SCHEMA}",
@@ -129,6 +150,7 @@ class Store:
                              _fix_for(self.path))
         if readonly:
             raise StoreError(f"results store {self.path} is empty", "run a benchmark first")
+        self.schema = STORE_SCHEMA
         with self._tx():
             for stmt in _DDL.strip().split(";"):
                 if stmt.strip():
@@ -165,10 +187,10 @@ class Store:
         with self._tx():
             self.db.execute(
                 "INSERT INTO runs (id, started, status, command, argv, host, pid, clusterbench_version,"
-                " profile, probe, builds) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                " profile, probe, builds, cluster) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record["id"], record["started"], record["command"], json.dumps(record["argv"]), record["host"],
                  record["pid"], record["clusterbench_version"], record["profile"], json.dumps(record["probe"]),
-                 json.dumps(record.get("builds") or {})))
+                 json.dumps(record.get("builds") or {}), json.dumps(record.get("cluster") or {})))
         return str(record["id"])
 
     def add_build(self, run_id: str, name: str, info: dict) -> None:
@@ -215,6 +237,7 @@ class Store:
             d["builds"] = json.loads(row["builds"])
             d["warnings"] = json.loads(row["warnings"])
             d["notes"] = json.loads(row["notes"])
+            d["cluster"] = json.loads(row["cluster"]) if "cluster" in row.keys() else {}
         return d
 
     def list_runs(self, limit: int | None = None) -> list[dict]:
