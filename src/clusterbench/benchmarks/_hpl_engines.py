@@ -74,7 +74,8 @@ class HplCase:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UsageError(f"HPL {name.upper()}={value!r} is not allowed", f"give {name.upper()} >= 1")
         if self.pmap not in PMAPS:
-            raise UsageError(f"HPL process mapping {self.pmap!r} is not row or col", "use pmap row (recommended) or col")
+            raise UsageError(f"HPL process mapping {self.pmap!r} is not row or col",
+                             "use pmap row (recommended) or col")
         if self.nb > self.n:
             raise UsageError(f"HPL NB={self.nb} is larger than N={self.n}", "choose NB <= N (NB is usually 32..256)")
 
@@ -430,6 +431,8 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
     what = f"{engine} (N={case.n}, NB={case.nb}, {case.p}x{case.q})"
     if proc.returncode != 0:
         problem, fix = mpimod._explain(err + "\n" + out, proc.returncode, what)
+        if "exited on signal" in err:  # mpirun's report of a rank that died
+            fix = "a rank was killed: check the node's memory (dmesg shows the OOM killer) and choose a smaller N"
         errors = hpl_errors(output)
         raise KernelFailed(problem + (f" ({errors[0]})" if errors else ""), fix)
     proof = mpimod.parse_transport_proof(err)
