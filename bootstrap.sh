@@ -14,8 +14,8 @@ ACTION="${1:-characterise}"
 shift || true
 
 APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv
-          openmpi-bin libopenmpi-dev iproute2 iputils-ping)
-[ "$ACTION" = speed ] && APT_PKGS+=(likwid hpcc)
+          openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc)
+[ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
 
 missing=()

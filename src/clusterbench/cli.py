@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     sup.add_argument("--mtu", type=int, default=1500, help="MTU of every link (default 1500)")
     sup.add_argument("--rate", help="rate limit per node link, as tc writes it (e.g. 1gbit, 100mbit)")
     sup.add_argument("--delay", help="one-way delay per node link (needs netem in the kernel), e.g. 1ms")
+    sup.add_argument("--offload", choices=("on", "off"), default="on",
+                     help="veth segmentation/receive offloads (default on, Linux's default; 'off' sends "
+                     "MTU-sized frames as on a wire, so MTU shows in bandwidth; needs ethtool)")
     for name, text in (("status", "check the cluster against what was recorded"),
                        ("hosts", "the nodes, for --hosts or a hostfile"), ("down", "remove everything it made")):
         ssub.add_parser(name, help=text)
@@ -254,7 +257,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from .ui import dump_json, print_table
 
     if args.action == "up":
-        c = sc.up(args.nodes, mtu=args.mtu, rate=args.rate, delay=args.delay)
+        c = sc.up(args.nodes, mtu=args.mtu, rate=args.rate, delay=args.delay, offload=args.offload == "on")
         doc = c.to_json()
         rows = [[n.name, n.namespace, n.address, str(c.mtu), c.rate or "-"] for n in [c.head, *c.nodes]]
         if args.json:

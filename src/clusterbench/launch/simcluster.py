@@ -92,6 +92,10 @@ class SimCluster:
     rate: str | None = None  # as tc takes it, e.g. "1000000000bit"; None = unlimited
     rate_bps: int | None = None
     delay: str | None = None  # netem delay, e.g. "1ms"
+    #: segmentation/receive offloads on the veths: True (Linux's default for veth: 64 KiB GSO/GRO
+    #: segments cross the bridge whatever the MTU, so MTU hardly changes bandwidth) or False (every
+    #: frame MTU-sized and checksummed in software, as on a wire: per-packet costs make MTU show)
+    offload: bool = True
     subnet: str = SUBNET
     agent: str = ""  # path of the launch agent script
     state_file: str = ""
@@ -103,7 +107,7 @@ class SimCluster:
     def spec(self) -> dict:
         """What ``up`` was asked for: two clusters with the same spec are the same cluster."""
         return {"prefix": self.prefix, "nodes": len(self.nodes), "mtu": self.mtu,
-                "rate_bps": self.rate_bps, "delay": self.delay, "subnet": self.subnet}
+                "rate_bps": self.rate_bps, "delay": self.delay, "subnet": self.subnet, "offload": self.offload}
 
     def namespaces(self) -> list[str]:
         return [self.bridge_namespace, self.head.namespace] + [n.namespace for n in self.nodes]
@@ -454,7 +458,7 @@ def down(*, prefix: str | None = None, state: str | os.PathLike | None = None) -
 
 
 def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay: str | float | None = None,
-       prefix: str | None = None, state: str | os.PathLike | None = None) -> SimCluster:
+       offload: bool = True, prefix: str | None = None, state: str | os.PathLike | None = None) -> SimCluster:
     """Bring up a virtual cluster of ``nodes`` nodes (plus head and bridge namespaces).
 
     Idempotent: the same spec again is a no-op (returns the recorded cluster, with a note); a
@@ -469,10 +473,14 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
         raise UsageError(f"bad MTU {mtu!r}", "give --mtu between 576 and 65535 (e.g. 1500 or 9000)")
     rate_bps = parse_rate(rate)
     delay_s = parse_delay(delay)
+    if not offload and shutil.which("ethtool") is None:
+        raise EnvironmentProblem("--offload off needs ethtool, which is not installed",
+                                 "apt-get install ethtool (or leave offloads on)")
     sdir = state_dir(state)
     head, members = _members(prefix, nodes)
     cluster = SimCluster(prefix=prefix, nodes=members, head=head, bridge_namespace=f"{prefix}br", mtu=mtu,
                          rate=f"{rate_bps}bit" if rate_bps else None, rate_bps=rate_bps, delay=delay_s,
+                         offload=bool(offload),
                          agent=str(_files(sdir, prefix)[1]), state_file=str(_files(sdir, prefix)[0]))
     with _locked(sdir):
         old = None
@@ -519,6 +527,8 @@ def _describe(c: SimCluster) -> str:
     s += f", rate {c.rate_bps / 1e6:g} Mbit/s" if c.rate_bps else ", no rate limit"
     if c.delay:
         s += f", delay {c.delay}"
+    if not c.offload:
+        s += ", offloads off"
     return s
 
 
@@ -551,6 +561,10 @@ def _build(c: SimCluster) -> None:
         _run(["ip", "-n", m.namespace, "addr", "add", f"{m.address}/{prefix_len}", "dev", m.iface], what=what)
         _run(["ip", "-n", m.namespace, "link", "set", m.iface, "up"], what=what)
     _run(["ip", "-n", br, "link", "set", c.bridge, "mtu", str(c.mtu)], what=what)
+    if not c.offload:  # both ends of every veth: MTU-sized frames, software checksums, no GRO
+        for ns, dev in [(m.namespace, m.iface) for m in [c.head, *c.nodes]] + [(br, m.peer) for m in [c.head, *c.nodes]]:
+            _run(["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
+                  "tx", "off"], what=what)
     for m in c.nodes:
         tc = ["tc", "-n", m.namespace, "qdisc", "replace", "dev", m.iface, "root"]
         if c.delay:
