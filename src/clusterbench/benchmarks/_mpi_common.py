@@ -19,6 +19,7 @@ MiB = 1 << 20
 
 #: parameters every mpibw benchmark takes, as pingpong's
 TRANSPORT = Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS)
+MPI = Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)")
 TCP_INCLUDE = Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport")
 ALLOW_ROOT = Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
                    "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1")
@@ -103,7 +104,7 @@ def launch_spec(ctx: RunContext, params: dict[str, Any], places: Sequence[tuple[
         sim = sim_cluster_of(hosts)
         if sim is not None:  # launch from the head namespace through the sim-cluster's agent
             spec.prefix = simcluster.exec_prefix("head", sim)
-            spec.extra_args += simcluster.mpirun_args(sim, allow_root=False)
+            spec.sim = sim  # its launch agent, in the options of the MPI used
             spec.tcp_include = spec.tcp_include or sim.subnet
     return spec
 

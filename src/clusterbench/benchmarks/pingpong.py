@@ -80,6 +80,7 @@ class PingPong(Benchmark):
         Param("transports", "strlist", None, "several transports, the same pair measured over each in turn, "
               "e.g. tcp,shm (side by side in one run)"),
         Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
+        Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
         Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
               "(default: both ranks on this node)"),
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
@@ -89,7 +90,7 @@ class PingPong(Benchmark):
         Param("validate", bool, False, "check the data after each size's timed loop (outside it)"),
         Param("hugepages", bool, False, "message buffers on transparent huge pages (large-message "
               "bandwidth rises where the copy is page-bound; default: 4 KiB pages, like most applications)"),
-        Param("time_budget", float, 0.25, "seconds of timed iterations per size"),
+        Param("time_budget", float, 0.1, "seconds of timed iterations per size (0.1: the full 0..16 MiB sweep in about 10 s)"),
         Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
@@ -162,7 +163,7 @@ class PingPong(Benchmark):
         return len(params["transports"]) * (1.0 + len(params["size_list"]) * (params["time_budget"] * 1.1 + 0.01))
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        mpi = mpimod.detect_mpi()
+        mpi = mpimod.detect_mpi(kind=params.get("mpi"))
         ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
 
     # -- running -----------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ class PingPong(Benchmark):
             sim = sim_cluster_of(hosts)
             if sim is not None:  # launch from the head namespace through the sim-cluster's agent
                 spec.prefix = simcluster.exec_prefix("head", sim)
-                spec.extra_args += simcluster.mpirun_args(sim, allow_root=False)
+                spec.sim = sim  # its launch agent, in the options of the MPI used
                 spec.tcp_include = spec.tcp_include or sim.subnet
         return spec
 
@@ -187,7 +188,7 @@ class PingPong(Benchmark):
         return out
 
     def _run_one(self, ctx: RunContext, params: dict[str, Any]) -> list:
-        mpi = mpimod.detect_mpi()
+        mpi = mpimod.detect_mpi(kind=params.get("mpi"))
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         spec = self.launch_spec(ctx, params)
         sizes = params["size_list"]

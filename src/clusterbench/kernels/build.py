@@ -76,6 +76,21 @@ def _compiler_version(cc: str) -> str:
     return (out.stdout or out.stderr).splitlines()[0].strip() if (out.stdout or out.stderr) else "unknown"
 
 
+@functools.lru_cache(maxsize=None)
+def _wrapper_identity(cc: str) -> str:
+    """For an MPI compiler wrapper, which MPI it wraps: its real path (``/usr/bin/mpicc`` is an
+    alternatives link that may point at Open MPI's or MPICH's) and the command it runs
+    (``-show``: include and library paths). A plain compiler: its real path only."""
+    real = os.path.realpath(cc)
+    if not os.path.basename(cc).startswith("mpi"):
+        return real
+    try:
+        out = subprocess.run([cc, "-show"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return real
+    return real + "\n" + (out.stdout or "").strip()
+
+
 def arch_flags() -> list[str]:
     """-march=native on x86; -mcpu=native on Arm and POWER, where that is the convention."""
     machine = platform.machine().lower()
@@ -111,7 +126,7 @@ def build_kernel(
     """Compile ``kernels/<name>.c`` (cached) and return the binary with its build info.
 
     ``cc`` overrides the compiler (MPI kernels use the MPI's ``mpicc``: one build per MPI, since
-    the wrapper's path and version are part of the cache key)."""
+    the wrapper's path, real path, ``-show`` line and version are part of the cache key)."""
     src = KERNEL_DIR / f"{name}.c"
     if not src.is_file():
         raise EnvironmentProblem(f"kernel source {src} is missing", "reinstall clusterbench")
@@ -122,7 +137,7 @@ def build_kernel(
     h = hashlib.sha256()
     for part in (src, *sorted(KERNEL_DIR.glob("*.h"))):  # any header a kernel may include
         h.update(part.read_bytes())
-    h.update(json.dumps([cc, version, flags, link, _cpu_identity()]).encode())
+    h.update(json.dumps([cc, _wrapper_identity(cc), version, flags, link, _cpu_identity()]).encode())
     key = h.hexdigest()[:16]
     out_dir = cache_dir() / f"{name}-{key}"
     binary = out_dir / name

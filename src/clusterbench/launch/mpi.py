@@ -3,8 +3,13 @@
 What this module guarantees (issue 3, "Launching"):
 
 * :func:`detect_mpi` finds Open MPI (``mpirun``/``ompi_info``) or MPICH (``mpiexec``, Hydra) and its
-  ``mpicc``; a missing launcher, wrapper or ``mpi.h`` is an :class:`EnvironmentProblem` naming the
-  Debian package (``openmpi-bin``, ``libopenmpi-dev``).
+  own ``mpicc``: the default on PATH, or the one asked for (``--mpi openmpi|mpich|PATH``; Debian
+  keeps both as ``mpirun.openmpi``/``mpiexec.mpich``); a missing launcher, wrapper or ``mpi.h`` is an
+  :class:`EnvironmentProblem` naming the Debian packages.
+* MPICH (:func:`_mpich_command`): a Hydra hostfile in rank order, each rank pinned to its cpu by a
+  wrapper keyed on ``PMI_RANK``, the virtual cluster's agent as ``-launcher-exec``; on ch4:ucx the
+  transport maps to ``MPIR_CVAR_NOLOCAL``/``UCX_TLS`` and is proven from UCX's endpoint lines
+  (``UCX_LOG_LEVEL=info``); other devices run ``auto`` only, recorded "unproven".
 * :func:`parse_hosts` (``node1:4,node2:4``) and :func:`parse_hostfile` (Open MPI syntax:
   ``name slots=N [max_slots=M]``, comments, blank lines) give :class:`Host` lists; a malformed entry
   is a :class:`UsageError` naming it, and :func:`check_slots` refuses more ranks than slots unless
@@ -37,8 +42,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import EnvironmentProblem, KernelFailed, UsageError
+from . import simcluster
 from .local import _check_record, _parse_line
 
 Record = dict
@@ -63,13 +70,15 @@ INSTALL_FIX = "install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or 
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MpiInstall:
-    """The MPI found on PATH: ``name`` is ``openmpi`` or ``mpich``."""
+    """An MPI: ``name`` is ``openmpi`` or ``mpich``; ``device`` is MPICH's (``ch4:ucx``, ``ch4:ofi``,
+    ``ch3:nemesis``; None when unknown or Open MPI)."""
 
     name: str
     version: str
     mpirun: str
     mpicc: str
     ompi_info: str | None = None
+    device: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -100,38 +109,121 @@ def _ompi_components(ompi_info: str, framework: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def detect_mpi(path: str | None = None) -> MpiInstall:
-    """Find the MPI on ``path`` (default ``$PATH``): launcher, version and ``mpicc``.
+#: ``--mpi`` choices besides a path; the launcher and wrapper names tried for each, most specific
+#: first (Debian installs both MPIs side by side as ``mpirun.openmpi`` and ``mpiexec.mpich``).
+MPI_KINDS = ("openmpi", "mpich")
+_LAUNCHERS = {"openmpi": ("mpirun.openmpi", "mpirun", "mpiexec"),
+              "mpich": ("mpiexec.mpich", "mpiexec.hydra", "mpiexec", "mpirun")}
+_PACKAGES = {"openmpi": "openmpi-bin libopenmpi-dev", "mpich": "mpich libmpich-dev"}
+_LABEL = {"openmpi": "Open MPI", "mpich": "MPICH"}
 
-    Raises EnvironmentProblem (one line, naming the Debian package) when the launcher, the
-    compiler wrapper or the MPI header is missing."""
-    launcher = shutil.which("mpirun", path=path) or shutil.which("mpiexec", path=path)
-    if not launcher:
-        raise EnvironmentProblem("no MPI launcher (mpirun or mpiexec) found on PATH",
-                                 "install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or load an MPI module")
+
+def _identify(launcher: str) -> tuple[str, str] | None:
+    """(kind, version) from ``launcher --version``, None if it is neither Open MPI nor MPICH."""
     text = _run_text([launcher, "--version"])
     if "Open MPI" in text or "OpenRTE" in text:
-        name = "openmpi"
         m = re.search(r"\((?:Open MPI|OpenRTE)\)\s+(\S+)", text)
-    elif "HYDRA" in text.upper() or "MPICH" in text.upper():
-        name = "mpich"
+        return "openmpi", m.group(1) if m else "unknown"
+    if "HYDRA" in text.upper() or "MPICH" in text.upper():
         m = re.search(r"Version:\s+(\S+)", text)
-    else:
-        raise EnvironmentProblem(f"{launcher} is neither Open MPI nor MPICH ({text.strip()[:60]!r})",
-                                 "put Open MPI's or MPICH's mpirun first on PATH")
-    version = m.group(1) if m else "unknown"
-    mpicc = shutil.which("mpicc", path=os.path.dirname(launcher)) or shutil.which("mpicc", path=path)
-    pkg = "libopenmpi-dev" if name == "openmpi" else "libmpich-dev"
-    if not mpicc:
-        raise EnvironmentProblem("no MPI compiler wrapper mpicc found on PATH",
-                                 f"install it (apt-get install {pkg}) or load an MPI module")
-    if name == "openmpi":
+        return "mpich", m.group(1) if m else "unknown"
+    return None
+
+
+def _find_launcher(kind: str, path: str | None) -> tuple[str, str]:
+    """The first launcher on ``path`` that is the ``kind`` of MPI asked for, and its version."""
+    tried = []
+    for name in _LAUNCHERS[kind]:
+        found = shutil.which(name, path=path)
+        if not found or os.path.realpath(found) in tried:
+            continue
+        tried.append(os.path.realpath(found))
+        ident = _identify(found)
+        if ident and ident[0] == kind:
+            return found, ident[1]
+    raise EnvironmentProblem(f"no {_LABEL[kind]} launcher ({' or '.join(_LAUNCHERS[kind][:2])}) found on PATH",
+                             f"install it (apt-get install {_PACKAGES[kind]}) or load an {_LABEL[kind]} module")
+
+
+def _launcher_at(where: str) -> str:
+    """``--mpi PATH``: a launcher, or a directory holding mpiexec or mpirun."""
+    p = Path(where)
+    if p.is_dir():
+        for name in ("mpiexec", "mpirun"):
+            if os.access(p / name, os.X_OK):
+                return str(p / name)
+        raise EnvironmentProblem(f"--mpi {where}: no mpiexec or mpirun in that directory",
+                                 "give the launcher's path, or openmpi or mpich")
+    if not p.is_file() or not os.access(p, os.X_OK):
+        raise EnvironmentProblem(f"--mpi {where}: no such MPI launcher",
+                                 "give the path of an mpiexec or mpirun, or openmpi or mpich")
+    return str(p)
+
+
+def _find_mpicc(kind: str, launcher: str, path: str | None) -> str:
+    """The wrapper of the same MPI: beside the launcher with the same suffix (``mpiexec.mpich`` ->
+    ``mpicc.mpich``), else ``mpicc`` beside it, else on PATH; one that belongs to the other MPI
+    (``mpicc -show`` names it) is not taken."""
+    base = os.path.basename(launcher)
+    suffix = base.split(".", 1)[1] if "." in base else ""
+    here = os.path.dirname(launcher)
+    names = ([f"mpicc.{suffix}"] if suffix else []) + ["mpicc"]
+    other = "mpich" if kind == "openmpi" else "openmpi"
+    for cand in [shutil.which(n, path=here) for n in names] + [shutil.which(n, path=path) for n in names]:
+        if cand and other not in _run_text([cand, "-show"]).lower():
+            return cand
+    raise EnvironmentProblem(f"no {_LABEL[kind]} compiler wrapper ({' or '.join(names)}) found beside {launcher}",
+                             f"install it (apt-get install {_PACKAGES[kind].split()[-1]}) or load an MPI module")
+
+
+def _check_header(kind: str, mpicc: str) -> None:
+    if kind == "openmpi":
         incdirs = _run_text([mpicc, "-showme:incdirs"]).split()
-        if incdirs and not any(Path(d, "mpi.h").is_file() for d in incdirs):
-            raise EnvironmentProblem("mpicc is there but the MPI header mpi.h is missing",
-                                     f"install it (apt-get install {pkg})")
-    info = shutil.which("ompi_info", path=os.path.dirname(launcher)) if name == "openmpi" else None
-    return MpiInstall(name, version, launcher, mpicc, info)
+    else:
+        incdirs = [t[2:] for t in _run_text([mpicc, "-show"]).split() if t.startswith("-I")]
+    if incdirs and not any(Path(d, "mpi.h").is_file() for d in incdirs):
+        raise EnvironmentProblem(f"{mpicc} is there but the MPI header mpi.h is missing",
+                                 f"install it (apt-get install {_PACKAGES[kind].split()[-1]})")
+
+
+def _mpich_device(launcher: str, path: str | None) -> str | None:
+    """MPICH's device (``ch4:ucx``...) from ``mpichversion`` beside the launcher, None if unknown."""
+    tool = shutil.which("mpichversion", path=os.path.dirname(launcher)) or shutil.which("mpichversion", path=path)
+    if not tool:
+        return None
+    m = re.search(r"MPICH Device:\s+(\S+)", _run_text([tool]))
+    return m.group(1) if m else None
+
+
+def detect_mpi(path: str | None = None, kind: str | None = None) -> MpiInstall:
+    """Find an MPI: launcher, version and its own ``mpicc``.
+
+    ``kind``: None (the ``mpirun``/``mpiexec`` first on ``path``, default ``$PATH``),
+    ``openmpi`` or ``mpich`` (that MPI even when the other is the default, e.g. Debian's
+    ``mpiexec.mpich``), or the path of a launcher or of its directory. Raises
+    EnvironmentProblem (one line, naming the Debian package) when the launcher, the compiler
+    wrapper or the MPI header is missing."""
+    if kind in MPI_KINDS:
+        launcher, version = _find_launcher(kind, path)
+        name = kind
+    else:
+        if kind:
+            launcher = _launcher_at(kind)
+        else:
+            found = shutil.which("mpirun", path=path) or shutil.which("mpiexec", path=path)
+            if not found:
+                raise EnvironmentProblem("no MPI launcher (mpirun or mpiexec) found on PATH", INSTALL_FIX)
+            launcher = found
+        ident = _identify(launcher)
+        if ident is None:
+            raise EnvironmentProblem(f"{launcher} is neither Open MPI nor MPICH",
+                                     "put Open MPI's or MPICH's launcher first on PATH, or pass --mpi")
+        name, version = ident
+    mpicc = _find_mpicc(name, launcher, path)
+    _check_header(name, mpicc)
+    if name == "openmpi":
+        return MpiInstall(name, version, launcher, mpicc, shutil.which("ompi_info", path=os.path.dirname(launcher)))
+    return MpiInstall(name, version, launcher, mpicc, None, _mpich_device(launcher, path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,6 +354,7 @@ class LaunchSpec:
     extra_args: list[str] = field(default_factory=list)  # e.g. the sim-cluster's plm_rsh_agent
     env: dict[str, str] = field(default_factory=dict)    # exported to every rank (-x)
     prefix: list[str] = field(default_factory=list)      # run the launcher under this, e.g. ip netns exec
+    sim: Any = None  # a simcluster.SimCluster: its launch agent and network, in the MPI's own options
 
 
 def _is_root() -> bool:
@@ -286,7 +379,7 @@ def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wor
     wd = Path(workdir)
     env: dict[str, str] = dict(spec.env)
     if mpi.name == "mpich":
-        return _mpich_command(mpi, spec, program, wd), env
+        return _mpich_command(mpi, spec, program, wd, env), env
 
     cmd = [mpi.mpirun]
     if _is_root():
@@ -328,8 +421,24 @@ def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wor
         cmd += PROOF_ARGS
     for key in sorted(env):
         cmd += ["-x", key]
+    if spec.sim is not None:
+        cmd += _without_mca(simcluster.mpirun_args(spec.sim), cmd)
     cmd += list(spec.extra_args)
     return cmd + list(program), env
+
+
+def _without_mca(args: list[str], cmd: list[str]) -> list[str]:
+    """``args`` less the ``--mca NAME VALUE`` triples whose NAME ``cmd`` already sets (mpirun
+    refuses a parameter given twice, e.g. btl_tcp_if_include from --tcp-include and the cluster)."""
+    have = {cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--mca"}
+    out, i = [], 0
+    while i < len(args):
+        if args[i] == "--mca" and i + 2 < len(args) and args[i + 1] in have:
+            i += 3
+            continue
+        out.append(args[i])
+        i += 1
+    return out
 
 
 def _check_cidr(value: str) -> None:
@@ -342,22 +451,106 @@ def _check_cidr(value: str) -> None:
                                  "write e.g. 198.18.0.0/15 or eth1") from exc
 
 
-def _mpich_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path) -> list[str]:
-    """Hydra: ``mpiexec -n N -f hosts -bind-to user:cpus``; transports are not mapped yet."""
-    if spec.transport != "auto":
-        raise UsageError(f"--transport {spec.transport} is mapped for Open MPI only in this release",
-                         "use --transport auto with MPICH")
-    cmd = [mpi.mpirun, "-n", str(spec.nranks)]
-    if spec.hosts:
+#: MPICH ch4:ucx environment per transport. MPICH moves data between ranks of one node through its
+#: own POSIX shared memory and everything else through UCX; MPIR_CVAR_NOLOCAL=1 sends all of it
+#: through UCX, so UCX_TLS alone decides (as Open MPI's pml ucx). ``shm`` keeps UCX to shared
+#: memory as well, so whichever path a message takes, it is shared memory.
+MPICH_UCX_TRANSPORT_ENV: dict[str, dict[str, str]] = {
+    "auto": {},
+    "shm": {"UCX_TLS": "self,sm"},
+    "tcp": {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "self,tcp"},
+    "rdma": {"MPIR_CVAR_NOLOCAL": "1"},  # UCX_TLS from LaunchSpec.ucx_tls
+}
+#: UCX prints the transports of every endpoint configuration at this level (the proof), to stderr
+#: (stdout carries the kernel's JSON lines).
+MPICH_PROOF_ENV = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}  # UCX logs to stdout by default
+
+_BIND_SCRIPT = """#!/bin/sh
+# clusterbench: bind each MPICH rank (PMI_RANK, set by Hydra) to its cpu, then run the kernel.
+case "$PMI_RANK" in
+@CASES@
+*) echo "clusterbench: no cpu for MPI rank '$PMI_RANK'" >&2; exit 97 ;;
+esac
+exec @TASKSET@ -c "$cpu" "$@"
+"""
+
+
+def _mpich_hostfile(spec: LaunchSpec) -> str:
+    """Hydra's ``host:N`` lines. With a host per rank, runs of ranks in rank order (Hydra fills
+    the list in order, so rank i lands on its host); else the hosts and their slots."""
+    if spec.places and all(p.host for p in spec.places):
+        runs: list[list] = []
+        for p in spec.places:
+            if runs and runs[-1][0] == p.host:
+                runs[-1][1] += 1
+            else:
+                runs.append([p.host, 1])
+        return "".join(f"{h}:{n}\n" for h, n in runs)
+    assert spec.hosts
+    return "".join(f"{h.name}:{h.slots}\n" for h in spec.hosts)
+
+
+def _mpich_bind_wrapper(spec: LaunchSpec, wd: Path) -> list[str]:
+    """A per-rank wrapper that pins rank i to ``places[i].cpu`` with taskset. Hydra's own
+    ``-bind-to user:a,b`` counts the ranks of each node from 0, so on two nodes sharing one
+    machine's cores (the virtual cluster) both ranks would get the first cpu of the list."""
+    taskset = shutil.which("taskset")
+    if not taskset:
+        raise EnvironmentProblem("taskset is missing (needed to place MPICH ranks on cpus)",
+                                 "install util-linux")
+    assert spec.places
+    cases = "\n".join(f"{i}) cpu={p.cpu} ;;" for i, p in enumerate(spec.places))
+    script = wd / "bind-rank.sh"
+    script.write_text(_BIND_SCRIPT.replace("@CASES@", cases).replace("@TASKSET@", taskset))
+    script.chmod(0o755)
+    return [str(script)]
+
+
+def mpich_transport_env(mpi: MpiInstall, spec: LaunchSpec) -> dict[str, str]:
+    """The MPICH environment for ``spec.transport`` and the proof (ch4:ucx only: the mapping and
+    the proof are UCX's; another device runs ``auto`` only and its transport stays unproven)."""
+    if mpi.device != "ch4:ucx":
+        if spec.transport != "auto":
+            raise UsageError(f"--transport {spec.transport} is mapped for MPICH's ch4:ucx device only, "
+                             f"this MPICH is {mpi.device or 'of unknown device'}", "use --transport auto")
+        return {}
+    env = dict(MPICH_UCX_TRANSPORT_ENV[spec.transport])
+    if spec.transport == "rdma":
+        env["UCX_TLS"] = spec.ucx_tls
+    if spec.transport == "tcp" and spec.tcp_include and "/" not in spec.tcp_include:
+        env["UCX_NET_DEVICES"] = spec.tcp_include  # UCX takes interface names, not networks
+    if spec.prove_transport:
+        env.update(MPICH_PROOF_ENV)
+    return env
+
+
+def _mpich_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path,
+                   env: dict[str, str]) -> list[str]:
+    """Hydra: ``mpiexec -f hostfile -n N [-launcher-exec agent -iface IF] -genv ... bind-rank.sh prog``.
+
+    Every variable the launch sets (transport, proof, ``spec.env``) goes to every rank with
+    ``-genv`` and is also returned in ``env``; nothing is needed for root (Hydra has no check)."""
+    tenv = mpich_transport_env(mpi, spec)
+    env.update({k: v for k, v in tenv.items() if k not in spec.env})
+    cmd = [mpi.mpirun]
+    if spec.hosts or (spec.places and all(p.host for p in spec.places)):
         hf = wd / "hostfile"
-        hf.write_text("".join(f"{h.name}:{h.slots}\n" for h in spec.hosts))
+        hf.write_text(_mpich_hostfile(spec))
         cmd += ["-f", str(hf)]
-    if spec.places and all(p.cpu is not None for p in spec.places):
-        cmd += ["-bind-to", "user:" + ",".join(str(p.cpu) for p in spec.places)]
-    for key in sorted(spec.env):
-        cmd += ["-genv", key, spec.env[key]]
+    if spec.sim is not None:
+        cmd += simcluster.mpiexec_args(spec.sim)
+    cmd += ["-n", str(spec.nranks)]
+    for key in sorted(env):
+        cmd += ["-genv", key, env[key]]
     cmd += list(spec.extra_args)
-    return cmd + list(program)
+    wrapper: list[str] = []
+    if spec.places and all(p.cpu is not None for p in spec.places):
+        wrapper = _mpich_bind_wrapper(spec, wd)
+    elif spec.places and any(p.cpu is not None for p in spec.places):
+        raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    else:
+        cmd += ["-bind-to", "core"]
+    return cmd + wrapper + list(program)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,6 +560,19 @@ _BML_RE = re.compile(r"mca: bml: Using (\S+) btl for send to \[\[\d+,\d+\],(\d+)
 _PML_RE = re.compile(r"select: component (\S+) selected")
 _PML_RE2 = re.compile(r"selected (\S+) best priority")
 _BIND_RE = re.compile(r"MCW rank (\d+) bound to (.*)$")
+#: UCX (UCX_LOG_LEVEL=info): ``[time] [host:pid:thread] ucp_worker.c:N UCX INFO ep_cfg[1]: tag(sysv/memory
+#: cma/memory) ...``, one line per endpoint configuration; an endpoint to another rank has no
+#: ``self`` lane. The lanes of ``tag`` (MPICH's tag matching; else ``am``) carry the messages.
+_UCX_EP_RE = re.compile(r"\[[^\]:]*:(\d+):\d+\].*UCX\s+INFO\s+ep_cfg\[\d+\]:(.*)$")
+_UCX_LANES_RE = re.compile(r"\b(tag|am)\(([^)]*)\)")
+_UCX_SHM_TLS = {"sysv", "posix", "cma", "knem", "xpmem", "sm", "mm"}
+_UCX_RDMA_TLS = {"rc", "rc_verbs", "rc_mlx5", "ud", "ud_verbs", "ud_mlx5", "dc", "dc_mlx5", "ib", "srd"}
+
+
+def ucx_kind(lane: str) -> str:
+    """``shm``, ``tcp``, ``rdma`` or the transport's own name, for a UCX lane such as ``tcp/eth0``."""
+    tl = lane.split("/", 1)[0]
+    return "shm" if tl in _UCX_SHM_TLS else "tcp" if tl == "tcp" else "rdma" if tl in _UCX_RDMA_TLS else tl
 
 
 @dataclass
@@ -378,8 +584,22 @@ class TransportProof:
     sends: list[dict] = field(default_factory=list)  # {"btl", "to_rank", "node"}
     lines: list[str] = field(default_factory=list)   # the evidence, verbatim (bounded)
     bindings: dict[int, str] = field(default_factory=dict)
+    ucx: list[str] = field(default_factory=list)      # UCX lanes towards other ranks, e.g. tcp/eth0
+    ucx_pids: set[int] = field(default_factory=set)   # processes that reported such an endpoint
+    local_shm: bool = False  # MPICH may also move data through its own shared memory (ranks share a node)
 
     def feed(self, line: str) -> None:
+        m = _UCX_EP_RE.search(line)
+        if m:
+            lanes = dict(_UCX_LANES_RE.findall(m.group(2)))
+            chosen = (lanes.get("tag") or lanes.get("am") or "").split()
+            if chosen and not any(ln.startswith("self/") for ln in chosen):
+                self.ucx_pids.add(int(m.group(1)))
+                for lane in chosen:
+                    if lane not in self.ucx:
+                        self.ucx.append(lane)
+                self._keep(line[line.index("ep_cfg"):] if "ep_cfg" in line else line)
+            return
         m = _BML_RE.search(line)
         if m:
             btl, to, node = m.group(1), int(m.group(2)), m.group(3)
@@ -410,7 +630,10 @@ class TransportProof:
         return (bml[: max(1, n - 1)] + pml)[:n]
 
     def covers(self, ranks: Sequence[int]) -> bool:
-        """Enough evidence to judge the transport between ``ranks``."""
+        """Enough evidence to judge the transport between ``ranks`` (UCX: as many processes as
+        ranks reported an endpoint to another rank; its lines do not name the peer)."""
+        if self.ucx and self.pml is None:
+            return len(self.ucx_pids) >= len(ranks)
         if self.pml is None:
             return False
         if self.pml != "ob1":
@@ -419,7 +642,8 @@ class TransportProof:
         return all(r in seen for r in ranks)
 
     def as_dict(self) -> dict:
-        return {"pml": self.pml, "btl": list(self.btl), "sends": list(self.sends), "evidence": self.evidence(64),
+        return {"pml": self.pml, "btl": list(self.btl), "sends": list(self.sends), "ucx": list(self.ucx),
+                "local_shm": self.local_shm, "evidence": self.evidence(64),
                 "bindings": {str(k): v for k, v in sorted(self.bindings.items())}}
 
 
@@ -432,6 +656,11 @@ def parse_transport_proof(text: str) -> TransportProof:
 
 def used_transport(proof: TransportProof) -> str | None:
     """``shm``, ``tcp``, ``rdma`` or ``mixed``/other, from the proof; None if not proven."""
+    if proof.ucx and proof.pml is None:  # MPICH ch4:ucx
+        kinds = {ucx_kind(lane) for lane in proof.ucx}
+        if proof.local_shm and kinds != {"shm"}:
+            return None  # MPICH's own shared memory may have carried part of it: not provable
+        return kinds.pop() if len(kinds) == 1 else "mixed(" + ",".join(proof.ucx) + ")"
     if proof.pml == "ucx":
         return "rdma"
     if proof.pml in ("ob1", None) and proof.btl:
@@ -444,6 +673,12 @@ def used_transport(proof: TransportProof) -> str | None:
 def check_transport(requested: str, proof: TransportProof) -> None:
     """KernelFailed when the proof contradicts the requested transport (auto accepts anything)."""
     if requested == "auto":
+        return
+    if proof.ucx and proof.pml is None:  # MPICH ch4:ucx
+        wrong = [lane for lane in proof.ucx if ucx_kind(lane) != requested]
+        if wrong:
+            raise KernelFailed(f"asked {requested}, MPICH used UCX {','.join(wrong)}",
+                               "check UCX_TLS/UCX_NET_DEVICES and MPIR_CVAR_* in the environment")
         return
     if requested == "rdma":
         if proof.pml is not None and proof.pml != "ucx":
@@ -614,6 +849,16 @@ def _killgroup(proc: subprocess.Popen, grace: float = 2.0) -> None:
         pass
 
 
+def _ranks_may_share_node(spec: LaunchSpec) -> bool:
+    if spec.nranks < 2:
+        return False
+    if spec.places and all(p.host for p in spec.places):
+        return len({p.host for p in spec.places}) < len(spec.places)
+    if not spec.hosts or spec.places:
+        return True
+    return spec.nranks > len(spec.hosts) or any(h.slots > 1 for h in spec.hosts)
+
+
 class LaunchHung(KernelFailed):
     """MPI started no rank within the launch timeout (nothing was measured or passed on)."""
 
@@ -674,7 +919,9 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
         stderr_tail = b""
         errbuf = b""
         outbuf = b""
-        need_proof = spec.prove_transport and mpi.name == "openmpi"
+        need_proof = spec.prove_transport and (mpi.name == "openmpi" or mpi.device == "ch4:ucx")
+        proof.local_shm = (mpi.name == "mpich" and env_add.get("MPIR_CVAR_NOLOCAL") != "1"
+                           and _ranks_may_share_node(spec))
         released = not need_proof
         sel = selectors.DefaultSelector()
         try:
@@ -717,7 +964,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                         while b"\n" in errbuf:
                             line, errbuf = errbuf.split(b"\n", 1)
                             proof.feed(line.decode(errors="replace"))
-                        if need_proof and proof.pml is not None:
+                        if need_proof and (proof.pml is not None or proof.ucx):
                             check_transport(spec.transport, proof)  # fail fast on a contradiction
                         if not released and proof.covers(proof_ranks):
                             release()
