@@ -126,3 +126,78 @@ def test_kill_9_of_clusterbench_reads_back_incomplete():
     from clusterbench.store import Store
     run = Store(db).list_runs()[0]
     assert run["status"] == "incomplete" and run["results"] >= 1
+
+
+# -- MPI: a rank that dies or hangs mid-run ----------------------------------------------------
+PINGPONG = ("run", "pingpong", "--allow-root", "--transport", "shm", "--time-budget", "0.4",
+            "--sizes", "8,64,512,4096,32768,262144,1048576,4194304")
+
+
+def _mpi_or_skip() -> None:
+    import shutil
+    if not shutil.which("mpirun") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs Open MPI (openmpi-bin, libopenmpi-dev) and two cpus")
+
+
+def _rank_pids(proc: subprocess.Popen, want: int = 2, limit: float = 60) -> list[int]:
+    deadline = time.monotonic() + limit
+    pids: list[int] = []
+    while len(pids) < want and time.monotonic() < deadline and proc.poll() is None:
+        pids = _kernel_pids()
+        time.sleep(0.01)
+    assert len(pids) >= want, "the ranks were not seen"
+    return sorted(pids)
+
+
+def _ours(pid: str) -> bool:
+    """A process started by this test (it carries this test's CLUSTERBENCH_DB)."""
+    try:
+        return os.environ["CLUSTERBENCH_DB"].encode() in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+def _no_mpi_left() -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        launchers = subprocess.run(["pgrep", "-x", "orted|mpirun|prterun"], capture_output=True, text=True).stdout
+        left = _kernel_pids() + [int(p) for p in launchers.split() if _ours(p)]
+        if not left:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_mpi_rank_killed_mid_run_keeps_results():
+    """One rank is SIGKILLed after the first sizes were stored: a one-line error, the run is
+    incomplete with what it measured, and neither rank, mpirun nor a daemon is left."""
+    _mpi_or_skip()
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start(*PINGPONG)
+    _wait_results(db, 2, proc)
+    os.kill(_rank_pids(proc)[-1], signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "pingpong" in err and len(err.strip().splitlines()) <= 2, err
+    status, error, n = _run_row(db)
+    assert status == "incomplete" and error and n >= 2
+    assert n < 16  # it did stop: 8 sizes x 2 metrics would be 16
+    assert _no_mpi_left()
+
+
+def test_mpi_rank_hanging_mid_run_is_bounded():
+    """One rank is stopped (SIGSTOP: it hangs, as a rank stuck in a dead network would): the
+    run's timeout ends it, the results before the hang are kept, nothing is left."""
+    _mpi_or_skip()
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start(*PINGPONG, "--timeout", "12")
+    _wait_results(db, 2, proc)
+    t0 = time.monotonic()
+    os.kill(_rank_pids(proc)[-1], signal.SIGSTOP)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 20
+    assert proc.returncode == 4, err
+    assert "timed out" in err, err
+    status, error, n = _run_row(db)
+    assert status == "incomplete" and "timed out" in error and n >= 2
+    assert _no_mpi_left()
