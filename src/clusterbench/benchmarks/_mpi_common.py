@@ -20,6 +20,8 @@ MiB = 1 << 20
 #: parameters every mpibw benchmark takes, as pingpong's
 TRANSPORT = Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS)
 MPI = Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)")
+LAUNCHER = Param("launcher", str, "auto", "how ranks start: auto (srun inside a Slurm allocation, else "
+                 "mpirun/mpiexec), mpirun, srun", mpimod.LAUNCHERS)
 TCP_INCLUDE = Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport")
 ALLOW_ROOT = Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
                    "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1")
@@ -99,7 +101,8 @@ def launch_spec(ctx: RunContext, params: dict[str, Any], places: Sequence[tuple[
     spec = mpimod.LaunchSpec(nranks=len(places), hosts=hosts,
                              places=[mpimod.RankPlace(h, c) for h, c in places],
                              transport=params["transport"], tcp_include=params.get("tcp_include"),
-                             allow_root=bool(params["allow_root"]), oversubscribe=ctx.oversubscribe)
+                             allow_root=bool(params["allow_root"]), oversubscribe=ctx.oversubscribe,
+                             launcher=params.get("launcher") or "auto")
     if hosts:
         sim = sim_cluster_of(hosts)
         if sim is not None:  # launch from the head namespace through the sim-cluster's agent

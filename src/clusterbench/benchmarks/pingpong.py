@@ -81,6 +81,8 @@ class PingPong(Benchmark):
               "e.g. tcp,shm (side by side in one run)"),
         Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
         Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
+        Param("launcher", str, "auto", "how ranks start: auto (srun inside a Slurm allocation, else mpirun/mpiexec), "
+              "mpirun, srun", mpimod.LAUNCHERS),
         Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
               "(default: both ranks on this node)"),
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
@@ -172,7 +174,7 @@ class PingPong(Benchmark):
         places = [mpimod.RankPlace(h, c) for h, c in params["places"]]
         spec = mpimod.LaunchSpec(nranks=2, hosts=hosts, places=places, transport=params["transport"],
                                  tcp_include=params["tcp_include"], allow_root=bool(params["allow_root"]),
-                                 oversubscribe=ctx.oversubscribe)
+                                 oversubscribe=ctx.oversubscribe, launcher=params.get("launcher") or "auto")
         if hosts:
             sim = sim_cluster_of(hosts)
             if sim is not None:  # launch from the head namespace through the sim-cluster's agent

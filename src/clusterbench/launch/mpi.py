@@ -355,6 +355,7 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)    # exported to every rank (-x)
     prefix: list[str] = field(default_factory=list)      # run the launcher under this, e.g. ip netns exec
     sim: Any = None  # a simcluster.SimCluster: its launch agent and network, in the MPI's own options
+    launcher: str = "auto"  # auto (srun inside a Slurm allocation, else the MPI's own), mpirun, srun
 
 
 def _is_root() -> bool:
@@ -378,6 +379,8 @@ def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wor
         _check_cidr(spec.tcp_include)
     wd = Path(workdir)
     env: dict[str, str] = dict(spec.env)
+    if resolve_launcher(spec) == "srun":
+        return _srun_command(mpi, spec, program, wd, env), env
     if mpi.name == "mpich":
         return _mpich_command(mpi, spec, program, wd, env), env
 
@@ -490,7 +493,7 @@ def _mpich_hostfile(spec: LaunchSpec) -> str:
     return "".join(f"{h.name}:{h.slots}\n" for h in spec.hosts)
 
 
-def _mpich_bind_wrapper(spec: LaunchSpec, wd: Path) -> list[str]:
+def _mpich_bind_wrapper(spec: LaunchSpec, wd: Path, rank_var: str = "PMI_RANK") -> list[str]:
     """A per-rank wrapper that pins rank i to ``places[i].cpu`` with taskset. Hydra's own
     ``-bind-to user:a,b`` counts the ranks of each node from 0, so on two nodes sharing one
     machine's cores (the virtual cluster) both ranks would get the first cpu of the list."""
@@ -501,7 +504,8 @@ def _mpich_bind_wrapper(spec: LaunchSpec, wd: Path) -> list[str]:
     assert spec.places
     cases = "\n".join(f"{i}) cpu={p.cpu} ;;" for i, p in enumerate(spec.places))
     script = wd / "bind-rank.sh"
-    script.write_text(_BIND_SCRIPT.replace("@CASES@", cases).replace("@TASKSET@", taskset))
+    script.write_text(_BIND_SCRIPT.replace("@CASES@", cases).replace("@TASKSET@", taskset)
+                      .replace("PMI_RANK", rank_var))
     script.chmod(0o755)
     return [str(script)]
 
@@ -554,6 +558,117 @@ def _mpich_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
 
 
 # ---------------------------------------------------------------------------------------------
+# Slurm's srun
+# ---------------------------------------------------------------------------------------------
+LAUNCHERS = ("auto", "mpirun", "srun")
+
+
+def resolve_launcher(spec: LaunchSpec) -> str:
+    """``srun`` when asked, or for ``auto`` inside a Slurm allocation (``SLURM_JOB_ID``) off the
+    virtual cluster; else ``mpirun`` (the MPI's own launcher: mpirun or Hydra's mpiexec)."""
+    if spec.launcher not in LAUNCHERS:
+        raise UsageError(f"--launcher {spec.launcher!r} is not one of {', '.join(LAUNCHERS)}", "pick one of those")
+    if spec.launcher == "srun" and (spec.sim is not None or spec.prefix):
+        raise UsageError("--launcher srun cannot start ranks on the virtual cluster", "use --launcher mpirun there")
+    if spec.launcher == "auto":
+        inside = bool(os.environ.get("SLURM_JOB_ID")) and spec.sim is None and not spec.prefix
+        return "srun" if inside and shutil.which("srun") else "mpirun"
+    return spec.launcher
+
+
+def srun_mpi_plugins(srun: str) -> tuple[str, ...]:
+    """``srun --mpi=list``: the PMI plugins this Slurm has (``pmix``, ``pmi2``, ...); asked at every
+    launch (it reads the Slurm configuration in force, ``$SLURM_CONF``)."""
+    text = _run_text([srun, "--mpi=list"])
+    return tuple(ln.strip() for ln in text.splitlines()[1:] if ln.startswith(("\t", " ")) and ln.strip())
+
+
+def srun_pmi(mpi: MpiInstall, srun: str) -> str:
+    """The PMI both sides speak: Open MPI 4.1 uses PMIx (Slurm's pmix plugin), PMI-2 otherwise;
+    MPICH's Hydra-built library speaks PMI-1, which Slurm's pmi2 plugin also serves."""
+    plugins = srun_mpi_plugins(srun)
+    want = ("pmix", "pmi2") if mpi.name == "openmpi" else ("pmi2",)
+    for name in want:
+        if name in plugins:
+            return name
+    raise EnvironmentProblem(f"this Slurm offers no PMI plugin {mpi.name} can use ({'/'.join(want)}; "
+                             f"srun --mpi=list: {', '.join(plugins) or 'none'})",
+                             "build Slurm with PMIx or PMI-2 (Debian: slurm-wlm-basic-plugins)")
+
+
+def _mca_env(args: Sequence[str]) -> dict[str, str]:
+    """``--mca NAME VALUE`` pairs as Open MPI's ``OMPI_MCA_NAME`` variables (for direct launch)."""
+    return {f"OMPI_MCA_{args[i + 1]}": args[i + 2] for i in range(0, len(args) - 2, 3) if args[i] == "--mca"}
+
+
+def _srun_cpu_map(spec: LaunchSpec) -> list[int] | None:
+    """One ``map_cpu`` list for every node (Slurm applies it to each node's local task ids), or
+    None when the ranks of two nodes want different cpus at the same local id."""
+    assert spec.places
+    per_node: dict[str | None, int] = {}
+    cpus: list[int] = []
+    for p in spec.places:
+        local = per_node.get(p.host, 0)
+        per_node[p.host] = local + 1
+        if local == len(cpus):
+            cpus.append(p.cpu)  # type: ignore[arg-type]
+        elif cpus[local] != p.cpu:
+            return None
+    return cpus
+
+
+def _srun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path,
+                  env: dict[str, str]) -> list[str]:
+    """``srun --mpi=PMI -n N --cpu-bind=map_cpu:... [--distribution=arbitrary] program``: ranks
+    started by slurmd (no mpirun), the transport as environment (srun exports it to every task)."""
+    srun = shutil.which("srun")
+    if not srun:
+        raise EnvironmentProblem("--launcher srun: srun is not on PATH", "install slurm-client or load Slurm's module")
+    if mpi.name == "openmpi":
+        mca = list(OMPI_TRANSPORT_MCA[spec.transport])
+        if spec.transport == "rdma":
+            if not mpi.has_ucx:
+                raise EnvironmentProblem("--transport rdma needs Open MPI's UCX pml, which this Open MPI lacks",
+                                         "install an Open MPI built with UCX, or use --transport tcp")
+            env.setdefault("UCX_TLS", spec.ucx_tls)
+        if spec.transport == "tcp" and spec.tcp_include:
+            mca += ["--mca", "btl_tcp_if_include", spec.tcp_include]
+        if spec.prove_transport:
+            mca += PROOF_ARGS
+        tenv = _mca_env(mca)
+    else:
+        tenv = mpich_transport_env(mpi, spec)
+    env.update({k: v for k, v in tenv.items() if k not in spec.env})
+    cmd = [srun, f"--mpi={srun_pmi(mpi, srun)}", "-n", str(spec.nranks), "--kill-on-bad-exit=1",
+           "--job-name=clusterbench"]
+    if spec.places and all(p.host for p in spec.places):
+        hf = wd / "slurm-hostfile"  # one line per rank, in rank order
+        hf.write_text("".join(f"{p.host}\n" for p in spec.places))
+        env["SLURM_HOSTFILE"] = str(hf)
+        cmd += ["--distribution=arbitrary"]
+    elif spec.hosts:
+        cmd += ["--nodelist=" + ",".join(h.name for h in spec.hosts)]
+    else:
+        cmd += ["--nodes=1"]  # "this node": the ranks share one node of the allocation
+    if spec.oversubscribe:
+        cmd.append("--overcommit")
+    wrapper: list[str] = []
+    if spec.places and all(p.cpu is not None for p in spec.places):
+        cpu_map = _srun_cpu_map(spec)
+        if cpu_map is not None:
+            cmd.append("--cpu-bind=map_cpu:" + ",".join(map(str, cpu_map)))
+        else:
+            cmd.append("--cpu-bind=none")
+            wrapper = _mpich_bind_wrapper(spec, wd, rank_var="SLURM_PROCID")
+    elif spec.places and any(p.cpu is not None for p in spec.places):
+        raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    else:
+        cmd.append("--cpu-bind=cores")
+    cmd += list(spec.extra_args)
+    return cmd + wrapper + list(program)
+
+
+# ---------------------------------------------------------------------------------------------
 # Transport proof
 # ---------------------------------------------------------------------------------------------
 _BML_RE = re.compile(r"mca: bml: Using (\S+) btl for send to \[\[\d+,\d+\],(\d+)\] on node (\S+)")
@@ -563,7 +678,7 @@ _BIND_RE = re.compile(r"MCW rank (\d+) bound to (.*)$")
 #: UCX (UCX_LOG_LEVEL=info): ``[time] [host:pid:thread] ucp_worker.c:N UCX INFO ep_cfg[1]: tag(sysv/memory
 #: cma/memory) ...``, one line per endpoint configuration; an endpoint to another rank has no
 #: ``self`` lane. The lanes of ``tag`` (MPICH's tag matching; else ``am``) carry the messages.
-_UCX_EP_RE = re.compile(r"\[[^\]:]*:(\d+):\d+\].*UCX\s+INFO\s+ep_cfg\[\d+\]:(.*)$")
+_UCX_EP_RE = re.compile(r"\[[^\]:]*:\s*(\d+)\s*:\d+\].*UCX\s+INFO\s+ep_cfg\[\d+\]:(.*)$")  # pid is padded
 _UCX_LANES_RE = re.compile(r"\b(tag|am)\(([^)]*)\)")
 _UCX_SHM_TLS = {"sysv", "posix", "cma", "knem", "xpmem", "sm", "mm"}
 _UCX_RDMA_TLS = {"rc", "rc_verbs", "rc_mlx5", "ud", "ud_verbs", "ud_mlx5", "dc", "dc_mlx5", "ib", "srd"}
@@ -772,6 +887,11 @@ class _State:
 _NOISE_RE = re.compile(r"^\[[^\]]*:\d+\] |^-{10,}$|^\s*$|^\[\d+\.\d+\] \[")
 
 _KNOWN_ERRORS = (
+    ("Unable to allocate resources", "Slurm could not allocate the ranks",
+     "check the allocation (squeue, sinfo) and ask for fewer ranks or cpus"),
+    ("Requested node configuration is not available", "Slurm has no node that fits the request",
+     "check the cpus asked for against sinfo -N -l"),
+    ("PMIX_ERROR", "srun's PMIx and the MPI library could not talk", "try --mpi=pmi2 (srun --mpi=list)"),
     ("There are not enough slots", "not enough slots for the requested ranks",
      "add slots (--hosts node:N) or add --oversubscribe"),
     ("are not available, please use one or more of", "UCX finds no RDMA transport on this machine",
