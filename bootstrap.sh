@@ -15,6 +15,9 @@ shift || true
 
 APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv
           openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc)
+# the test suite also runs MPICH beside Open MPI and a real one-node Slurm (tests/test_mpich.py,
+# tests/test_slurm.py); slurm-wlm pulls slurmctld, slurmd, slurm-client and the PMIx/PMI-2 plugins
+[ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
 
@@ -30,6 +33,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # MPICH registers itself as an alternative for mpirun/mpicc; Open MPI stays the default MPI
+    if [ -x /usr/bin/mpirun.openmpi ] && [ -x /usr/bin/mpicc.openmpi ]; then
+      update-alternatives --set mpirun /usr/bin/mpirun.openmpi >/dev/null
+      update-alternatives --set mpi /usr/bin/mpicc.openmpi >/dev/null
+    fi
   else
     echo "bootstrap: missing system packages: ${missing[*]}" >&2
     echo "bootstrap: ask an administrator to install them, or load equivalent modules (compiler, hwloc, numactl, OpenBLAS); continuing" >&2
