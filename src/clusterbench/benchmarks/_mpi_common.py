@@ -1,7 +1,6 @@
-"""Pieces shared by the MPI benchmarks built on the ``mpibw`` kernel (bw, multipair): the root
-rule, hosts, message sizes, the launch spec (virtual cluster included), and the handling of the
-kernel's placement report and of the transport proof. Mirrors pingpong.py's rules, which it
-imports rather than repeats where they are already functions."""
+"""Pieces shared by the MPI benchmarks (pingpong, bw, multipair, ring, placement, hpl): the root
+rule, the MPI and launcher chosen, hosts and the virtual cluster, message sizes, the launch spec,
+the handling of the kernels' placement report and of the transport proof, and the run note."""
 from __future__ import annotations
 
 import os
@@ -13,7 +12,6 @@ from ..errors import KernelFailed, UsageError
 from ..launch import mpi as mpimod
 from ..launch import simcluster
 from .base import Param, RunContext
-from .pingpong import allow_root_default, sim_cluster_of
 
 MiB = 1 << 20
 
@@ -30,10 +28,33 @@ WINDOW = Param("window", int, 64, "messages in flight per iteration (osu_bw's wi
 VALIDATE = Param("validate", bool, True, "check the received data after each size's timed loop (outside it)")
 
 
+def sim_cluster_of(hosts: Sequence[mpimod.Host]) -> simcluster.SimCluster | None:
+    """The virtual cluster, when every host is one of its nodes (else a real cluster)."""
+    sim = simcluster.load()
+    if sim is None:
+        return None
+    names = {n.name for n in sim.nodes}
+    return sim if all(h.name in names for h in hosts) else None
+
+
+def allow_root_default() -> bool:
+    return os.environ.get("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "") in ("1", "yes", "true")
+
+
+def starts_with_mpirun(p: dict[str, Any]) -> bool:
+    """Whether the ranks start through Open MPI's mpirun (the only launcher that refuses root
+    without --allow-run-as-root): not with MPICH's Hydra, not through srun."""
+    launcher = p.get("launcher") or "auto"
+    if launcher == "srun" or (launcher == "auto" and os.environ.get("SLURM_JOB_ID")):
+        return False
+    kind = str(p.get("mpi") or "")
+    return not (kind == "mpich" or "mpich" in kind or "hydra" in kind)
+
+
 def check_allow_root(p: dict[str, Any]) -> None:
     if p.get("allow_root") is None:
         p["allow_root"] = allow_root_default()
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and not p["allow_root"]:
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and not p["allow_root"] and starts_with_mpirun(p):
         raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
                          "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
 
@@ -75,6 +96,23 @@ def check_common(p: dict[str, Any]) -> None:
         raise UsageError(f"--launch-timeout {p['launch_timeout']} is not allowed", "use a positive number of seconds")
 
 
+def detect(params: dict[str, Any]) -> mpimod.MpiInstall:
+    """The MPI a benchmark's ``--mpi`` names (default: the one on PATH)."""
+    return mpimod.detect_mpi(kind=params.get("mpi"))
+
+
+def transport_note(bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall, proof: mpimod.TransportProof) -> str:
+    """One line for the run's notes: what was asked and what the library says it used."""
+    if proof.pml or proof.btl:
+        used = f"pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else "")
+    elif proof.ucx:
+        used = "UCX " + ",".join(proof.ucx)
+    else:
+        used = "nothing it would name"
+    return (f"{bench}: asked transport {spec.transport}, {mpi.name} {mpi.version} used {used} "
+            f"(recorded as {mpimod.used_transport(proof) or 'unproven'})")
+
+
 def parse_host_params(p: dict[str, Any]) -> list[mpimod.Host] | None:
     if p.get("hosts") and p.get("hostfile"):
         raise UsageError("--hosts and --hostfile both given", "give one of them")
@@ -97,6 +135,9 @@ def shares_cores(hosts: Sequence[mpimod.Host] | None) -> bool:
 
 def launch_spec(ctx: RunContext, params: dict[str, Any], places: Sequence[tuple[str | None, int]],
                 host_list: Sequence[tuple] | None) -> mpimod.LaunchSpec:
+    """The launch of ``places`` (one (host, cpu) per rank) on ``host_list`` ((name, slots,
+    max_slots) tuples, or None for this node); on the virtual cluster, from its head namespace
+    through its launch agent."""
     hosts = [mpimod.Host(*h) for h in host_list] if host_list else None
     spec = mpimod.LaunchSpec(nranks=len(places), hosts=hosts,
                              places=[mpimod.RankPlace(h, c) for h, c in places],
@@ -120,7 +161,9 @@ class KernelSession:
 
     def __init__(self, ctx: RunContext, bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall,
                  base: dict[str, Any], on_result: Callable[[dict], None],
-                 different_nodes: Sequence[tuple[int, int]] = (), placement_key: str = "placement") -> None:
+                 different_nodes: Sequence[tuple[int, int]] = (), placement_key: str = "placement",
+                 allow_shared_cpu: bool = False, note: bool = True) -> None:
+        self.allow_shared_cpu = allow_shared_cpu
         self.placement_key = placement_key
         self.ctx, self.bench, self.spec, self.mpi = ctx, bench, spec, mpi
         self.base, self.on_result = base, on_result
@@ -128,6 +171,7 @@ class KernelSession:
         self.proof = mpimod.TransportProof()
         self.info: dict | None = None
         self.noted = False
+        self.write_note = note  # False: the caller writes its own summary note
 
     def __call__(self, rec: dict) -> None:
         kind = rec.get("type")
@@ -137,7 +181,7 @@ class KernelSession:
                 raise KernelFailed(f"{self.bench}: {len(ranks)} ranks reported, {self.spec.nranks} launched",
                                    "report this as a bug")
             mpimod.verify_placement(ranks, self.spec.places, self.different_nodes,
-                                    allow_shared_cpu=self.ctx.oversubscribe)
+                                    allow_shared_cpu=self.ctx.oversubscribe or self.allow_shared_cpu)
             if rec.get("timer_resolution_s"):
                 self.ctx.timer_resolution_s = float(rec["timer_resolution_s"])
             self.info = rec
@@ -152,9 +196,10 @@ class KernelSession:
         if not self.noted:
             proof = self.proof
             self.base["transport_used"] = mpimod.used_transport(proof) or "unproven"
-            self.base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl), "evidence": proof.evidence(3)}
-            self.ctx.note(f"{self.bench}: asked transport {self.spec.transport}, {self.mpi.name} {self.mpi.version} "
-                          f"used pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else ""))
+            self.base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl), "ucx": list(proof.ucx),
+                                            "evidence": proof.evidence(3)}
+            if self.write_note:
+                self.ctx.note(transport_note(self.bench, self.spec, self.mpi, proof))
             self.noted = True
         self.on_result(rec)
 

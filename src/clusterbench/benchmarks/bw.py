@@ -20,8 +20,8 @@ from typing import Any
 from ..errors import KernelFailed, UsageError
 from ..launch import mpi as mpimod
 from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE, WINDOW,
-                          KernelSession, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
+from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
+                          WINDOW, KernelSession, detect, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
                           shared_cpu_warning, shares_cores, subsampled_times)
 from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
 
@@ -44,7 +44,7 @@ class Bw(Benchmark):
         Param("max_size", int, 4 * MiB, "largest message in bytes (sweep 1, 2, 4, ... max)"),
         Param("sizes", "intlist", None, "explicit message sizes in bytes (overrides --max-size)"),
         WINDOW,
-        TRANSPORT,
+        TRANSPORT, MPI, LAUNCHER,
         TCP_INCLUDE,
         Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
               "(default: both ranks on this node)"),
@@ -96,13 +96,13 @@ class Bw(Benchmark):
         return 1.0 + len(params["size_list"]) * len(params["modes"]) * (params["time_budget"] * 1.2 + 0.02)
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, openmp=False, cc=mpimod.detect_mpi().mpicc)
+        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:
         return launch_spec(ctx, params, params["places"], params["host_list"])
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
-        mpi = mpimod.detect_mpi()
+        mpi = detect(params)
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         spec = self.launch_spec(ctx, params)
         sizes = params["size_list"]

@@ -10,7 +10,7 @@ from .base import Benchmark, Param, Result, RunContext
 
 PARTS = ("pingpong", "bw", "multipair", "ring", "placement", "tcp")
 #: options of ``mpi`` handed to every part that declares a parameter of the same name
-SHARED = ("hosts", "hostfile", "transport", "allow_root")
+SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
 
 
 @register
@@ -22,6 +22,8 @@ class MpiSuite(Benchmark):
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
         Param("transport", str, None, "MPI transport for every part: auto, shm, tcp, rdma"),
         Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
+        Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
+        Param("launcher", str, None, "how ranks start: auto, mpirun, srun"),
         Param("skip", "strlist", (), "parts to leave out, e.g. tcp,placement"),
     )
 
@@ -44,6 +46,11 @@ class MpiSuite(Benchmark):
             except ClusterbenchError as exc:
                 raise type(exc)(exc.problem, f"{exc.fix or 'fix it'}, or leave it out with --skip {name}") from exc
         return {"skip": skip, "parts": parts}
+
+    def hosts(self, params: dict[str, Any]) -> list[str]:
+        """Every host any part runs on (the run's cluster record covers them all)."""
+        names = (get_benchmark(n).hosts(p) for n, p in params["parts"].items())
+        return list(dict.fromkeys(h for part in names for h in part))
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         return sum(get_benchmark(n).estimate_seconds(ctx, p) for n, p in params["parts"].items())

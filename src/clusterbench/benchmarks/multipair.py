@@ -33,8 +33,8 @@ from typing import Any
 from ..errors import KernelFailed, UsageError
 from ..launch import mpi as mpimod
 from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE, WINDOW,
-                          KernelSession, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
+from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
+                          WINDOW, KernelSession, detect, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
                           shared_cpu_warning, shares_cores, subsampled_times)
 from .base import Benchmark, Metric, Param, RunContext, allowed_cpus
 
@@ -92,7 +92,7 @@ class MultiPair(Benchmark):
               ("uni", "bi")),
         Param("latency", bool, True, "also measure each pair's ping-pong latency, all pairs at once"),
         WINDOW,
-        TRANSPORT,
+        TRANSPORT, MPI, LAUNCHER,
         TCP_INCLUDE,
         Param("hosts", str, None, "two hosts A,B with slots, e.g. node1:4,node2:4: ranks 0..k-1 on A, "
               "k..2k-1 on B (default: the two sockets or halves of this node)"),
@@ -179,14 +179,14 @@ class MultiPair(Benchmark):
         return len(params["pair_counts"]) * (1.0 + per)
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, openmp=False, cc=mpimod.detect_mpi().mpicc)
+        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     def launch_spec(self, ctx: RunContext, params: dict[str, Any], k: int) -> mpimod.LaunchSpec:
         return launch_spec(ctx, params, self.places(params, k), params["host_list"])
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
-        mpi = mpimod.detect_mpi()
+        mpi = detect(params)
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         sizes = params["size_list"]
         out: list = []

@@ -22,13 +22,13 @@ As root, Open MPI runs only with ``--allow-root`` (or ``CLUSTERBENCH_ALLOW_RUN_A
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ..errors import KernelFailed, UsageError
+from ..errors import UsageError
 from ..launch import mpi as mpimod
-from ..launch import simcluster
 from . import register
+from ._mpi_common import (KernelSession, allow_root_default, check_allow_root, detect, launch_spec,  # noqa: F401
+                          parse_host_params, sim_cluster_of)
 from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
 
 MiB = 1 << 20
@@ -46,20 +46,6 @@ def sweep_sizes(max_size: int, perturb: bool) -> list[int]:
             out.append(p + 3)
         p *= 2
     return out
-
-
-#: The virtual cluster (launch/simcluster.py) registers one that adds its plm_rsh_agent.
-def sim_cluster_of(hosts: list[mpimod.Host]) -> simcluster.SimCluster | None:
-    """The virtual cluster, when every host is one of its nodes (else a real cluster)."""
-    sim = simcluster.load()
-    if sim is None:
-        return None
-    names = {n.name for n in sim.nodes}
-    return sim if all(h.name in names for h in hosts) else None
-
-
-def allow_root_default() -> bool:
-    return os.environ.get("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "") in ("1", "yes", "true")
 
 
 @register
@@ -108,11 +94,7 @@ class PingPong(Benchmark):
             p["transports"] = list(dict.fromkeys(p["transports"]))
         else:
             p["transports"] = [p["transport"]]
-        if p["allow_root"] is None:
-            p["allow_root"] = allow_root_default()
-        if os.geteuid() == 0 and not p["allow_root"]:
-            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
-                             "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
+        check_allow_root(p)
         if p["sizes"]:
             sizes = sorted(dict.fromkeys(int(s) for s in p["sizes"]))
             if sizes[0] < 0:
@@ -128,10 +110,7 @@ class PingPong(Benchmark):
         p["size_list"] = sizes
         if not 0 < p["time_budget"] <= 60:
             raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
-        if p["hosts"] and p["hostfile"]:
-            raise UsageError("--hosts and --hostfile both given", "give one of them")
-        hosts = (mpimod.parse_hosts(p["hosts"]) if p["hosts"] else
-                 mpimod.parse_hostfile(p["hostfile"]) if p["hostfile"] else None)
+        hosts = parse_host_params(p)
         cpus = list(p["cpus"]) if p["cpus"] is not None else None
         if cpus is not None and len(cpus) != 2:
             raise UsageError(f"--cpus lists {len(cpus)} cpus; pingpong runs 2 ranks", "give two cpus, e.g. 0,1")
@@ -165,23 +144,11 @@ class PingPong(Benchmark):
         return len(params["transports"]) * (1.0 + len(params["size_list"]) * (params["time_budget"] * 1.1 + 0.01))
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        mpi = mpimod.detect_mpi(kind=params.get("mpi"))
-        ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     # -- running -----------------------------------------------------------------------------------
     def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:
-        hosts = [mpimod.Host(*h) for h in params["host_list"]] if params["host_list"] else None
-        places = [mpimod.RankPlace(h, c) for h, c in params["places"]]
-        spec = mpimod.LaunchSpec(nranks=2, hosts=hosts, places=places, transport=params["transport"],
-                                 tcp_include=params["tcp_include"], allow_root=bool(params["allow_root"]),
-                                 oversubscribe=ctx.oversubscribe, launcher=params.get("launcher") or "auto")
-        if hosts:
-            sim = sim_cluster_of(hosts)
-            if sim is not None:  # launch from the head namespace through the sim-cluster's agent
-                spec.prefix = simcluster.exec_prefix("head", sim)
-                spec.sim = sim  # its launch agent, in the options of the MPI used
-                spec.tcp_include = spec.tcp_include or sim.subnet
-        return spec
+        return launch_spec(ctx, params, params["places"], params["host_list"])
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
         out: list = []
@@ -190,15 +157,13 @@ class PingPong(Benchmark):
         return out
 
     def _run_one(self, ctx: RunContext, params: dict[str, Any]) -> list:
-        mpi = mpimod.detect_mpi(kind=params.get("mpi"))
+        mpi = detect(params)
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         spec = self.launch_spec(ctx, params)
         sizes = params["size_list"]
         args = [str(b.path), f"--sizes={','.join(map(str, sizes))}", f"--time_budget={params['time_budget']}",
                 f"--validate={int(bool(params['validate']))}", f"--hugepages={int(bool(params['hugepages']))}"]
-        proof = mpimod.TransportProof()
         out = []
-        state: dict[str, Any] = {"info": None, "noted": False}
         base = {"transport": params["transport"], "pair": params["pair"], "cpus": list(params["cpus"]),
                 "ranks": 2, "time_budget_s": params["time_budget"],
                 "validated": bool(params["validate"]), "hugepages": bool(params["hugepages"]),
@@ -206,31 +171,7 @@ class PingPong(Benchmark):
                 "latency_definition": "half round trip, us", "bandwidth_definition": "size / half round trip, 1e6 B/s"}
         ctx.progress.start("pingpong", total=len(sizes))
 
-        def on(rec: dict) -> None:
-            kind = rec.get("type")
-            if kind == "info":
-                ranks = rec.get("ranks") or []
-                mpimod.verify_placement(ranks, spec.places,
-                                        [(0, 1)] if params["pair"] == "inter-node" else (),
-                                        allow_shared_cpu=ctx.oversubscribe)
-                if rec.get("timer_resolution_s"):
-                    ctx.timer_resolution_s = float(rec["timer_resolution_s"])
-                state["info"] = rec
-                base["placement"] = [{k: r.get(k) for k in ("rank", "host", "node", "cpus", "cpu")} for r in ranks]
-                base["mpi"]["library"] = rec.get("mpi_library")
-                return
-            if kind != "result":
-                return
-            if state["info"] is None:
-                raise KernelFailed("pingpong printed results before reporting its placement", "report this as a bug")
-            if not state["noted"]:
-                used = mpimod.used_transport(proof) or "unproven"
-                base["transport_used"] = used
-                base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl),
-                                           "evidence": proof.evidence(3)}
-                ctx.note(f"pingpong: asked transport {params['transport']}, {mpi.name} {mpi.version} used "
-                         f"pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else ""))
-                state["noted"] = True
+        def on_result(rec: dict) -> None:
             kp = rec.get("params", {})
             size = int(kp.get("size", 0))
             allst = kp.get("all") or {}
@@ -248,6 +189,7 @@ class PingPong(Benchmark):
             if metric == "latency" and size == 0 or metric == "bandwidth":
                 ctx.progress.advance(1)
 
-        mpimod.run_mpi(mpi, spec, args, timeout=ctx.timeout, launch_timeout=params["launch_timeout"],
-                       on_record=on, name=self.kernel, proof_out=proof)
+        session = KernelSession(ctx, self.kernel, spec, mpi, base, on_result,
+                                [(0, 1)] if params["pair"] == "inter-node" else ())
+        session.run(args, params["launch_timeout"])
         return out

@@ -19,16 +19,16 @@ probe of the machine clusterbench runs on): run it on a node like A, as inside a
 """
 from __future__ import annotations
 
-import os
 import socket
 from typing import Any
 
 from ..analysis import pairs as pairs_mod
-from ..errors import KernelFailed, UsageError
+from ..errors import UsageError
 from ..launch import mpi as mpimod
 from . import register
+from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, TCP_INCLUDE, TRANSPORT, KernelSession,
+                          check_allow_root, detect, launch_spec, parse_host_params, sim_cluster_of)
 from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
-from .pingpong import PingPong, allow_root_default, sim_cluster_of
 
 LAT_SIZE = 8
 BW_SIZE = 1 << 20
@@ -48,36 +48,27 @@ class Placement(Benchmark):
         Param("classes", "strlist", None, "distance classes to measure (default: every class present): "
               + ", ".join(pairs_mod.CLASSES)),
         Param("cpus", "intlist", None, "cpus to choose pairs from (default: every cpu this process may use)"),
-        Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS),
-        Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
+        TRANSPORT, TCP_INCLUDE, MPI, LAUNCHER,
         Param("hosts", str, None, "two hosts A,B: intra-node pairs on A, the node pair between A and B"),
         Param("hostfile", str, None, "Open MPI hostfile; its first two hosts are used"),
-        Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
-              "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1"),
+        ALLOW_ROOT,
         Param("validate", bool, True, "check the data after each size's timed loop (outside it)"),
         Param("time_budget", float, 0.2, "seconds of timed iterations per size and pair"),
-        Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks"),
+        LAUNCH_TIMEOUT,
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
 
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = dict(params)
-        if p["allow_root"] is None:
-            p["allow_root"] = allow_root_default()
-        if os.geteuid() == 0 and not p["allow_root"]:
-            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
-                             "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
+        check_allow_root(p)
         if not 0 < p["time_budget"] <= 60:
             raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
         wanted = list(dict.fromkeys(p["classes"])) if p["classes"] else None
         for c in wanted or ():
             if c not in pairs_mod.CLASSES:
                 raise UsageError(f"--classes: '{c}' is not a distance class", "use " + ", ".join(pairs_mod.CLASSES))
-        if p["hosts"] and p["hostfile"]:
-            raise UsageError("--hosts and --hostfile both given", "give one of them")
-        hosts = (mpimod.parse_hosts(p["hosts"]) if p["hosts"] else
-                 mpimod.parse_hostfile(p["hostfile"]) if p["hostfile"] else None)
+        hosts = parse_host_params(p)
         hosts = hosts[:2] if hosts else None
         allowed = allowed_cpus(ctx)
         if p["cpus"] is not None:
@@ -126,8 +117,7 @@ class Placement(Benchmark):
         return len(params["pair_list"]) * (0.8 + 2 * 1.5 * params["time_budget"])
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        mpi = mpimod.detect_mpi()
-        ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     # -- running -----------------------------------------------------------------------------------
     def launch_spec(self, ctx: RunContext, params: dict[str, Any], pair: dict) -> mpimod.LaunchSpec:
@@ -138,13 +128,11 @@ class Placement(Benchmark):
             host_list = [(pair["node_a"], 2, None)]  # both ranks on host A, placed by the rankfile
         else:
             host_list = None
-        pp = {"host_list": host_list, "places": [(pair["node_a"], pair["cpu_a"]), (pair["node_b"], pair["cpu_b"])],
-              "transport": params["transport"], "tcp_include": params["tcp_include"],
-              "allow_root": params["allow_root"]}
-        return PingPong().launch_spec(ctx, pp)
+        places = [(pair["node_a"], pair["cpu_a"]), (pair["node_b"], pair["cpu_b"])]
+        return launch_spec(ctx, params, places, host_list)
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
-        mpi = mpimod.detect_mpi()
+        mpi = detect(params)
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         args = [str(b.path), f"--sizes={LAT_SIZE},{BW_SIZE}", f"--time_budget={params['time_budget']}",
                 f"--validate={int(bool(params['validate']))}", "--hugepages=0"]
@@ -160,7 +148,6 @@ class Placement(Benchmark):
     def _run_pair(self, ctx: RunContext, params: dict[str, Any], mpi: mpimod.MpiInstall, args: list[str],
                   pair: dict, summary: list[str]) -> list:
         spec = self.launch_spec(ctx, params, pair)
-        proof = mpimod.TransportProof()
         inter = pair["class"] == "node"
         local = params["local_host"]
         base: dict[str, Any] = {
@@ -169,39 +156,21 @@ class Placement(Benchmark):
             "cpus": [pair["cpu_a"], pair["cpu_b"]], "ranks": 2, "transport": params["transport"],
             "time_budget_s": params["time_budget"], "validated": bool(params["validate"]),
             "mpi": {"name": mpi.name, "version": mpi.version},
-            "latency_definition": "half round trip, minimum over iterations, us",
-            "bandwidth_definition": "size / half round trip, maximum over iterations, 1e6 B/s",
+            "latency_definition": "half round trip, batch-timed loop average (per-iteration distribution "
+                                  "in params.all), us",
+            "bandwidth_definition": "size / half round trip, batch-timed loop average, 1e6 B/s",
         }
         if "topology" in pair:
             base["topology"] = pair["topology"]
-        state: dict[str, Any] = {"info": None}
         res: list = []
         figures: dict[str, float] = {}
 
-        def on(rec: dict) -> None:
-            kind = rec.get("type")
-            if kind == "info":
-                ranks = rec.get("ranks") or []
-                mpimod.verify_placement(ranks, spec.places, [(0, 1)] if inter else (),
-                                        allow_shared_cpu=ctx.oversubscribe)
-                if rec.get("timer_resolution_s"):
-                    ctx.timer_resolution_s = float(rec["timer_resolution_s"])
-                state["info"] = rec
-                base["placement"] = [{k: r.get(k) for k in ("rank", "host", "node", "cpus", "cpu")} for r in ranks]
-                base["mpi"]["library"] = rec.get("mpi_library")
-                return
-            if kind != "result":
-                return
-            if state["info"] is None:
-                raise KernelFailed("pingpong printed results before reporting its placement", "report this as a bug")
+        def on_result(rec: dict) -> None:
             kp = rec.get("params", {})
             size = int(kp.get("size", 0))
             metric = rec["metric"]
             if (metric, size) not in (("latency", LAT_SIZE), ("bandwidth", BW_SIZE)):
                 return
-            if "transport_used" not in base:
-                base["transport_used"] = mpimod.used_transport(proof) or "unproven"
-                base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl), "evidence": proof.evidence(3)}
             allst = kp.get("all") or {}
             # the headline is the batch-timed loop average (what OSU, IMB and hpcc report); the
             # per-iteration distribution (min, median, p99, ...) stays in params["all"]
@@ -215,8 +184,8 @@ class Placement(Benchmark):
             figures[metric] = r.value
             res.append(r)
 
-        mpimod.run_mpi(mpi, spec, args, timeout=ctx.timeout, launch_timeout=params["launch_timeout"],
-                       on_record=on, name=f"pingpong ({pair['class']} pair)", proof_out=proof)
+        KernelSession(ctx, f"pingpong ({pair['class']} pair)", spec, mpi, base, on_result,
+                      [(0, 1)] if inter else (), note=False).run(args, params["launch_timeout"])
         where = (f"{base['node_a']}:{pair['cpu_a']}-{base['node_b']}:{pair['cpu_b']}" if inter
                  else f"cpus {pair['cpu_a']},{pair['cpu_b']}")
         summary.append(f"{pair['class']} ({where}) {figures.get('latency', float('nan')):.3g} us, "

@@ -22,15 +22,14 @@ machine's cores) the ranks take distinct cores where there are enough.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ..errors import KernelFailed, UsageError
+from ..errors import UsageError
 from ..launch import mpi as mpimod
-from ..launch import simcluster
 from . import register
+from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, TCP_INCLUDE, TRANSPORT, KernelSession,
+                          check_allow_root, detect, launch_spec, parse_host_params, sim_cluster_of)
 from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, available_memory, placement
-from .pingpong import allow_root_default, sim_cluster_of
 
 HPCC_LAT_SIZE = 8
 HPCC_BW_SIZE = 2_000_000
@@ -73,15 +72,13 @@ class Ring(Benchmark):
         Param("lat_size", int, HPCC_LAT_SIZE, "message size for latency, bytes (HPCC: 8)"),
         Param("bw_size", int, HPCC_BW_SIZE, "message size for bandwidth, bytes (HPCC: 2,000,000)"),
         Param("loop_time", float, 0.002, "minimum seconds of one timed loop (the loop length grows to it)"),
-        Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS),
-        Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
+        TRANSPORT, TCP_INCLUDE, MPI, LAUNCHER,
         Param("hosts", str, None, "hosts and slots, e.g. node1:4,node2:4 (default: this node)"),
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
         Param("cpus", "intlist", None, "cpu of each rank on this node (default: one per core in placement order)"),
-        Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
-              "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1"),
+        ALLOW_ROOT,
         Param("validate", bool, True, "check every byte of one extra exchange per ring (outside the timing)"),
-        Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks"),
+        LAUNCH_TIMEOUT,
     )
     profiles = {"quick": {"random_rings": 5, "measurements": 3, "loop_time": 0.001},
                 "full": {"random_rings": 30, "measurements": 8, "loop_time": 0.01}}
@@ -89,11 +86,7 @@ class Ring(Benchmark):
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = dict(params)
-        if p["allow_root"] is None:
-            p["allow_root"] = allow_root_default()
-        if os.geteuid() == 0 and not p["allow_root"]:
-            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
-                             "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
+        check_allow_root(p)
         if not 1 <= p["random_rings"] <= 1000:
             raise UsageError(f"--random-rings {p['random_rings']} is not allowed", "use 1 to 1000 rings")
         if not 1 <= p["measurements"] <= 1000:
@@ -105,10 +98,7 @@ class Ring(Benchmark):
                 raise UsageError(f"--{key.replace('_', '-')} {p[key]} is not allowed", "use 1 B to 1 GiB")
         if not 0 < p["loop_time"] <= 10:
             raise UsageError(f"--loop-time {p['loop_time']} is not allowed", "use (0, 10] seconds")
-        if p["hosts"] and p["hostfile"]:
-            raise UsageError("--hosts and --hostfile both given", "give one of them")
-        hosts = (mpimod.parse_hosts(p["hosts"]) if p["hosts"] else
-                 mpimod.parse_hostfile(p["hostfile"]) if p["hostfile"] else None)
+        hosts = parse_host_params(p)
         cpus = list(p["cpus"]) if p["cpus"] is not None else None
         allowed = allowed_cpus(ctx)
         if p["ranks"] is None:
@@ -167,26 +157,15 @@ class Ring(Benchmark):
         return 1.5 + 2 * (params["random_rings"] + 1) * params["measurements"] * per_ring
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        mpi = mpimod.detect_mpi()
-        ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
+        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     # -- running -----------------------------------------------------------------------------------
     def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:
-        hosts = [mpimod.Host(*h) for h in params["host_list"]] if params["host_list"] else None
-        places = [mpimod.RankPlace(h, c) for h, c in params["places"]]
-        spec = mpimod.LaunchSpec(nranks=params["ranks"], hosts=hosts, places=places, transport=params["transport"],
-                                 tcp_include=params["tcp_include"], allow_root=bool(params["allow_root"]),
-                                 oversubscribe=ctx.oversubscribe)
-        if params.get("shared_cpus"):
+        spec = launch_spec(ctx, params, params["places"], params["host_list"])
+        if params.get("shared_cpus") and spec.launcher != "srun" and detect(params).name == "openmpi":
             # ranks pinned to a shared core must yield while they wait, or each message waits for
             # the scheduler's time slice (Open MPI only sets this itself when it sees oversubscription)
             spec.extra_args += ["--mca", "mpi_yield_when_idle", "1"]
-        if hosts:
-            sim = sim_cluster_of(hosts)
-            if sim is not None:  # launch from the head namespace through the sim-cluster's agent
-                spec.prefix = simcluster.exec_prefix("head", sim)
-                spec.extra_args += simcluster.mpirun_args(sim, allow_root=False)
-                spec.tcp_include = spec.tcp_include or sim.subnet
         return spec
 
     def kernel_args(self, params: dict[str, Any]) -> list[str]:
@@ -196,14 +175,12 @@ class Ring(Benchmark):
                 f"--validate={int(bool(params['validate']))}"]
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
-        mpi = mpimod.detect_mpi()
+        mpi = detect(params)
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         spec = self.launch_spec(ctx, params)
         args = [str(b.path), *self.kernel_args(params)]
-        proof = mpimod.TransportProof()
         out: list = []
         n = params["ranks"]
-        state: dict[str, Any] = {"info": None, "noted": False}
         base: dict[str, Any] = {
             "ranks": n, "cpus": list(params["cpus"]), "transport": params["transport"],
             "hosts": [h[0] for h in params["host_list"]] if params["host_list"] else None,
@@ -225,30 +202,7 @@ class Ring(Benchmark):
             different = [(a, b2) for i, a in enumerate(ranks_first) for b2 in ranks_first[i + 1:]]
         ctx.progress.start("ring", total=4)
 
-        def on(rec: dict) -> None:
-            kind = rec.get("type")
-            if kind == "info":
-                ranks = rec.get("ranks") or []
-                if len(ranks) != n:
-                    raise KernelFailed(f"ring started {len(ranks)} ranks, {n} asked", "check the hosts and slots")
-                mpimod.verify_placement(ranks, spec.places, different,
-                                        allow_shared_cpu=ctx.oversubscribe or bool(params["shared_cpus"]))
-                if rec.get("timer_resolution_s"):
-                    ctx.timer_resolution_s = float(rec["timer_resolution_s"])
-                state["info"] = rec
-                base["placement"] = [{k: r.get(k) for k in ("rank", "host", "node", "cpus", "cpu")} for r in ranks]
-                base["mpi"]["library"] = rec.get("mpi_library")
-                return
-            if kind != "result":
-                return
-            if state["info"] is None:
-                raise KernelFailed("ring printed results before reporting its placement", "report this as a bug")
-            if not state["noted"]:
-                base["transport_used"] = mpimod.used_transport(proof) or "unproven"
-                base["transport_proof"] = {"pml": proof.pml, "btl": list(proof.btl), "evidence": proof.evidence(3)}
-                ctx.note(f"ring: {n} ranks, asked transport {params['transport']}, {mpi.name} {mpi.version} used "
-                         f"pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else ""))
-                state["noted"] = True
+        def on_result(rec: dict) -> None:
             kp = dict(rec.get("params") or {})
             value = kp.pop("value", None)
             size = kp.pop("size", None)
@@ -257,8 +211,8 @@ class Ring(Benchmark):
                                 value=float(value) if value is not None else None))
             ctx.progress.advance(1)
 
-        mpimod.run_mpi(mpi, spec, args, timeout=ctx.timeout, launch_timeout=params["launch_timeout"],
-                       on_record=on, name=self.kernel, proof_out=proof)
+        KernelSession(ctx, self.kernel, spec, mpi, base, on_result, different,
+                      allow_shared_cpu=bool(params["shared_cpus"])).run(args, params["launch_timeout"])
         got = {r.metric for r in out}
         if {"natural_ring_latency", "random_ring_latency"} <= got:
             nat = next(r for r in out if r.metric == "natural_ring_latency").value
