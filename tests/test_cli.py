@@ -204,3 +204,22 @@ def test_cluster_check_unreachable_host(capsys):
     rc = main(["cluster", "check", "--hosts", "localhost,cb-no-such-host.invalid", "--timeout", "10"])
     assert rc == 3
     assert "cb-no-such-host.invalid" in _one_line_error(capsys)
+
+
+def test_run_across_an_unreachable_host_stores_nothing(capsys, tmp_path, monkeypatch):
+    """An MPI run whose hosts cannot all be reached stops before measuring: one line naming the
+    host, exit 3 (environment), and no run in the store."""
+    import os
+    import sqlite3
+    import time
+
+    monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
+    t0 = time.monotonic()
+    rc = main(["run", "pingpong", "--hosts", "localhost,cb-no-such-host.invalid", "--sizes", "8"])
+    assert time.monotonic() - t0 < 60
+    assert rc == 3
+    assert "cb-no-such-host.invalid" in _one_line_error(capsys)
+    db = os.environ["CLUSTERBENCH_DB"]
+    if os.path.exists(db):
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0

@@ -191,9 +191,11 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_sim_mtu_1500_vs_9000(sim, ctx: RunContext) -> None:
+    """Offloads off (MTU-sized frames, as on a wire): the MTU is recorded exactly and jumbo frames
+    carry more TCP throughput (1.8x to 3.3x measured while writing this; > 1.3x asserted)."""
     got: dict[int, float] = {}
     for mtu in (1500, 9000) * 3:  # interleaved, best of 3 x 3 samples: the machine is shared and noisy
-        c = sim(mtu=mtu)
+        c = sim(mtu=mtu, offload=False)
         res, _ = _run(ctx, hosts=f"{N1},{N2}", streams=[1], seconds=0.3, repeats=3, latency_iterations=100)
         thr = _by(res, "throughput")[0]
         p = thr.params
@@ -206,10 +208,9 @@ def test_sim_mtu_1500_vs_9000(sim, ctx: RunContext) -> None:
         lat = _by(res, "latency")[0]
         assert lat.params["path_mtu"] == mtu and 0 < lat.value < 10_000
         got[mtu] = max(got.get(mtu, 0.0), thr.value)
-    # veth passes 64 KiB GSO segments whatever the MTU and is CPU-bound: jumbo frames bring no gain
-    # here (on a shared 2-vCPU machine best-of-9 still differs by up to ~20% either way), so only
-    # "no collapse" is asserted; the MTU itself is asserted exactly above.
-    assert got[9000] >= 0.75 * got[1500], got
+    # with offloads on, veth passes 64 KiB GSO segments whatever the MTU and jumbo frames bring no
+    # gain; with them off every frame costs a trip through the stack, as on a real wire
+    assert got[9000] > 1.3 * got[1500], got
 
 
 def test_sim_rate_limit_is_the_limit(sim, ctx: RunContext) -> None:
