@@ -157,7 +157,8 @@ class Dgemm(Benchmark):
     kernel = "dgemm"
     kernel_libs = ("dl",)
     metrics = (
-        Metric("gflops", "Gflop/s", True, "2 n^3 / t of C = A B (star: sum over the per-core processes)",
+        Metric("gflops", "Gflop/s", True, "2 n^2 k / t of C = A B, k = n unless --k (star: sum over the "
+               "per-core processes)",
                ("rpeak", "measured_peak", "rpeak_max")),
         Metric("gflops_per_core", "Gflop/s", True, "gflops / cores (star: mean per process)", ()),
         Metric("gflops_min_process", "Gflop/s", True, "star mode: the slowest process, per sample", ()),
@@ -165,6 +166,8 @@ class Dgemm(Benchmark):
     params = (
         Param("mode", str, "all", "single core, star (one process per core), threaded, or all three", MODES),
         Param("n", int, None, "matrix order (default: a sample of about 0.5 s on one core)"),
+        Param("k", int, None, "inner dimension: C (n x n) = A (n x k) B (k x n) (default: k = n); k = NB is the "
+              "shape of HPL's trailing update"),
         Param("samples", int, 5, "timed products per run, after one warm-up that is excluded"),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, netlib, system... or a path to a .so"),
         Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
@@ -185,8 +188,12 @@ class Dgemm(Benchmark):
         n = params["n"]
         if n < 1:
             raise UsageError(f"--n {n} is not allowed", "use --n 1 or more (e.g. 2000)")
+        k = params.get("k")
+        if k is not None and not 1 <= k <= 200000:
+            raise UsageError(f"--k {k} is not allowed", "use --k 1 or more (e.g. 192), or leave it out for k = n")
+        k = n if k is None else k
         copies = params["threads"] if params["mode"] in ("star", "all") else 1
-        need = 3 * 8 * n * n * copies
+        need = 8 * (n * n + 2 * n * k) * copies
         avail = available_memory(ctx.probe)
         if avail and need > 0.8 * avail:
             fit = int((0.8 * avail / (24 * copies)) ** 0.5)
@@ -202,7 +209,7 @@ class Dgemm(Benchmark):
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         rp = ((ctx.probe.get("rpeak") or {}).get("per_core") or {}).get("dp_gflops_nominal") or 20.0
-        t = 2 * params["n"] ** 3 / (0.5 * rp * 1e9)
+        t = 2 * params["n"] ** 2 * (params.get("k") or params["n"]) / (0.5 * rp * 1e9)
         return len(self._modes(params)) * (params["samples"] + 2) * t + 1.0
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
@@ -213,6 +220,8 @@ class Dgemm(Benchmark):
         n_threads = params["threads"]
         all_cpus = list(params["cpus"])
         base_args = [f"--lib={params['blas_path']}", f"--n={params['n']}", f"--samples={params['samples']}"]
+        if params.get("k") is not None:
+            base_args.append(f"--k={params['k']}")
         if params.get("corrupt"):
             base_args.append("--corrupt=1")
         extra_env = {"OPENBLAS_CORETYPE": params["openblas_coretype"]} if params["openblas_coretype"] else {}
@@ -255,7 +264,8 @@ class Dgemm(Benchmark):
         cores = len(cpus)
         procs = len(results)
         config = info.get("blas_config") or ""
-        p = {"mode": mode, "n": params["n"], "threads": cores, "processes": procs, "cpus": cpus,
+        p = {"mode": mode, "n": params["n"], "k": params.get("k") or params["n"], "threads": cores, "processes": procs,
+             "cpus": cpus,
              "blas_threads": 1 if mode != "threaded" else cores,
              "blas": blas_name_of(info.get("blas_path") or params["blas_path"]),
              "blas_path": info.get("blas_path") or os.path.realpath(params["blas_path"]),

@@ -1,15 +1,16 @@
-/* dgemm.c: C = A*B (n x n, column major, double) through a BLAS chosen at run time.
+/* dgemm.c: C = A*B (C n x n, A n x k, B k x n; k = n unless --k; column major, double) through a
+ * BLAS chosen at run time. k = NB is the shape of HPL's trailing update (the tuner's cheap stage).
  *
  * The BLAS is dlopen()ed from --lib=PATH and cblas_dgemm (or the Fortran dgemm_) looked up, so
  * one binary serves OpenBLAS, BLIS, MKL, the reference BLAS... The number of BLAS threads comes
  * from the environment (OPENBLAS_NUM_THREADS, BLIS_NUM_THREADS, OMP_NUM_THREADS,
  * MKL_NUM_THREADS), set by the caller before the library is loaded.
  *
- * Timing: --samples timed products after one warm-up (excluded); Gflop/s = 2 n^3 / t / 1e9.
+ * Timing: --samples timed products after one warm-up (excluded); Gflop/s = 2 n^2 k / t / 1e9.
  * Check (after the timed runs, like HPCC's DGEMM): a few columns of C are recomputed naively
- * and the scaled residual max|C - C_ref| / (eps n max|A| max|B|) must be below 16.
+ * and the scaled residual max|C - C_ref| / (eps k max|A| max|B|) must be below 16.
  *
- * Args: --lib=PATH --n=N --samples=K --cpus=LIST (one cpu: pin; several: affinity mask for the
+ * Args: --lib=PATH --n=N --k=K --samples=K --cpus=LIST (one cpu: pin; several: affinity mask for the
  *       BLAS threads) --start-at=EPOCH (star mode: start together) --check-cols=8 --corrupt=1
  * Prints: info (cpus_actual: the cpu it ran on, or the affinity mask the BLAS threads inherit;
  *         late_s: how late it reached --start-at), validation, then the result.
@@ -30,12 +31,12 @@ typedef void (*f77_dgemm_t)(const char *, const char *, const int *, const int *
 static cblas_dgemm_t c_dgemm;
 static f77_dgemm_t f_dgemm;
 
-static void gemm(int n, const double *a, const double *b, double *c) {
+static void gemm(int n, int k, const double *a, const double *b, double *c) {
     if (c_dgemm) {
-        c_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0, c, n);
+        c_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, n, k, 1.0, a, n, b, k, 0.0, c, n);
     } else {
         const double one = 1.0, zero = 0.0;
-        f_dgemm("N", "N", &n, &n, &n, &one, a, &n, b, &n, &zero, c, &n, 1, 1);
+        f_dgemm("N", "N", &n, &n, &k, &one, a, &n, b, &k, &zero, c, &n, 1, 1);
     }
 }
 
@@ -78,6 +79,7 @@ static void json_loaded_libs(const char *key) {
 int main(int argc, char **argv) {
     const char *lib = cb_arg(argc, argv, "lib", NULL);
     long long n_ll = cb_arg_ll(argc, argv, "n", 1000);
+    long long k_ll = cb_arg_ll(argc, argv, "k", n_ll);
     int samples = (int)cb_arg_ll(argc, argv, "samples", 3);
     const char *cpus_s = cb_arg(argc, argv, "cpus", NULL);
     double start_at = cb_arg_double(argc, argv, "start-at", 0);
@@ -85,8 +87,9 @@ int main(int argc, char **argv) {
     int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
     if (!lib) cb_fail("--lib=PATH of a BLAS shared library is required");
     if (n_ll < 1 || n_ll > 200000) cb_fail("--n must be between 1 and 200000");
+    if (k_ll < 1 || k_ll > 200000) cb_fail("--k must be between 1 and 200000");
     if (samples < 1) cb_fail("--samples must be 1 or more");
-    int n = (int)n_ll;
+    int n = (int)n_ll, kk = (int)k_ll;
 
     static int cpus[4096];
     int ncpus = cpus_s ? cb_parse_cpulist(cpus_s, cpus, 4096) : 0;
@@ -110,11 +113,11 @@ int main(int argc, char **argv) {
         if (!f_dgemm) cb_fail("%s exports neither cblas_dgemm nor dgemm_: not a BLAS library", lib);
     }
 
-    size_t bytes = (size_t)n * (size_t)n * sizeof(double);
-    double *a = cb_alloc(bytes, 1), *b = cb_alloc(bytes, 1), *c = cb_alloc(bytes, 1);
-    if (!a || !b || !c) cb_fail("cannot allocate 3 matrices of %lld x %lld doubles", n_ll, n_ll);
-    for (size_t i = 0; i < (size_t)n * n; i++) a[i] = rnd();
-    for (size_t i = 0; i < (size_t)n * n; i++) b[i] = rnd();
+    size_t bytes = (size_t)n * (size_t)n * sizeof(double), abytes = (size_t)n * (size_t)kk * sizeof(double);
+    double *a = cb_alloc(abytes, 1), *b = cb_alloc(abytes, 1), *c = cb_alloc(bytes, 1);
+    if (!a || !b || !c) cb_fail("cannot allocate C (%lld x %lld), A and B (%lld x %lld) doubles", n_ll, n_ll, n_ll, k_ll);
+    for (size_t i = 0; i < (size_t)n * kk; i++) a[i] = rnd();
+    for (size_t i = 0; i < (size_t)n * kk; i++) b[i] = rnd();
     memset(c, 0, bytes);
 
     double tres = cb_timer_resolution();
@@ -130,11 +133,11 @@ int main(int argc, char **argv) {
     double t_start = cb_now();
     for (int s = -1; s < samples; s++) { /* s = -1: warm-up */
         double t0 = cb_now();
-        gemm(n, a, b, c);
+        gemm(n, kk, a, b, c);
         double dt = cb_now() - t0;
         if (s >= 0) {
             secs[s] = dt;
-            rate[s] = 2.0 * (double)n * n * n / dt / 1e9;
+            rate[s] = 2.0 * (double)n * n * kk / dt / 1e9;
         }
     }
     double t_total = cb_now() - t_start;
@@ -181,6 +184,7 @@ int main(int argc, char **argv) {
     cb_json_begin("info");
     cb_json_num("timer_resolution_s", tres);
     cb_json_int("n", n);
+    cb_json_int("k", kk);
     cb_json_str("blas_requested", lib);
     cb_json_str("blas_path", real);
     cb_json_str("blas_symbol", symbol);
@@ -206,7 +210,7 @@ int main(int argc, char **argv) {
     }
     if (corrupt) c[(size_t)cols[0] * n + (size_t)(n / 2)] += 1.0;
     double amax = 0, bmax = 0, dmax = 0;
-    for (size_t i = 0; i < (size_t)n * n; i++) {
+    for (size_t i = 0; i < (size_t)n * kk; i++) {
         if (fabs(a[i]) > amax) amax = fabs(a[i]);
         if (fabs(b[i]) > bmax) bmax = fabs(b[i]);
     }
@@ -215,8 +219,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < check_cols; k++) {
         int j = cols[k];
         memset(ref, 0, (size_t)n * sizeof(double));
-        for (int l = 0; l < n; l++) {
-            double blj = b[(size_t)j * n + l];
+        for (int l = 0; l < kk; l++) {
+            double blj = b[(size_t)j * kk + l];
             const double *al = a + (size_t)l * n;
             for (int i = 0; i < n; i++) ref[i] += al[i] * blj;
         }
@@ -227,11 +231,11 @@ int main(int argc, char **argv) {
             if (d > dmax) dmax = d;
         }
     }
-    double resid = dmax / (DBL_EPSILON * n * amax * bmax);
+    double resid = dmax / (DBL_EPSILON * kk * amax * bmax);
     int ok = finite && resid < 16.0;
     char detail[300];
     snprintf(detail, sizeof detail,
-             "%d columns of C recomputed naively: scaled residual max|C-Cref|/(eps n max|A| max|B|) = %.3g "
+             "%d columns of C recomputed naively: scaled residual max|C-Cref|/(eps k max|A| max|B|) = %.3g "
              "(limit 16)%s", check_cols, resid, finite ? "" : "; C holds non-finite values");
     cb_json_begin("validation");
     cb_json_bool("ok", ok);
@@ -245,7 +249,7 @@ int main(int argc, char **argv) {
     cb_json_str("unit", "Gflop/s");
     {
         char p[64];
-        snprintf(p, sizeof p, "{\"n\":%d}", n);
+        snprintf(p, sizeof p, "{\"n\":%d,\"k\":%d}", n, kk);
         cb_json_raw("params", p);
     }
     cb_json_nums("samples", rate, samples);
