@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
             _add_param(sub, p)
 
     cmds.add_parser("list", help="the benchmarks, their metrics, units and limits").add_argument("--json", action="store_true")
+    _tune_parser(cmds)
 
     clu = cmds.add_parser("cluster", help="compare the nodes of a cluster")
     csub = clu.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -128,6 +129,27 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _tune_parser(cmds: Any) -> None:
+    tune = cmds.add_parser("tune", help="search a benchmark's parameters within a time budget (every trial stored)")
+    tsub = tune.add_subparsers(dest="target", required=True, parser_class=_Parser)
+    th = tsub.add_parser("hpl", help="NB x grid x topology (x BLAS): dgemm against NB, short runs, confirmation at N")
+    th.add_argument("--budget", default="20m", help="wall time for the whole tune, e.g. 20m, 90s, 1h (default 20m)")
+    size = th.add_mutually_exclusive_group()
+    size.add_argument("--mem", type=float, default=0.8, help="N from this fraction of MemAvailable (default 0.8)")
+    size.add_argument("--n", type=int, help="matrix order N")
+    th.add_argument("--nb-list", type=_intlist, help="NB candidates (default 32,64,96,...,512)")
+    th.add_argument("--topologies", type=_strlist, default=["pure", "hybrid"], help="pure,hybrid (default both)")
+    th.add_argument("--blas-list", type=_strlist, help="BLAS libraries (default: openblas, blis, mkl where installed)")
+    th.add_argument("--top", type=int, default=3, help="configurations confirmed at full N (default 3)")
+    th.add_argument("--no-resume", action="store_true", help="measure again what this tune already stored")
+    for opt in ("hosts", "hostfile", "openblas_coretype", "transport", "engine", "seed", "allow_root"):
+        p = next(x for x in all_benchmarks()["hpl"].params if x.name == opt)
+        _add_param(th, p)
+    th.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before one trial is killed")
+    th.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores")
+    th.add_argument("--json", action="store_true", help="print the tune as one JSON document")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -159,6 +181,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_sim(args)
     if args.command == "cluster":
         return _cmd_cluster(args)
+    if args.command == "tune":
+        return _cmd_tune(args)
     return _cmd_results(args)
 
 
@@ -227,6 +251,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if store is not None:
             sys.stdout.write(f"run {report.run['id']} stored in {store.path}\n")
     return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .tuning import hpl as tuner
+    from .ui import dump_json
+
+    space = tuner.Space(nbs=args.nb_list or tuner.DEFAULT_NBS, topologies=args.topologies, blas=args.blas_list)
+    base = {k: getattr(args, k) for k in ("hosts", "hostfile", "openblas_coretype", "transport", "engine", "seed",
+                                          "allow_root")}
+
+    def progress(ev: dict) -> None:
+        t = ev.get("trial")
+        if args.json or ev["event"] not in ("done", "failed", "reused") or t is None:
+            return
+        what = f"{t.value:.2f} Gflop/s" if t.value else (t.note or "")[:80]
+        sys.stderr.write(f"[{ev['elapsed_s']:6.0f} s] {ev['event']:7s} {t.key}: {what}\n")
+
+    report = tuner.tune(space, args.n, tuner.parse_budget(args.budget), Store(args.db), mem=args.mem, base=base,
+                        resume=not args.no_resume, progress=progress, top_k=args.top, timeout=args.timeout,
+                        oversubscribe=args.oversubscribe, argv=["clusterbench", *sys.argv[1:]])
+    if args.json:
+        dump_json(report.document())
+    else:
+        sys.stdout.write(tuner.format_report(report))
+    return 0 if report.best is not None else 4
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
