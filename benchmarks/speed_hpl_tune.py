@@ -102,7 +102,8 @@ def main() -> int:
     space = Space(nbs=tuple(int(x) for x in a.nb_list.split(",")), topologies=("pure", "hybrid"),
                   blas=tuple(a.blas_list.split(",")))
     pr = probe()
-    cpu = (pr.get("cpu") or {}).get("model")
+    c = pr.get("cpu") or {}
+    cpu = f"{c.get('model_name')} ({c.get('microarchitecture')}, family {c.get('family')} model {c.get('model')})"
     with open(a.log, "w") as fh, tempfile.TemporaryDirectory(prefix="cb-tune-speed-") as d:
         tmp = Path(d)
         log(fh, f"# speed_hpl_tune.py {datetime.datetime.now().isoformat(timespec='seconds')}: N={a.n}, space NB "
