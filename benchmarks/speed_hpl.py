@@ -19,6 +19,7 @@ import datetime
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -95,10 +96,18 @@ def hpcc(n: int, nb: int, grid: str, coretype: str | None) -> dict:
     env = {**os.environ, **blas_env(coretype)}
     with tempfile.TemporaryDirectory(prefix="cb-hpcc-") as d:
         Path(d, "hpccinf.txt").write_text(HPCCINF.format(n=n, nb=nb, p=p, q=q))
-        out = subprocess.run(["mpirun", *ROOT, "-np", str(p * q), "--map-by", "core", "--bind-to", "core",
-                              "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"]
-                             + (["-x", "OPENBLAS_CORETYPE"] if coretype else []) + ["hpcc"],
-                             cwd=d, env=env, capture_output=True, text=True, timeout=3600)
+        cmd = (["mpirun", *ROOT, "-np", str(p * q), "--map-by", "core", "--bind-to", "core",
+                "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"]
+               + (["-x", "OPENBLAS_CORETYPE"] if coretype else []) + ["hpcc"])
+        proc = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=3600)
+        finally:  # interrupted or timed out: mpirun and its ranks go with us
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait()
+        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         text = Path(d, "hpccoutf.txt").read_text() if Path(d, "hpccoutf.txt").exists() else ""
     if out.returncode != 0 or "HPL_Tflops=" not in text:
         raise RuntimeError(f"hpcc failed ({out.returncode}): {out.stderr[-500:]}")

@@ -49,6 +49,8 @@ CASES = [  # n, nb, grid, pmap, topology, ranks
     (333, 40, "2x2", "row", "pure", 4),       # oversubscribed, 9 panels, last one 13 wide
     (200, 48, "2x2", "col", "pure", 4),
     (270, 64, "1x1", "row", "hybrid", 1),     # one rank, threaded BLAS on every core
+    (5, 2, "2x2", "row", "pure", 4),          # tiny: ranks with one local row or column
+    (97, 7, "1x4", "col", "pure", 4),         # a flat grid, the ring broadcast forwards
 ]
 
 
@@ -155,3 +157,19 @@ def test_declared_metrics_and_limits():
     assert "2/3" in (get_benchmark("hpl").__module__ and __import__("clusterbench.benchmarks.hpl",
                                                                       fromlist=["x"]).__doc__)
     assert os.path.isfile(Path(__file__).resolve().parents[1] / "src/clusterbench/kernels/hpl.c")
+
+
+def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
+    import shutil
+
+    if not shutil.which("hpcc"):
+        pytest.skip("hpcc is not installed (apt-get install hpcc)")
+    ctx = _ctx(live_probe)
+    bench = get_benchmark("hpl")
+    params = bench.resolve(ctx, {"n": 400, "nb": 32, "ranks": 1, "engine": "hpcc"})
+    bench.prepare(ctx, params)
+    res = {r.metric: r for r in bench.run(ctx, params)}
+    r = res["rmax"]
+    assert r.params["engine"] == "hpcc" and r.params["n"] == 400 and r.params["nb"] == 32
+    assert r.params["residual"] < 16 and r.params["variant"].startswith("W")
+    assert r.value > 0 and r.params["gflops"] == r.value  # HPL's own figure (its time is printed rounded)

@@ -63,6 +63,15 @@ RANK_OVERHEAD = 96 << 20
 EST_EFFICIENCY = 0.4
 
 
+def cpuset(text: str) -> set[int]:
+    """'0-3,8' -> {0, 1, 2, 3, 8} (the ranks' placement report)."""
+    out: set[int] = set()
+    for part in filter(None, (text or "").split(",")):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
 def hpl_flops(n: int) -> float:
     """HPL's operation count for order n."""
     return 2.0 / 3.0 * n ** 3 + 1.5 * n ** 2
@@ -149,12 +158,19 @@ def register_engine(engine: Engine) -> Engine:
 
 
 def _load_engine_plugins() -> None:
-    """Engines that live in ``_hpl_engines.py`` (hpcc, xhpl), when that module exists."""
+    """Engines that live in ``_hpl_engines.py`` (hpcc, xhpl), when that module exists: it either
+    registers itself (``register_engine``) or offers ``run_external(engine, HplCase, ...)`` and an
+    ``ENGINES`` tuple, which :class:`ExternalEngine` adapts."""
     try:
-        importlib.import_module(f"{__package__}._hpl_engines")
+        mod = importlib.import_module(f"{__package__}._hpl_engines")
     except ModuleNotFoundError as exc:
         if exc.name != f"{__package__}._hpl_engines":
             raise
+        return
+    if hasattr(mod, "run_external") and hasattr(mod, "HplCase"):
+        for name in getattr(mod, "ENGINES", ()):
+            if isinstance(name, str) and name not in ENGINES:
+                register_engine(ExternalEngine(name, mod))
 
 
 def blas_warnings(ctx: RunContext, config: str, loaded: list[str], path: str, threads_reported: Any,
@@ -207,6 +223,10 @@ class BuiltinEngine:
         if params.get("openblas_coretype"):
             env["OPENBLAS_CORETYPE"] = params["openblas_coretype"]
         spec.env.update(env)
+        if params["topology"] == "hybrid":
+            # one rank per node, unbound by mpirun: the rank binds itself to the node's cores (--cpus)
+            # and its BLAS threads inherit that mask (the later --map-by/--bind-to win in Open MPI)
+            spec.extra_args += ["--map-by", "ppr:1:node", "--bind-to", "none"]
         if params.get("shared_cpus"):
             # ranks sharing a core must yield while they wait, or each wait lasts a time slice
             spec.extra_args += ["--mca", "mpi_yield_when_idle", "1"]
@@ -231,7 +251,7 @@ class BuiltinEngine:
                 if params["topology"] == "hybrid":  # each rank bound to all the cores given to it
                     want = set(params["rank_cpus"])
                     for r in rec.get("ranks") or []:
-                        if mpimod._cpuset(r.get("cpus", "")) != want:
+                        if cpuset(r.get("cpus", "")) != want:
                             raise KernelFailed(f"hpl: rank {r.get('rank')} runs on cpus {r.get('cpus')}, not on "
                                                f"{','.join(map(str, sorted(want)))} as asked",
                                                "check cgroup/cpuset limits on the node")
@@ -261,6 +281,32 @@ class BuiltinEngine:
 register_engine(BuiltinEngine())
 
 
+class ExternalEngine:
+    """hpcc or xhpl through ``_hpl_engines.run_external``: the same ranks, placement and BLAS
+    environment as the built-in engine (the program links its own BLAS; ``--blas`` is not
+    applied to it), its HPL result line and residual parsed; no time breakdown."""
+
+    def __init__(self, name: str, module: Any) -> None:
+        self.name = name
+        self.module = module
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        self.module.find_engine(self.name)
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> HplOutcome:
+        mpi = mpimod.detect_mpi()
+        spec = BuiltinEngine().launch_spec(ctx, params)
+        case = self.module.HplCase(n=params["n"], nb=params["nb"], p=params["p"], q=params["q"], pmap=params["pmap"])
+        res = self.module.run_external(self.name, case, mpi=mpi, spec=spec, timeout=ctx.timeout)
+        rec = res["hpl"]
+        extra = {"engine_exe": res.get("exe"), "engine_version": res.get("version"), "variant": rec.get("variant"),
+                 "algorithm": rec.get("algorithm"), "transport_used": res.get("transport"),
+                 "mpi": {"name": mpi.name, "version": mpi.version}, "engine_wall_s": res.get("wall_s")}
+        return HplOutcome(n=int(rec["n"]), nb=int(rec["nb"]), p=int(rec["p"]), q=int(rec["q"]),
+                          pmap=str(rec["pmap"]), time_s=float(rec["time_s"]), gflops=float(rec["gflops"]),
+                          residual=float(rec["residual"]), params=extra)
+
+
 # ---------------------------------------------------------------------------------------------
 # The benchmark
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +334,8 @@ class Hpl(Benchmark):
               "cores only with --oversubscribe)"),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, system... or a path to a .so"),
         Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
-        Param("engine", str, "builtin", "HPL implementation: builtin (clusterbench's own)"),
+        Param("engine", str, "builtin", "HPL implementation: builtin (clusterbench's own); others (hpcc, xhpl) "
+              "when their engine module is installed"),
         Param("seed", int, 42, "seed of the random matrix"),
         TRANSPORT,
         TCP_INCLUDE,
@@ -330,14 +377,14 @@ class Hpl(Benchmark):
         nodes = [h.name for h in hosts] if hosts else [None]
         if hybrid:
             ranks = p["ranks"] or len(nodes)
-            if ranks != len(nodes) and not ctx.oversubscribe:
+            if ranks != len(nodes):
                 raise UsageError(f"hybrid runs one rank per node: {ranks} ranks on {len(nodes)} node(s)",
                                  f"use --ranks {len(nodes)} (or --topology pure)")
             p["threads_per_rank"] = cores
             p["rank_cpus"] = placement(ctx, cores)
             rank_hosts = [nodes[i % len(nodes)] for i in range(ranks)]
             p["places"] = [(h, None) for h in rank_hosts]
-            p["shared_cpus"] = ranks > len(nodes)
+            p["shared_cpus"] = False
         else:
             slots = sum(h.slots for h in hosts) if hosts else cores
             ranks = p["ranks"] or slots
@@ -471,10 +518,12 @@ class Hpl(Benchmark):
         results = [ctx.emit(self, "rmax", [out.gflops], prm, times_s=[out.time_s], extra_warnings=ws),
                    ctx.emit(self, "time_s", [out.time_s], prm, times_s=[out.time_s]),
                    ctx.emit(self, "residual", [out.residual], prm)]
-        if out.breakdown_s:
-            top = sorted(out.breakdown_s.items(), key=lambda kv: -kv[1])
-            ctx.note("hpl: " + ", ".join(f"{k} {100 * v / out.time_s:.0f}%" for k, v in top if out.time_s > 0)
-                     + f" of {out.time_s:.2f} s ({out.breakdown_of})")
+        shares = out.params.get("breakdown_mean_s") or out.breakdown_s
+        if shares and out.time_s > 0:  # the mean over ranks adds up to the time; the maxima need not
+            top = sorted(shares.items(), key=lambda kv: -kv[1])
+            ctx.note("hpl: " + ", ".join(f"{k} {100 * v / out.time_s:.0f}%" for k, v in top)
+                     + f" of {out.time_s:.2f} s ("
+                     + ("mean over ranks" if out.params.get("breakdown_mean_s") else str(out.breakdown_of)) + ")")
         ctx.progress.advance(1)
         return results
 
