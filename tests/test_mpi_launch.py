@@ -262,6 +262,22 @@ def test_hanging_rank_is_killed_without_orphans(mpi: M.MpiInstall, kernel: Path)
     assert _leftovers(kernel.name) == "", "orphan mpirun/orted/rank processes"
 
 
+def test_teardown_that_hangs_after_done_keeps_the_results(mpi: M.MpiInstall, kernel: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that never returns from the end of the kernel (after "done", before MPI_Finalize, as
+    a transport's disconnect can hang): after FINALIZE_GRACE the run is killed, nothing is left,
+    and the validated results stand (finalize_hung is set for the caller's note)."""
+    monkeypatch.setattr(M, "FINALIZE_GRACE", 2.0)
+    t0 = time.monotonic()
+    run = M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=8", "--time_budget=0.01", "--hang_at_exit=1"],
+                    timeout=60, name="pingpong")
+    assert time.monotonic() - t0 < 20
+    assert run.finalize_hung
+    assert any(r["type"] == "result" for r in run.records) and run.records[-1]["type"] == "done"
+    time.sleep(0.2)
+    assert _leftovers(kernel.name) == "", "orphan mpirun/orted/rank processes"
+
+
 def test_interrupt_kills_the_group(mpi: M.MpiInstall, kernel: Path) -> None:
     def stop(rec: dict) -> None:
         if rec["type"] == "info":

@@ -204,8 +204,13 @@ class KernelSession:
         self.on_result(rec)
 
     def run(self, args: Sequence[str], launch_timeout: float, proof_ranks: Sequence[int] = (0, 1)) -> mpimod.MpiRun:
-        return mpimod.run_mpi(self.mpi, self.spec, args, timeout=self.ctx.timeout, launch_timeout=launch_timeout,
-                              on_record=self, name=self.bench, proof_ranks=proof_ranks, proof_out=self.proof)
+        run = mpimod.run_mpi(self.mpi, self.spec, args, timeout=self.ctx.timeout, launch_timeout=launch_timeout,
+                             on_record=self, name=self.bench, proof_ranks=proof_ranks, proof_out=self.proof)
+        if run.finalize_hung:
+            self.ctx.note(f"{self.bench}: {self.mpi.name}'s teardown (MPI_Finalize) did not end within "
+                          f"{mpimod.FINALIZE_GRACE:g} s after the kernel finished; its processes were killed "
+                          "(the results were complete and validated)")
+        return run
 
 
 def shared_cpu_warning(places: Sequence[tuple[str | None, int]], shares: bool) -> Warning_ | None:

@@ -117,4 +117,18 @@ static inline void cb_mpi_report_placement(int rank, int nranks, void (*extra)(c
     cb_json_end();
     free(all);
 }
+/* Collective, the kernel's last step: every rank has finished (a barrier), rank 0 says so with
+ * {"type":"done"}, then MPI_Finalize. The launcher gives the MPI library a bounded time to tear
+ * down after "done" (some transports' disconnects hang between network namespaces) and kills it
+ * then, keeping the results, which were all validated before. hang_rank (a test hook, -1 for
+ * none) sleeps forever instead of finalizing. Returns MPI_Finalize's code. */
+static inline int cb_mpi_finish(int rank, int hang_rank) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        cb_json_begin("done");
+        cb_json_end();
+    }
+    if (rank == hang_rank) for (;;) pause();
+    return MPI_Finalize();
+}
 #endif /* CB_MPI_H */

@@ -371,7 +371,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
+    cb_mpi_finish(rank, -1);
     return 0;
 }

@@ -30,6 +30,7 @@
  *       --hugepages=0|1 (ask for transparent huge pages for the message buffer; default 4 KiB pages,
  *                        as an application's malloc'd buffer under THP "madvise")
  *       --hang_rank=R (test hook: rank R sleeps forever after the placement report)
+ *       --hang_at_exit=R (test hook: rank R sleeps forever after "done", before MPI_Finalize)
  *       --corrupt=1   (test hook: damage the echoed buffer after timing; validation must fail)
  */
 #include "cb_common.h"
@@ -98,6 +99,7 @@ int main(int argc, char **argv) {
     long max_samples = (long)cb_arg_ll(argc, argv, "max_samples", 1000);
     int validate = (int)cb_arg_ll(argc, argv, "validate", 0);
     int hang_rank = (int)cb_arg_ll(argc, argv, "hang_rank", -1);
+    int hang_at_exit = (int)cb_arg_ll(argc, argv, "hang_at_exit", -1);
     int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
     int hugepages = (int)cb_arg_ll(argc, argv, "hugepages", 0);
 
@@ -257,7 +259,6 @@ int main(int argc, char **argv) {
                      half_us > 0 ? (double)size / half_us : 0, biters);
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
+    cb_mpi_finish(rank, hang_at_exit);
     return 0;
 }

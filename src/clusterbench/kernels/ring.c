@@ -309,7 +309,6 @@ int main(int argc, char **argv) {
             cb_json_end();
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
+    cb_mpi_finish(rank, -1);
     return 0;
 }

@@ -867,6 +867,10 @@ def verify_placement(ranks: Sequence[dict], wanted: Sequence[RankPlace] | None =
 # ---------------------------------------------------------------------------------------------
 # A bounded run
 # ---------------------------------------------------------------------------------------------
+#: seconds the MPI library may take to tear down after the kernel's "done" record
+FINALIZE_GRACE = 10.0
+
+
 @dataclass
 class MpiRun:
     records: list[Record]
@@ -874,6 +878,9 @@ class MpiRun:
     command: list[str]
     elapsed_s: float
     stderr_tail: str = ""
+    #: set when the kernel said "done" but the MPI library did not exit within FINALIZE_GRACE
+    #: seconds and was killed (the results, all validated before, are kept)
+    finalize_hung: bool = False
 
     @property
     def info(self) -> dict:
@@ -1062,8 +1069,11 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                         on_record(rec)
                 pending.clear()
 
+            done_at: float | None = None
             while open_streams:
                 now = time.monotonic()
+                if done_at is not None and now >= done_at + FINALIZE_GRACE:
+                    break  # finished and validated: a teardown that hangs is killed, not waited for
                 if not records and now >= launch_deadline:
                     msg, fix = _explain(stderr_tail.decode(errors="replace"), None, name)
                     raise LaunchHung(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
@@ -1097,24 +1107,31 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                         rec = _parse_line(name, line)
                         records.append(rec)
                         _check_record(name, rec, state)  # type: ignore[arg-type]
+                        if rec["type"] == "done" and done_at is None:
+                            done_at = time.monotonic()
                         if released:
                             if on_record:
                                 on_record(rec)
                         else:
                             pending.append(rec)
+            finalize_hung = False
             try:
-                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                wait_until = deadline if done_at is None else min(deadline, done_at + FINALIZE_GRACE)
+                proc.wait(timeout=max(1.0, wait_until - time.monotonic()))
             except subprocess.TimeoutExpired as exc:
-                raise KernelFailed(f"kernel '{name}' did not exit", "raise --timeout") from exc
+                if done_at is None:
+                    raise KernelFailed(f"kernel '{name}' did not exit", "raise --timeout") from exc
+                finalize_hung = True
+                _killgroup(proc)
             if errbuf:
                 proof.feed(errbuf.decode(errors="replace"))
             err_text = stderr_tail.decode(errors="replace")
-            if proc.returncode != 0:
+            if proc.returncode != 0 and not finalize_hung:
                 msg, fix = _explain(err_text, proc.returncode, f"MPI kernel '{name}'")
                 raise KernelFailed(msg, fix)
             if not released:
                 release()
-            return MpiRun(records, proof, cmd, time.monotonic() - started, err_text[-4096:])
+            return MpiRun(records, proof, cmd, time.monotonic() - started, err_text[-4096:], finalize_hung)
         finally:
             _killgroup(proc)
             for stream in (proc.stdout, proc.stderr):
