@@ -460,6 +460,10 @@ static void update(hpl_t *h, const panel_t *pn, int c0, int c1) {
 }
 
 static void update_chunked(hpl_t *h, const panel_t *pn, int c0, int c1, int kprog) {
+    if (h->p == 1 && h->q == 1) { /* nothing to progress, no exchange buffers: one large dgemm */
+        update(h, pn, c0, c1);
+        return;
+    }
     for (int c = c0; c < c1; c += h->chunk) {
         int e = c + h->chunk < c1 ? c + h->chunk : c1;
         update(h, pn, c, e);
