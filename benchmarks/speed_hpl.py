@@ -176,7 +176,7 @@ def main() -> None:
             f"{o[-1] / h[-1]:16.3f}")
         best = max(runs[(label, "builtin")], key=lambda r: r["gflops"])
         bd = best["breakdown_s"]
-        log(f"  builtin best run's breakdown (max over ranks, s): " + ", ".join(f"{k} {v:.3f}" for k, v in bd.items())
+        log("  builtin best run's breakdown (max over ranks, s): " + ", ".join(f"{k} {v:.3f}" for k, v in bd.items())
             + f" of {best['time_s']:.3f}; mean over ranks: {best['breakdown_mean_s']}")
     print(f"log: {a.log}")
 

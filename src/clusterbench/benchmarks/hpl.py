@@ -345,7 +345,7 @@ class Hpl(Benchmark):
         LAUNCH_TIMEOUT,
         Param("corrupt", bool, False, "test hook: perturb the solution before the check (the run must FAIL)"),
     )
-    profiles = {"quick": {"mem": 0.1}}
+    profiles = {"quick": {"mem": 0.03}}  # N ~ 9600 with 24 GiB: well under a minute
 
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -374,7 +374,8 @@ class Hpl(Benchmark):
         allowed = allowed_cpus(ctx)
         cores = min(ctx.n_cores, len(allowed))
         hybrid = p["topology"] == "hybrid"
-        nodes = [h.name for h in hosts] if hosts else [None]
+        nodes: list[str | None] = [h.name for h in hosts] if hosts else [None]
+        rank_hosts: list[str | None]
         if hybrid:
             ranks = p["ranks"] or len(nodes)
             if ranks != len(nodes):
@@ -392,16 +393,17 @@ class Hpl(Benchmark):
             p["rank_cpus"] = []
             if hosts:
                 mpimod.check_slots(hosts, ranks, ctx.oversubscribe)
-                rank_hosts = assign_ranks(hosts, ranks)
+                named = assign_ranks(hosts, ranks)
+                rank_hosts = list(named)
                 if sim_cluster_of(hosts) is not None or len(hosts) == 1:
                     cpus = placement(ctx, ranks)
-                else:
+                else:  # each host numbers its ranks' cores from its first
                     seen: dict[str, int] = {}
-                    order = placement(ctx, max(rank_hosts.count(h.name) for h in hosts))
+                    order = placement(ctx, max(named.count(h.name) for h in hosts))
                     cpus = []
-                    for h in rank_hosts:
-                        cpus.append(order[seen.get(h, 0)])
-                        seen[h] = seen.get(h, 0) + 1
+                    for name in named:
+                        cpus.append(order[seen.get(name, 0)])
+                        seen[name] = seen.get(name, 0) + 1
                 shared_machine = sim_cluster_of(hosts) is not None or len(hosts) == 1
             else:
                 if ranks > len(allowed) and not ctx.oversubscribe:
