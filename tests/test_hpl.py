@@ -85,6 +85,25 @@ def test_solution_agrees_with_lapack_and_passes(mpi, live_probe, tmp_path, n, nb
         assert r.params["threads_per_rank"] == 1 and r.params["blas_threads_reported"] in (1, -1)
 
 
+def test_hybrid_with_an_openmp_blas_reports_the_rank_cores(mpi, live_probe, tmp_path):
+    """BLIS (OpenMP) with OMP_PROC_BIND binds the rank's main thread to its first place when it
+    loads; the rank still reports (and is verified on) all the cores it was given."""
+    from clusterbench.benchmarks.dgemm import resolve_blas
+
+    try:
+        resolve_blas("blis")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"BLIS not installed: {exc}")
+    ctx = _ctx(live_probe)
+    res, x, a, b = _solve(ctx, tmp_path, n=300, nb=32, topology="hybrid", blas="blis", seed=3)
+    r = res["rmax"]
+    assert r.params["passed"] and np.allclose(a @ x, b)
+    cores = min(ctx.n_cores, len(allowed_cpus(ctx)))
+    assert r.params["threads_per_rank"] == cores
+    if cores > 1:
+        assert r.params["placement"][0]["cpus"] == f"{min(r.params['cpus'])}-{max(r.params['cpus'])}"
+
+
 def test_corrupted_run_fails_and_stores_nothing(mpi, live_probe, tmp_path):
     store = Store(tmp_path / "r.db")
     with pytest.raises(KernelFailed, match="wrong result.*FAILED"):

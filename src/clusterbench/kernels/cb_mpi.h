@@ -63,6 +63,12 @@ static inline void cb_affinity_list(char *out, size_t len) {
     }
 }
 
+/* The cpus a rank reports, snapshotted by cb_mpi_snapshot_cpus() before a threaded library (an
+ * OpenMP BLAS with OMP_PROC_BIND) narrows the main thread to the first of its places; empty: read
+ * at report time. */
+static char cb_mpi_cpus_snapshot[CB_CPUS_LEN];
+static inline void cb_mpi_snapshot_cpus(void) { cb_affinity_list(cb_mpi_cpus_snapshot, CB_CPUS_LEN); }
+
 /* Collective: gather every rank's placement; rank 0 prints {"type":"info", "nranks", [fields the
  * kernel adds through extra(arg)], "mpi_library", "timer_resolution_s", "wtick_s",
  * "ranks":[{"rank","host","node","cpus","cpu"}...]}. extra may be NULL. */
@@ -72,7 +78,8 @@ static inline void cb_mpi_report_placement(int rank, int nranks, void (*extra)(c
     gethostname(me.host, CB_HOST_LEN - 1);
     const char *node = getenv("CB_SIM_NODE");
     snprintf(me.node, CB_HOST_LEN, "%s", node ? node : "");
-    cb_affinity_list(me.cpus, CB_CPUS_LEN);
+    if (cb_mpi_cpus_snapshot[0]) snprintf(me.cpus, CB_CPUS_LEN, "%s", cb_mpi_cpus_snapshot);
+    else cb_affinity_list(me.cpus, CB_CPUS_LEN);
     me.cpu = sched_getcpu();
     cb_place_t *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
     if (rank == 0 && !all) {

@@ -719,6 +719,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < ncpus; i++) CPU_SET(cpus[i], &set);
         if (sched_setaffinity(0, sizeof set, &set)) die("cannot bind to cpus %s: %s", cpus_s, strerror(errno));
     }
+    cb_mpi_snapshot_cpus(); /* the rank's cores, before an OpenMP BLAS binds its main thread to one */
     load_blas(in.lib, &in);
 
     if (!strcmp(in.pmap, "row")) { h->myrow = h->rank / h->q; h->mycol = h->rank % h->q; }
