@@ -60,8 +60,9 @@ def _common_run_options(sub: argparse.ArgumentParser) -> None:
     prof.add_argument("--full", dest="profile", action="store_const", const="full", help="thorough run")
     sub.add_argument("--json", action="store_true", help=f"print one JSON document (schema {SCHEMA_VERSION})")
     sub.add_argument("--oversubscribe", action="store_true", help="allow more threads than PUs")
-    sub.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
-                     help=f"seconds before a kernel is killed (default {DEFAULT_TIMEOUT:.0f})")
+    sub.add_argument("--timeout", type=float, default=None,
+                     help=f"seconds before a kernel is killed (default {DEFAULT_TIMEOUT:.0f}, or longer when a "
+                     "benchmark such as a large hpl needs it)")
     sub.add_argument("--no-store", action="store_true", help="do not write the results store")
 
 

@@ -88,7 +88,7 @@ def run(
     store: Store | None = None,
     use_store: bool = True,
     argv: Sequence[str] | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     oversubscribe: bool = False,
     progress: Progress | None = None,
     probe_data: dict | None = None,
@@ -107,10 +107,13 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
          probe_data: dict | None) -> RunReport:
     from .probe import probe as do_probe
 
+    timeout_given = timeout is not None
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     if not timeout > 0:
         raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
     probe_data = probe_data if probe_data is not None else do_probe()
-    ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, oversubscribe=oversubscribe,
+    ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, timeout_given=timeout_given,
+                     oversubscribe=oversubscribe,
                      progress=progress or Progress())
     steps = plan(names, given, ctx)
     for bench, params in steps:

@@ -46,7 +46,7 @@ ENGINES = ("hpcc", "xhpl")
 INPUT_FILE = {"hpcc": "hpccinf.txt", "xhpl": "HPL.dat"}
 ENGINE_FIX = {
     "hpcc": "apt-get install hpcc",
-    "xhpl": "build HPL (netlib) and pass --xhpl PATH or put xhpl on PATH",
+    "xhpl": "build HPL (netlib) and pass --engine-path PATH or put xhpl on PATH",
 }
 OUTPUT_TAIL = 16384  # characters of the engine's output kept with the record
 

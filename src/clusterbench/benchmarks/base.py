@@ -94,6 +94,9 @@ class RunContext:
     probe: dict
     profile: str = "default"  # "quick" | "default" | "full"
     timeout: float = 600.0
+    #: False when ``timeout`` is the default: a benchmark that knows it needs longer (a large
+    #: HPL) may raise it, and says so in a note
+    timeout_given: bool = True
     oversubscribe: bool = False
     progress: Progress = field(default_factory=Progress)
     sink: Callable[[Result], None] | None = None

@@ -46,10 +46,10 @@ from ..errors import KernelFailed, UsageError
 from ..launch import mpi as mpimod
 from . import register
 from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, KernelSession, check_allow_root,
-                          host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores)
+                          host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores,
+                          sim_cluster_of)
 from .base import Benchmark, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
 from .dgemm import OPENBLAS_OLD_CORES, blas_name_of, resolve_blas, thread_env
-from .pingpong import sim_cluster_of
 from .ring import assign_ranks
 
 TOPOLOGIES = ("pure", "hybrid")
@@ -291,13 +291,15 @@ class ExternalEngine:
         self.module = module
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        self.module.find_engine(self.name)
+        params["engine_exe"] = self.module.find_engine(self.name, params.get("engine_path"))
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> HplOutcome:
         mpi = mpimod.detect_mpi()
         spec = BuiltinEngine().launch_spec(ctx, params)
         case = self.module.HplCase(n=params["n"], nb=params["nb"], p=params["p"], q=params["q"], pmap=params["pmap"])
-        res = self.module.run_external(self.name, case, mpi=mpi, spec=spec, timeout=ctx.timeout)
+        res = self.module.run_external(self.name, case, mpi=mpi, spec=spec, timeout=ctx.timeout,
+                                       exe=params.get("engine_exe") or self.module.find_engine(
+                                           self.name, params.get("engine_path")))
         rec = res["hpl"]
         extra = {"engine_exe": res.get("exe"), "engine_version": res.get("version"), "variant": rec.get("variant"),
                  "algorithm": rec.get("algorithm"), "transport_used": res.get("transport"),
@@ -336,6 +338,8 @@ class Hpl(Benchmark):
         Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
         Param("engine", str, "builtin", "HPL implementation: builtin (clusterbench's own); others (hpcc, xhpl) "
               "when their engine module is installed"),
+        Param("engine_path", str, None, "the hpcc or xhpl executable (or its directory) for --engine hpcc|xhpl "
+              "(default: found on PATH)"),
         Param("seed", int, 42, "seed of the random matrix"),
         TRANSPORT,
         TCP_INCLUDE,
@@ -364,6 +368,10 @@ class Hpl(Benchmark):
         self._size(ctx, p, hosts)
         p["blas_name"], p["blas_path"] = resolve_blas(p["blas"])
         est = self.estimate_seconds(ctx, p)
+        if est > ctx.timeout and not ctx.timeout_given:
+            ctx.timeout = float(math.ceil(est * 2))
+            ctx.note(f"hpl: N={p['n']} should take about {est:.0f} s (at {EST_EFFICIENCY:.0%} of Rpeak): the "
+                     f"timeout is {ctx.timeout:.0f} s for this run (--timeout sets it)")
         if est > ctx.timeout:
             raise UsageError(f"N={p['n']} would take about {est:.0f} s (at {EST_EFFICIENCY:.0%} of Rpeak), above the "
                              f"{ctx.timeout:.0f} s timeout", f"pass --timeout {math.ceil(est * 2)} or a smaller --n/--mem")
