@@ -113,6 +113,31 @@ def transport_note(bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall, 
             f"(recorded as {mpimod.used_transport(proof) or 'unproven'})")
 
 
+#: what a pingpong kernel figure means (pingpong and placement store it with every figure)
+PINGPONG_DEFINITIONS = {
+    "latency_definition": "half round trip of a blocking MPI_Send/MPI_Recv ping-pong, the average of the best of "
+                          "5 batch-timed loops (hpcc and NetPIPE also report the best of repeated loops; the "
+                          "average of all loops, OSU's and IMB's figure, is params.batch_mean; the per-iteration "
+                          "distribution is params.all), us",
+    "bandwidth_definition": "size / that half round trip, 1e6 B/s",
+}
+
+
+def pingpong_figure(rec: dict) -> tuple[int, float | None, dict[str, Any], list[float]]:
+    """(size, value, params, per-iteration durations in s) of one pingpong-kernel result record."""
+    kp = rec.get("params", {})
+    size = int(kp.get("size", 0))
+    allst = kp.get("all") or {}
+    latency = rec["metric"] == "latency"
+    value = kp.get("batch") or (allst.get("min") if latency else allst.get("max"))
+    prm = {"size_bytes": size, "iterations": kp.get("iterations"), "all": allst,
+           "batch_mean": kp.get("batch_mean"), "batch_iterations": kp.get("batch_iterations"),
+           "batch_loops": kp.get("batch_loops"), "samples_kept": kp.get("samples_kept")}
+    samples = rec["samples"]
+    times = [2e-6 * s for s in samples] if latency else [2e-6 * size / s for s in samples if s > 0]
+    return size, value, prm, times
+
+
 def parse_host_params(p: dict[str, Any]) -> list[mpimod.Host] | None:
     if p.get("hosts") and p.get("hostfile"):
         raise UsageError("--hosts and --hostfile both given", "give one of them")

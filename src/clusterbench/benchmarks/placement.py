@@ -26,8 +26,9 @@ from ..analysis import pairs as pairs_mod
 from ..errors import UsageError
 from ..launch import mpi as mpimod
 from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, TCP_INCLUDE, TRANSPORT, KernelSession,
-                          check_allow_root, detect, launch_spec, parse_host_params, sim_cluster_of)
+from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, PINGPONG_DEFINITIONS, TCP_INCLUDE, TRANSPORT,
+                          KernelSession, check_allow_root, detect, launch_spec, parse_host_params, pingpong_figure,
+                          sim_cluster_of)
 from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
 
 LAT_SIZE = 8
@@ -156,9 +157,7 @@ class Placement(Benchmark):
             "cpus": [pair["cpu_a"], pair["cpu_b"]], "ranks": 2, "transport": params["transport"],
             "time_budget_s": params["time_budget"], "validated": bool(params["validate"]),
             "mpi": {"name": mpi.name, "version": mpi.version},
-            "latency_definition": "half round trip, batch-timed loop average (per-iteration distribution "
-                                  "in params.all), us",
-            "bandwidth_definition": "size / half round trip, batch-timed loop average, 1e6 B/s",
+            **PINGPONG_DEFINITIONS,
         }
         if "topology" in pair:
             base["topology"] = pair["topology"]
@@ -166,21 +165,12 @@ class Placement(Benchmark):
         figures: dict[str, float] = {}
 
         def on_result(rec: dict) -> None:
-            kp = rec.get("params", {})
-            size = int(kp.get("size", 0))
             metric = rec["metric"]
+            size, value, figure, times = pingpong_figure(rec)
             if (metric, size) not in (("latency", LAT_SIZE), ("bandwidth", BW_SIZE)):
                 return
-            allst = kp.get("all") or {}
-            # the headline is the batch-timed loop average (what OSU, IMB and hpcc report); the
-            # per-iteration distribution (min, median, p99, ...) stays in params["all"]
-            value = kp.get("batch") or (allst.get("min") if metric == "latency" else allst.get("max"))
-            samples = rec["samples"]
-            times = ([2e-6 * s for s in samples] if metric == "latency" else
-                     [2e-6 * size / s for s in samples if s > 0])
-            prm = {**base, "size_bytes": size, "iterations": kp.get("iterations"), "all": allst, "batch_iterations": kp.get("batch_iterations"),
-                   "samples_kept": kp.get("samples_kept")}
-            r = ctx.emit(self, metric, samples, prm, times_s=times or None, value=value, check_cv=False)
+            r = ctx.emit(self, metric, rec["samples"], {**base, **figure}, times_s=times or None, value=value,
+                         check_cv=False)
             figures[metric] = r.value
             res.append(r)
 
