@@ -198,7 +198,7 @@ def test_bad_extra() -> None:
 def test_missing_engines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(EnvironmentProblem) as e:
         find_engine("xhpl", str(tmp_path / "nowhere" / "xhpl"))
-    assert "--xhpl PATH" in (e.value.fix or "") and "not found" in e.value.problem
+    assert "--engine-path PATH" in (e.value.fix or "") and "not found" in e.value.problem
     with pytest.raises(EnvironmentProblem):
         find_engine("xhpl", str(tmp_path))  # a directory without xhpl
     plain = tmp_path / "xhpl"
