@@ -33,43 +33,10 @@ from clusterbench.probe import probe  # noqa: E402
 
 ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 
-HPCCINF = """HPLinpack benchmark input file
-Innovative Computing Laboratory, University of Tennessee
-HPL.out      output file name (if any)
-6            device out (6=stdout,7=stderr,file)
-1            # of problems sizes (N)
-{n}          Ns
-1            # of NBs
-{nb}         NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-1            # of process grids (P x Q)
-{p}          Ps
-{q}          Qs
-16.0         threshold
-1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
-1            # of recursive stopping criterium
-4            NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-##### This line (no. 32) is ignored (it serves as a separator). ######
-0                               Number of additional problem sizes for PTRANS
-1200 10000 30000                values of N
-0                               number of additional blocking sizes for PTRANS
-40 9 8 13 13 20 16 32 64        values of NB
-"""
+# hpcc's input: HPL's standard variant WR11C2R4 (PFACT right, NBMIN 4, NDIV 2, RFACT Crout, BCAST
+# 1rM, depth 1, SWAP mix at 64), no extra PTRANS sizes: the same file `run hpl --engine hpcc` writes
+from clusterbench.benchmarks._hpl_engines import HplCase, hpcc_input  # noqa: E402
+
 
 
 def blas_env(coretype: str | None) -> dict[str, str]:
@@ -95,7 +62,7 @@ def hpcc(n: int, nb: int, grid: str, coretype: str | None) -> dict:
     p, q = (int(x) for x in grid.lower().split("x"))
     env = {**os.environ, **blas_env(coretype)}
     with tempfile.TemporaryDirectory(prefix="cb-hpcc-") as d:
-        Path(d, "hpccinf.txt").write_text(HPCCINF.format(n=n, nb=nb, p=p, q=q))
+        Path(d, "hpccinf.txt").write_text(hpcc_input(HplCase(n=n, nb=nb, p=p, q=q)))
         cmd = (["mpirun", *ROOT, "-np", str(p * q), "--map-by", "core", "--bind-to", "core",
                 "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"]
                + (["-x", "OPENBLAS_CORETYPE"] if coretype else []) + ["hpcc"])
