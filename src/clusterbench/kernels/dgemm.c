@@ -16,6 +16,7 @@
  *         late_s: how late it reached --start-at), validation, then the result.
  */
 #include "cb_common.h"
+#include "cb_blas.h"
 
 #include <dlfcn.h>
 #include <float.h>
@@ -46,34 +47,6 @@ static double rnd(void) { /* xorshift64*, uniform in [-0.5, 0.5) */
     rng_state ^= rng_state << 25;
     rng_state ^= rng_state >> 27;
     return (double)((rng_state * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53 - 0.5;
-}
-
-/* BLAS-like shared objects mapped into this process (what was really loaded). */
-static void json_loaded_libs(const char *key) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4096], seen[16][1024];
-    int nseen = 0;
-    cb_json_key(key);
-    putchar('[');
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            char *p = strchr(line, '/');
-            if (!p) continue;
-            p[strcspn(p, "\n")] = 0;
-            const char *base = strrchr(p, '/') + 1;
-            if (!(strstr(base, "blas") || strstr(base, "blis") || strstr(base, "mkl") || strstr(base, "armpl") ||
-                  strstr(base, "atlas") || strstr(base, "essl") || strstr(base, "lapack")))
-                continue;
-            int dup = 0;
-            for (int i = 0; i < nseen; i++) dup |= !strcmp(seen[i], p);
-            if (dup || nseen == 16) continue;
-            snprintf(seen[nseen], sizeof seen[0], "%s", p);
-            if (nseen++) putchar(',');
-            cb_json_escape(p);
-        }
-        fclose(f);
-    }
-    putchar(']');
 }
 
 int main(int argc, char **argv) {
@@ -190,7 +163,7 @@ int main(int argc, char **argv) {
     cb_json_str("blas_symbol", symbol);
     cb_json_str("blas_config", config);
     cb_json_int("blas_threads", blas_threads);
-    json_loaded_libs("blas_loaded");
+    cb_json_loaded_libs("blas_loaded");
     cb_json_ints("cpus", ncpus ? cpus : &bound, ncpus ? ncpus : 1);
     cb_json_ints("cpus_actual", actual, nactual);
     cb_json_int("cpu_now", bound);

@@ -46,6 +46,7 @@
  *       --die_rank=R --die_step=K (test: rank R kills itself at panel K)
  */
 #include "cb_common.h"
+#include "cb_blas.h"
 #include "cb_mpi.h"
 
 #include <dlfcn.h>
@@ -583,34 +584,6 @@ static double residual(hpl_t *h, const double *x, double norms[4]) {
     return isfinite(resid) ? resid : INFINITY;
 }
 
-/* ---- what was loaded -------------------------------------------------------------------------- */
-static void json_loaded_libs(const char *key) {
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[4096], seen[16][1024];
-    int nseen = 0;
-    cb_json_key(key);
-    putchar('[');
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            char *p = strchr(line, '/');
-            if (!p) continue;
-            p[strcspn(p, "\n")] = 0;
-            const char *base = strrchr(p, '/') + 1;
-            if (!(strstr(base, "blas") || strstr(base, "blis") || strstr(base, "mkl") || strstr(base, "armpl") ||
-                  strstr(base, "atlas") || strstr(base, "essl") || strstr(base, "lapack")))
-                continue;
-            int dup = 0;
-            for (int i = 0; i < nseen; i++) dup |= !strcmp(seen[i], p);
-            if (dup || nseen == 16) continue;
-            snprintf(seen[nseen], sizeof seen[0], "%s", p);
-            if (nseen++) putchar(',');
-            cb_json_escape(p);
-        }
-        fclose(f);
-    }
-    putchar(']');
-}
-
 typedef struct {
     const hpl_t *h;
     const char *pmap, *lib, *symbol;
@@ -635,7 +608,7 @@ static void info_fields(const void *arg) {
     cb_json_str("blas_symbol", in->symbol);
     cb_json_str("blas_config", in->config);
     cb_json_int("blas_threads", in->blas_threads);
-    json_loaded_libs("blas_loaded");
+    cb_json_loaded_libs("blas_loaded");
     cb_json_num("local_matrix_bytes_max", in->local_bytes_max);
 }
 
