@@ -192,3 +192,17 @@ def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
     assert r.params["engine"] == "hpcc" and r.params["n"] == 400 and r.params["nb"] == 32
     assert r.params["residual"] < 16 and r.params["variant"].startswith("W")
     assert r.value > 0 and r.params["gflops"] == r.value  # HPL's own figure (its time is printed rounded)
+
+
+def test_mem_counts_one_machine_once_on_the_virtual_cluster(mpi, live_probe, sim_cluster):
+    """The virtual cluster's nodes share this machine's memory: N from --mem must not count it
+    once per node (that would swap)."""
+    from clusterbench.benchmarks.base import available_memory
+
+    c = sim_cluster(2)
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120, timeout_given=False)  # sized, not run
+    hosts = ",".join(f"{n.name}:1" for n in c.nodes)
+    p = get_benchmark("hpl").resolve(ctx, {"hosts": hosts, "mem": 0.5, "nb": 128, "allow_root": True})
+    assert p["mem_available_bytes"] == available_memory(live_probe)
+    assert p["n"] * p["n"] * 8 <= 0.5 * available_memory(live_probe)
+    assert "this machine" in p["n_from"]

@@ -38,6 +38,7 @@ import importlib
 import math
 import os
 import re
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -448,10 +449,29 @@ class Hpl(Benchmark):
         p["grid"] = f"{gp}x{gq}"
         p["grid_options"] = [f"{a}x{b}" for a, b in options]
 
-    def _size(self, ctx: RunContext, p: dict[str, Any], hosts: list[mpimod.Host] | None) -> None:
+    @staticmethod
+    def _memory(ctx: RunContext, hosts: list[mpimod.Host] | None) -> tuple[float | None, str]:
+        """(bytes the matrix may use in all, how that was found). One machine (no hosts, the
+        virtual cluster, or hosts that are all this machine) counts its MemAvailable once; real
+        nodes are asked (their probes, through the launcher's path) and the smallest MemAvailable
+        counts once per node, since HPL spreads the matrix evenly over the ranks."""
         avail = available_memory(ctx.probe)
-        total = float(avail) * p["nodes"] if avail else None
+        names = {h.name for h in hosts or []}
+        if not hosts or sim_cluster_of(hosts) is not None or names <= {"localhost", socket.gethostname()}:
+            return (float(avail) if avail else None), "this machine's MemAvailable"
+        from ..launch import remote
+
+        got = remote.gather_probes(sorted(names))
+        per = {h: available_memory(d.get("probe") or {}) for h, d in got.items()}
+        if any(v is None for v in per.values()):
+            return None, "MemAvailable unknown on " + ", ".join(h for h, v in per.items() if v is None)
+        low = min(per, key=lambda h: per[h])  # type: ignore[arg-type, return-value]
+        return float(per[low]) * len(names), f"{len(names)} x the smallest MemAvailable ({low})"
+
+    def _size(self, ctx: RunContext, p: dict[str, Any], hosts: list[mpimod.Host] | None) -> None:
+        total, how = self._memory(ctx, hosts)
         p["mem_available_bytes"] = total
+        p["mem_available_from"] = how
         nb = p["nb"] if p["nb"] is not None else default_nb(ctx.probe)
         if nb <= 0 or nb > NB_MAX:
             raise UsageError(f"--nb {nb} is not allowed", f"use 1 to {NB_MAX} (HPL: 32 to 256, a multiple of the "
@@ -465,7 +485,7 @@ class Hpl(Benchmark):
             n = min(n, largest_n(total, nb, p["ranks"], p["p"]) // nb * nb)
             if n < nb:
                 raise UsageError(f"--mem {p['mem']} of {total / 2**30:.1f} GiB gives N below NB={nb}", "give --n")
-            p["n_from"] = f"{p['mem']:g} x MemAvailable ({total / 2**30:.1f} GiB over {p['nodes']} node(s))"
+            p["n_from"] = f"{p['mem']:g} x {total / 2**30:.1f} GiB ({how})"
         else:
             n = p["n"]
             if n < 1:
