@@ -206,3 +206,46 @@ def test_mem_counts_one_machine_once_on_the_virtual_cluster(mpi, live_probe, sim
     assert p["mem_available_bytes"] == available_memory(live_probe)
     assert p["n"] * p["n"] * 8 <= 0.5 * available_memory(live_probe)
     assert "this machine" in p["n_from"]
+
+
+def _two_sockets(probe: dict) -> dict:
+    """This machine's probe with its cpus split over two packages (sockets), as on a 2-socket node."""
+    import copy
+
+    p = copy.deepcopy(probe)
+    cpus = p["topology"]["cpus"]
+    half = len(cpus) // 2
+    for i, c in enumerate(cpus):
+        c["package"] = 0 if i < half else 1
+    p["topology"]["packages"] = 2
+    return p
+
+
+def test_hybrid_rank_per_socket(mpi, live_probe, tmp_path):
+    """--hybrid-per socket: one rank per socket, each bound to its socket's cores (checked from
+    every rank's own report), BLAS threads per rank = cores per socket; the solution is right."""
+    if len(allowed_cpus(_ctx(live_probe))) < 2:
+        pytest.skip("needs two cpus")
+    probe = _two_sockets(live_probe)
+    ctx = _ctx(probe)
+    res, x, a, b = _solve(ctx, tmp_path, n=240, nb=32, topology="hybrid", hybrid_per="socket", seed=5)
+    r = res["rmax"]
+    assert r.params["passed"] and np.allclose(a @ x, b)
+    groups = r.params.get("rank_cpu_groups") or [[c] for c in r.params["cpus"]]
+    assert r.params["ranks"] == 2 and r.params["threads_per_rank"] == len(allowed_cpus(ctx)) // 2
+    assert [p["cpus"] for p in r.params["placement"]] == [",".join(map(str, g)) if len(g) > 1 else str(g[0])
+                                                          for g in groups]
+
+
+def test_hybrid_groups_refuses_uneven_sockets(live_probe):
+    from clusterbench.benchmarks.hpl import hybrid_groups
+
+    probe = _two_sockets(live_probe)
+    ctx = _ctx(probe)
+    cpus = [c["pu"] for c in probe["topology"]["cpus"]]
+    assert hybrid_groups(ctx, cpus, "node") == [cpus]
+    half = len(cpus) // 2
+    assert hybrid_groups(ctx, cpus, "socket") == [cpus[:half], cpus[half:]]
+    if len(cpus) >= 3:
+        with pytest.raises(UsageError, match="different numbers of usable cores"):
+            hybrid_groups(ctx, cpus[:-1], "socket")

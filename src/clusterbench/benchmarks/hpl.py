@@ -101,6 +101,24 @@ def default_nb(probe: dict) -> int:
     return 128
 
 
+def hybrid_groups(ctx: RunContext, cpus: list[int], per: str) -> list[list[int]]:
+    """The cpus of each hybrid rank on a node: all of ``cpus`` (per node), or those of each socket
+    (per socket; sockets from the probe, in order). Sockets with different numbers of usable cores
+    are refused: every rank runs the same number of BLAS threads."""
+    if per != "socket":
+        return [list(cpus)]
+    package = {c["pu"]: c.get("package", 0) for c in (ctx.probe.get("topology") or {}).get("cpus") or []}
+    groups: dict[int, list[int]] = {}
+    for c in cpus:
+        groups.setdefault(package.get(c, 0), []).append(c)
+    out = [groups[k] for k in sorted(groups)]
+    if len({len(g) for g in out}) > 1:
+        raise UsageError("the sockets have different numbers of usable cores ("
+                         + ", ".join(f"socket {k}: {len(groups[k])}" for k in sorted(groups)) + ")",
+                         "use --hybrid-per node, or --topology pure")
+    return out
+
+
 def matrix_bytes(n: int, nb: int, ranks: int, p: int) -> float:
     """What a run of order n needs in all: [A b] (N x (N+1) doubles), each rank's two panel
     buffers and its check vectors, and a fixed overhead per rank."""
@@ -211,8 +229,8 @@ class BuiltinEngine:
         args = [f"--lib={params['blas_path']}", f"--n={params['n']}", f"--nb={params['nb']}",
                 f"--p={params['p']}", f"--q={params['q']}", f"--pmap={params['pmap']}", f"--seed={params['seed']}",
                 f"--threshold={THRESHOLD}"]
-        if params["topology"] == "hybrid":
-            args.append(f"--cpus={','.join(map(str, params['rank_cpus']))}")
+        if params["topology"] == "hybrid":  # the rank takes the group of its local rank on its node
+            args.append("--cpus=" + "/".join(",".join(map(str, g)) for g in params["rank_cpu_groups"]))
         if params.get("corrupt"):
             args.append("--corrupt=1")
         return args + list(params.get("kernel_extra") or [])
@@ -221,13 +239,15 @@ class BuiltinEngine:
         spec = launch_spec(ctx, params, params["places"], params["host_list"])
         threads = params["threads_per_rank"]
         env = thread_env(threads, params["rank_cpus"] if threads > 1 else [])
+        if len(params.get("rank_cpu_groups") or []) > 1:  # ranks with different cores: places from each mask
+            env.pop("OMP_PLACES", None)
         if params.get("openblas_coretype"):
             env["OPENBLAS_CORETYPE"] = params["openblas_coretype"]
         spec.env.update(env)
         if params["topology"] == "hybrid":
             # one rank per node, unbound by mpirun: the rank binds itself to the node's cores (--cpus)
             # and its BLAS threads inherit that mask (the later --map-by/--bind-to win in Open MPI)
-            spec.extra_args += ["--map-by", "ppr:1:node", "--bind-to", "none"]
+            spec.extra_args += ["--map-by", f"ppr:{len(params['rank_cpu_groups'])}:node", "--bind-to", "none"]
         if params.get("shared_cpus"):
             # ranks sharing a core must yield while they wait, or each wait lasts a time slice
             spec.extra_args += ["--mca", "mpi_yield_when_idle", "1"]
@@ -250,8 +270,9 @@ class BuiltinEngine:
             if rec.get("type") == "info":
                 got["info"] = rec
                 if params["topology"] == "hybrid":  # each rank bound to all the cores given to it
-                    want = set(params["rank_cpus"])
+                    groups = params["rank_cpu_groups"]
                     for r in rec.get("ranks") or []:
+                        want = set(groups[int(r.get("rank", 0)) % len(groups)])
                         if cpuset(r.get("cpus", "")) != want:
                             raise KernelFailed(f"hpl: rank {r.get('rank')} runs on cpus {r.get('cpus')}, not on "
                                                f"{','.join(map(str, sorted(want)))} as asked",
@@ -333,6 +354,8 @@ class Hpl(Benchmark):
         Param("pmap", str, "row", "process mapping: row- or column-major (HPL's PMAP 0/1)", PMAPS),
         Param("topology", str, "pure", "pure: a rank per core, serial BLAS; hybrid: a rank per node, "
               "threaded BLAS", TOPOLOGIES),
+        Param("hybrid_per", str, "node", "hybrid: one rank per node, or per socket (each bound to its socket's "
+              "cores, seed 000 §4.5)", ("node", "socket")),
         Param("ranks", int, None, "MPI ranks (default: pure one per core, hybrid one per node; more than the "
               "cores only with --oversubscribe)"),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, system... or a path to a .so"),
@@ -386,13 +409,16 @@ class Hpl(Benchmark):
         nodes: list[str | None] = [h.name for h in hosts] if hosts else [None]
         rank_hosts: list[str | None]
         if hybrid:
-            ranks = p["ranks"] or len(nodes)
-            if ranks != len(nodes):
-                raise UsageError(f"hybrid runs one rank per node: {ranks} ranks on {len(nodes)} node(s)",
-                                 f"use --ranks {len(nodes)} (or --topology pure)")
-            p["threads_per_rank"] = cores
-            p["rank_cpus"] = placement(ctx, cores)
-            rank_hosts = [nodes[i % len(nodes)] for i in range(ranks)]
+            groups = hybrid_groups(ctx, placement(ctx, cores), p["hybrid_per"])
+            per_node = len(groups)
+            ranks = p["ranks"] or len(nodes) * per_node
+            if ranks != len(nodes) * per_node:
+                raise UsageError(f"hybrid runs one rank per {p['hybrid_per']} ({per_node} per node): {ranks} ranks "
+                                 f"on {len(nodes)} node(s)", f"use --ranks {len(nodes) * per_node} (or --topology pure)")
+            p["threads_per_rank"] = len(groups[0])
+            p["rank_cpus"] = groups[0]
+            p["rank_cpu_groups"] = groups  # the cpus of the node's 1st, 2nd, ... rank
+            rank_hosts = [nodes[i // per_node] for i in range(ranks)]  # mpirun's ppr:N:node fills a node first
             p["places"] = [(h, None) for h in rank_hosts]
             p["shared_cpus"] = False
         else:
@@ -400,6 +426,7 @@ class Hpl(Benchmark):
             ranks = p["ranks"] or slots
             p["threads_per_rank"] = 1
             p["rank_cpus"] = []
+            p["rank_cpu_groups"] = []
             if hosts:
                 mpimod.check_slots(hosts, ranks, ctx.oversubscribe)
                 named = assign_ranks(hosts, ranks)
@@ -527,7 +554,7 @@ class Hpl(Benchmark):
             "n": out.n, "nb": out.nb, "grid": f"{out.p}x{out.q}", "p": out.p, "q": out.q, "pmap": out.pmap,
             "topology": params["topology"], "engine": params["engine"], "ranks": params["ranks"],
             "threads_per_rank": params["threads_per_rank"], "cores": cores, "hosts": hosts,
-            "cpus": [c for _, c in params["places"]] if params["topology"] == "pure" else params["rank_cpus"],
+            "cpus": [c for _, c in params["places"]] if params["topology"] == "pure" else [c for g in params["rank_cpu_groups"] for c in g],
             "blas": blas_name_of(out.params.get("blas_path") or params["blas_path"]),
             "blas_requested": params["blas"], "openblas_coretype": params.get("openblas_coretype"),
             "seed": params["seed"], "n_from": params["n_from"], "time_s": out.time_s, "gflops": out.gflops,

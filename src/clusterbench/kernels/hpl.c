@@ -684,9 +684,22 @@ int main(int argc, char **argv) {
     h->n = (int)n_ll;
     h->nb = (int)nb_ll;
     if (h->chunk <= 0) h->chunk = h->nb * ((h->nb < 128) ? 8 : 4);
-    if (cpus_s) { /* hybrid: this rank's cpus; the BLAS threads inherit the mask */
+    if (cpus_s) { /* hybrid: this rank's cpus; the BLAS threads inherit the mask. "a/b/...": one
+                   * list per rank of a node (a rank per socket), taken by the node-local rank */
         static int cpus[4096];
-        int ncpus = cb_parse_cpulist(cpus_s, cpus, 4096);
+        static char group[4096];
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!lr) lr = getenv("MPI_LOCALRANKID");
+        if (!lr) lr = getenv("SLURM_LOCALID");
+        int local = lr ? atoi(lr) : 0, ngroups = 1;
+        for (const char *c = cpus_s; *c; c++) ngroups += *c == '/';
+        const char *g = cpus_s;
+        for (int i = 0; i < local % ngroups; i++) g = strchr(g, '/') + 1;
+        size_t glen = strcspn(g, "/");
+        if (glen >= sizeof group) die("--cpus group too long");
+        memcpy(group, g, glen);
+        group[glen] = 0;
+        int ncpus = cb_parse_cpulist(group, cpus, 4096);
         cpu_set_t set;
         CPU_ZERO(&set);
         for (int i = 0; i < ncpus; i++) CPU_SET(cpus[i], &set);
