@@ -148,6 +148,44 @@ def parse_host_params(p: dict[str, Any]) -> list[mpimod.Host] | None:
     return None
 
 
+def place_pair(ctx: RunContext, p: dict[str, Any], bench: str) -> None:
+    """Two ranks (pingpong, bw): from ``hosts``/``hostfile`` and ``cpus``, set ``pair``
+    (intra-node or inter-node), ``places``, ``cpus`` and ``host_list`` in ``p``. One node: two
+    different cpus this process may use (the first two of the placement order by default);
+    two hosts: rank 0 on the first, rank 1 on the second (different cores too, since the virtual
+    cluster's nodes share this machine's)."""
+    from .base import allowed_cpus, placement
+
+    hosts = parse_host_params(p)
+    cpus = list(p["cpus"]) if p.get("cpus") is not None else None
+    if cpus is not None and len(cpus) != 2:
+        raise UsageError(f"--cpus lists {len(cpus)} cpus; {bench} runs 2 ranks", "give two cpus, e.g. 0,1")
+    if hosts is None or len(hosts) == 1:  # both ranks on one node
+        if hosts:
+            mpimod.check_slots(hosts, 2, ctx.oversubscribe)
+        if cpus is None:
+            if len(allowed_cpus(ctx)) < 2 and not ctx.oversubscribe:
+                raise UsageError(f"{bench} needs two cpus and this process may use one",
+                                 "widen the cpu set (taskset, Slurm) or add --oversubscribe")
+            cpus = placement(ctx, 2)
+        elif hosts is None:
+            placement(ctx, 2, cpus=cpus)  # refuses cpus this process may not use
+        if cpus[0] == cpus[1] and not ctx.oversubscribe:
+            raise UsageError(f"both ranks on cpu {cpus[0]}: a shared core measures the scheduler, not MPI",
+                             "give two different cpus, e.g. --cpus 0,1")
+        p["pair"] = "intra-node"
+        node = hosts[0].name if hosts else None
+        p["places"] = [(node, cpus[0]), (node, cpus[1])]
+    else:
+        if cpus is None:
+            cpus = placement(ctx, 2)  # different cores: virtual-cluster nodes share this machine's
+        p["pair"] = "inter-node"
+        hosts = hosts[:2]
+        p["places"] = [(hosts[0].name, cpus[0]), (hosts[1].name, cpus[1])]
+    p["cpus"] = cpus
+    p["host_list"] = host_tuples(hosts)
+
+
 def host_tuples(hosts: Sequence[mpimod.Host] | None) -> list[tuple] | None:
     return [(h.name, h.slots, h.max_slots) for h in hosts] if hosts else None
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import KernelFailed, UsageError
+from ..errors import KernelFailed
 from ..launch import mpi as mpimod
 from . import register
 from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
-                          WINDOW, KernelSession, detect, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
+                          WINDOW, KernelSession, check_common, check_sizes, detect, launch_spec, place_pair,
                           shared_cpu_warning, shares_cores, subsampled_times)
-from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
+from .base import Benchmark, Metric, Param, RunContext
 
 MODES = {"uni": ["bw"], "bi": ["bibw"], "both": ["bw", "bibw"]}
 
@@ -62,34 +62,7 @@ class Bw(Benchmark):
         check_common(p)
         p["size_list"] = check_sizes(p)
         p["modes"] = MODES[p["direction"]]
-        hosts = parse_host_params(p)
-        cpus = list(p["cpus"]) if p["cpus"] is not None else None
-        if cpus is not None and len(cpus) != 2:
-            raise UsageError(f"--cpus lists {len(cpus)} cpus; bw runs 2 ranks", "give two cpus, e.g. 0,1")
-        if hosts is None or len(hosts) == 1:  # both ranks on one node
-            if hosts:
-                mpimod.check_slots(hosts, 2, ctx.oversubscribe)
-            if cpus is None:
-                if len(allowed_cpus(ctx)) < 2 and not ctx.oversubscribe:
-                    raise UsageError("bw needs two cpus and this process may use one",
-                                     "widen the cpu set (taskset, Slurm) or add --oversubscribe")
-                cpus = placement(ctx, 2)
-            elif hosts is None:
-                placement(ctx, 2, cpus=cpus)  # refuses cpus this process may not use
-            if cpus[0] == cpus[1] and not ctx.oversubscribe:
-                raise UsageError(f"both ranks on cpu {cpus[0]}: a shared core measures the scheduler, not MPI",
-                                 "give two different cpus, e.g. --cpus 0,1")
-            p["pair"] = "intra-node"
-            node = hosts[0].name if hosts else None
-            p["places"] = [(node, cpus[0]), (node, cpus[1])]
-        else:
-            if cpus is None:
-                cpus = placement(ctx, 2)  # different cores: virtual-cluster nodes share this machine's
-            p["pair"] = "inter-node"
-            hosts = hosts[:2]
-            p["places"] = [(hosts[0].name, cpus[0]), (hosts[1].name, cpus[1])]
-        p["cpus"] = cpus
-        p["host_list"] = host_tuples(hosts)
+        place_pair(ctx, p, "bw")
         return p
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:

@@ -29,9 +29,9 @@ from typing import Any
 from ..errors import UsageError
 from ..launch import mpi as mpimod
 from . import register
-from ._mpi_common import (PINGPONG_DEFINITIONS, KernelSession, allow_root_default,  # noqa: F401
-                          check_allow_root, detect, launch_spec, parse_host_params, pingpong_figure, sim_cluster_of)
-from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
+from ._mpi_common import (PINGPONG_DEFINITIONS, KernelSession, check_allow_root, detect, launch_spec, pingpong_figure,
+                          place_pair)
+from .base import Benchmark, Metric, Param, RunContext
 
 MiB = 1 << 20
 
@@ -80,7 +80,8 @@ class PingPong(Benchmark):
         Param("validate", bool, False, "check the data after each size's timed loop (outside it)"),
         Param("hugepages", bool, False, "message buffers on transparent huge pages (large-message "
               "bandwidth rises where the copy is page-bound; default: 4 KiB pages, like most applications)"),
-        Param("time_budget", float, 0.1, "seconds of timed iterations per size (0.1: the full 0..16 MiB sweep in about 10 s)"),
+        Param("time_budget", float, 0.1, "seconds of timed iterations per size (0.1: the full 0..16 MiB sweep "
+              "in about 11 s)"),
         Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
@@ -112,34 +113,7 @@ class PingPong(Benchmark):
         p["size_list"] = sizes
         if not 0 < p["time_budget"] <= 60:
             raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
-        hosts = parse_host_params(p)
-        cpus = list(p["cpus"]) if p["cpus"] is not None else None
-        if cpus is not None and len(cpus) != 2:
-            raise UsageError(f"--cpus lists {len(cpus)} cpus; pingpong runs 2 ranks", "give two cpus, e.g. 0,1")
-        if hosts is None or len(hosts) == 1:  # both ranks on one node
-            if hosts:
-                mpimod.check_slots(hosts, 2, ctx.oversubscribe)
-            if cpus is None:
-                if len(allowed_cpus(ctx)) < 2 and not ctx.oversubscribe:
-                    raise UsageError("pingpong needs two cpus and this process may use one",
-                                     "widen the cpu set (taskset, Slurm) or add --oversubscribe")
-                cpus = placement(ctx, 2)
-            elif hosts is None:
-                placement(ctx, 2, cpus=cpus)  # refuses cpus this process may not use
-            if cpus[0] == cpus[1] and not ctx.oversubscribe:
-                raise UsageError(f"both ranks on cpu {cpus[0]}: a shared core measures the scheduler, not MPI",
-                                 "give two different cpus, e.g. --cpus 0,1")
-            p["pair"] = "intra-node"
-            node = hosts[0].name if hosts else None
-            p["places"] = [(node, cpus[0]), (node, cpus[1])]
-        else:
-            if cpus is None:
-                cpus = placement(ctx, 2)  # different cores: virtual-cluster nodes share this machine's
-            p["pair"] = "inter-node"
-            p["places"] = [(hosts[0].name, cpus[0]), (hosts[1].name, cpus[1])]
-            hosts = hosts[:2]
-        p["cpus"] = cpus
-        p["host_list"] = [(h.name, h.slots, h.max_slots) for h in hosts] if hosts else None
+        place_pair(ctx, p, "pingpong")
         return p
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
