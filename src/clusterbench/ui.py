@@ -172,7 +172,8 @@ def format_probe(p: dict) -> str:
     for group in ("mpi", "blas", "compilers"):
         items = env.get(group) or []
         if items:
-            lines.append(f"{group:<11} " + "; ".join(f"{i.get('name')} {i.get('version') or ''}".strip() for i in items))
+            shown = dict.fromkeys(f"{i.get('name')} {i.get('version') or ''}".strip() for i in items)  # one per name
+            lines.append(f"{group:<11} " + "; ".join(shown))
     unknown = p.get("unknown") or {}
     if unknown:
         lines.append(f"unknown     {len(unknown)} item(s):")
