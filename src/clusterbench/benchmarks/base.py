@@ -254,6 +254,36 @@ class Benchmark:
         return []
 
 
+class Composite(Benchmark):
+    """A benchmark made of others (``node``, ``mpi``): :meth:`check` resolves each part into
+    ``params["parts"]`` ({name: resolved params}); estimating, building, the hosts and running
+    then go part by part, in order."""
+
+    def _parts(self, params: dict[str, Any]) -> list[tuple["Benchmark", dict[str, Any]]]:
+        from . import get_benchmark
+
+        return [(get_benchmark(n), p) for n, p in params["parts"].items()]
+
+    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
+        return sum(b.estimate_seconds(ctx, p) for b, p in self._parts(params))
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        for b, p in self._parts(params):
+            b.prepare(ctx, p)
+
+    def hosts(self, params: dict[str, Any]) -> list[str]:
+        return list(dict.fromkeys(h for b, p in self._parts(params) for h in b.hosts(p)))
+
+    def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
+        out: list[Result] = []
+        done = 0.0
+        for b, p in self._parts(params):
+            out.extend(b.run(ctx, p) or [])
+            done += b.estimate_seconds(ctx, p)
+            ctx.progress.overall_done(done)
+        return out
+
+
 # -- shared parameter helpers ------------------------------------------------------------------
 THREADS = Param("threads", int, None, "threads (default: one per physical core)")
 ORDER = Param("order", str, "compact", "thread placement order", ("compact", "spread"))

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..errors import ClusterbenchError, UsageError
 from . import REGISTRY, get_benchmark, register
-from .base import Benchmark, Param, Result, RunContext
+from .base import Composite, Param, RunContext
 
 PARTS = ("pingpong", "bw", "multipair", "ring", "placement", "tcp")
 #: options of ``mpi`` handed to every part that declares a parameter of the same name
@@ -14,7 +14,7 @@ SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
 
 
 @register
-class MpiSuite(Benchmark):
+class MpiSuite(Composite):
     name = "mpi"
     help = "the interconnect set: " + ", ".join(PARTS) + " (--quick: about a minute on 2 virtual nodes)"
     params = (
@@ -46,28 +46,6 @@ class MpiSuite(Benchmark):
             except ClusterbenchError as exc:
                 raise type(exc)(exc.problem, f"{exc.fix or 'fix it'}, or leave it out with --skip {name}") from exc
         return {"skip": skip, "parts": parts}
-
-    def hosts(self, params: dict[str, Any]) -> list[str]:
-        """Every host any part runs on (the run's cluster record covers them all)."""
-        names = (get_benchmark(n).hosts(p) for n, p in params["parts"].items())
-        return list(dict.fromkeys(h for part in names for h in part))
-
-    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
-        return sum(get_benchmark(n).estimate_seconds(ctx, p) for n, p in params["parts"].items())
-
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        for name, sub in params["parts"].items():
-            get_benchmark(name).prepare(ctx, sub)
-
-    def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
-        out: list[Result] = []
-        done = 0.0
-        for name, sub in params["parts"].items():
-            bench = get_benchmark(name)
-            out.extend(bench.run(ctx, sub) or [])
-            done += bench.estimate_seconds(ctx, sub)
-            ctx.progress.overall_done(done)
-        return out
 
 
 def _registered() -> set[str]:

@@ -6,13 +6,13 @@ from typing import Any
 
 from ..errors import ClusterbenchError, UsageError
 from . import get_benchmark, register
-from .base import Benchmark, Param, Result, RunContext
+from .base import Composite, Param, RunContext
 
 PARTS = ("peak", "fpu", "stream", "bandwidth", "memlat", "dgemm")
 
 
 @register
-class Node(Benchmark):
+class Node(Composite):
     name = "node"
     help = "characterise this node: " + ", ".join(PARTS) + " (--quick takes under a minute)"
     params = (Param("skip", "strlist", (), "benchmarks to leave out, e.g. dgemm,memlat"),
@@ -36,20 +36,3 @@ class Node(Benchmark):
             except ClusterbenchError as exc:  # e.g. no BLAS: say how to characterise the rest
                 raise type(exc)(exc.problem, f"{exc.fix or 'fix it'}, or leave it out with --skip {name}") from exc
         return {"skip": skip, "threads": params.get("threads"), "parts": parts}
-
-    def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
-        return sum(get_benchmark(n).estimate_seconds(ctx, p) for n, p in params["parts"].items())
-
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        for name, sub in params["parts"].items():
-            get_benchmark(name).prepare(ctx, sub)
-
-    def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
-        out: list[Result] = []
-        done = 0.0
-        for name, sub in params["parts"].items():
-            bench = get_benchmark(name)
-            out.extend(bench.run(ctx, sub) or [])
-            done += bench.estimate_seconds(ctx, sub)
-            ctx.progress.overall_done(done)
-        return out
