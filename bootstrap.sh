@@ -3,7 +3,7 @@
 #
 #   ./bootstrap.sh characterise   # probe this machine and run the quick node profile (< 1 min on 2 cores)
 #   ./bootstrap.sh test           # run the test suite
-#   ./bootstrap.sh speed          # also install likwid and hpcc, then run benchmarks/speed_node.py
+#   ./bootstrap.sh speed          # also install likwid and hpcc, then run speed/speed_node.py
 #   ./bootstrap.sh install        # only install
 #
 # As root on Debian/Ubuntu it installs the system packages it needs with apt-get. Without root it
@@ -63,7 +63,7 @@ case "$ACTION" in
     exec "$VENV/bin/python" -m pytest -q "$@"
     ;;
   speed)
-    exec "$VENV/bin/python" benchmarks/speed_node.py "$@"
+    exec "$VENV/bin/python" speed/speed_node.py "$@"
     ;;
   *)
     echo "bootstrap: unknown action '$ACTION'; use characterise, test, speed or install" >&2

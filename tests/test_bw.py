@@ -7,7 +7,7 @@ import os
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks._mpi_common import KernelSession, power_sizes
+from clusterbench.benchmarks.mpi.common import KernelSession, power_sizes
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as M

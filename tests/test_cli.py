@@ -33,7 +33,7 @@ def test_help_lists_benchmarks(capsys):
         main(["run", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for name in ("stream", "bandwidth", "memlat", "fpu", "peak", "dgemm", "node"):
+    for name in ("stream", "membw", "memlat", "fpu", "peak", "dgemm", "node"):
         assert name in out
 
 
@@ -53,7 +53,7 @@ def test_bad_arguments_one_line(capsys, argv, needle):
 @pytest.mark.parametrize("argv, needle", [
     (["run", "stream", "--threads", "0"], "--threads 0"),
     (["run", "stream", "--threads", "4096"], "exceeds"),
-    (["run", "bandwidth", "--threads", "0"], "--threads 0"),
+    (["run", "membw", "--threads", "0"], "--threads 0"),
     (["run", "peak", "--threads", "4096"], "exceeds"),
     (["run", "stream", "--array-elements", str(10**13)], "memory"),
     (["run", "dgemm", "--blas", "nosuchblas"], "nosuchblas"),
@@ -176,7 +176,7 @@ def test_bad_timeout(capsys):
 
 
 def test_node_without_blas_says_how_to_skip(capsys, monkeypatch):
-    from clusterbench.benchmarks import dgemm
+    from clusterbench.benchmarks.node import dgemm
     from clusterbench.errors import EnvironmentProblem
 
     def missing(choice):

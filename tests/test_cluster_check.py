@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from clusterbench.analysis import consistency
+from clusterbench.probe import cluster as consistency
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch import remote
 from clusterbench.probe import network

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.dgemm import LATE_FRACTION, installed_blas, late_warning, resolve_blas
+from clusterbench.benchmarks.node.dgemm import LATE_FRACTION, installed_blas, late_warning, resolve_blas
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.session import run as session_run
 from clusterbench.store import Store
@@ -155,7 +155,7 @@ def test_dgemm_unknown_blas(ctx):
 
 
 def test_dgemm_missing_known_blas_names_package(ctx, monkeypatch):
-    import clusterbench.benchmarks.dgemm as d
+    import clusterbench.benchmarks.node.dgemm as d
     monkeypatch.setattr(d, "installed_blas", lambda: {"openblas": "/x/libopenblas.so.0"})
     with pytest.raises(EnvironmentProblem, match="apt-get install libmkl-rt"):
         get_benchmark("dgemm").resolve(ctx, {"blas": "mkl"})

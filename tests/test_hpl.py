@@ -14,7 +14,7 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.hpl import ENGINES, grids, hpl_flops, largest_n, matrix_bytes
+from clusterbench.benchmarks.hpl.hpl import ENGINES, grids, hpl_flops, largest_n, matrix_bytes
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.session import run as session_run
 from clusterbench.store.db import Store
@@ -88,7 +88,7 @@ def test_solution_agrees_with_lapack_and_passes(mpi, live_probe, tmp_path, n, nb
 def test_hybrid_with_an_openmp_blas_reports_the_rank_cores(mpi, live_probe, tmp_path):
     """BLIS (OpenMP) with OMP_PROC_BIND binds the rank's main thread to its first place when it
     loads; the rank still reports (and is verified on) all the cores it was given."""
-    from clusterbench.benchmarks.dgemm import resolve_blas
+    from clusterbench.benchmarks.node.dgemm import resolve_blas
 
     try:
         resolve_blas("blis")
@@ -173,9 +173,9 @@ def test_declared_metrics_and_limits():
     m = bench.metric("rmax")
     assert m.unit == "Gflop/s" and m.higher_is_better and m.limits[0] == "rpeak" and "measured_peak" in m.limits
     assert not bench.metric("time_s").higher_is_better and not bench.metric("residual").higher_is_better
-    assert "2/3" in (get_benchmark("hpl").__module__ and __import__("clusterbench.benchmarks.hpl",
+    assert "2/3" in (get_benchmark("hpl").__module__ and __import__("clusterbench.benchmarks.hpl.hpl",
                                                                       fromlist=["x"]).__doc__)
-    assert os.path.isfile(Path(__file__).resolve().parents[1] / "src/clusterbench/kernels/hpl.c")
+    assert os.path.isfile(Path(__file__).resolve().parents[1] / "src/clusterbench/kernels/hpl/hpl.c")
 
 
 def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
@@ -238,7 +238,7 @@ def test_hybrid_rank_per_socket(mpi, live_probe, tmp_path):
 
 
 def test_hybrid_groups_refuses_uneven_sockets(live_probe):
-    from clusterbench.benchmarks.hpl import hybrid_groups
+    from clusterbench.benchmarks.hpl.hpl import hybrid_groups
 
     probe = _two_sockets(live_probe)
     ctx = _ctx(probe)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.benchmarks._hpl_engines import (HplCase, find_engine, hpcc_input, parse_hpcc_output,
+from clusterbench.benchmarks.hpl.engines import (HplCase, find_engine, hpcc_input, parse_hpcc_output,
                                                   parse_hpl_output, run_external, xhpl_input)
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 

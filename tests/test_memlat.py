@@ -10,7 +10,7 @@ import pytest
 from clusterbench.analysis.plateaus import find_plateaus
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, available_memory
-from clusterbench.benchmarks.memlat import llc_of_cpu, probe_cache_levels, size_list
+from clusterbench.benchmarks.node.memlat import llc_of_cpu, probe_cache_levels, size_list
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.kernels.build import build_kernel
 
@@ -188,7 +188,7 @@ def test_plateau_samples_are_the_representative_sizes_repeats(ctx):
 def test_no_hugepages_note_only_on_the_hugepage_variant(ctx, monkeypatch):
     """THP disabled with hugepages=both: only the 4 KiB variant runs and its results carry no
     no-hugepages warning (the skip is a run note)."""
-    import clusterbench.benchmarks.memlat as ml
+    import clusterbench.benchmarks.node.memlat as ml
 
     monkeypatch.setattr(ml, "thp_mode", lambda path=ml.THP_ENABLED: "never")
     bench = get_benchmark("memlat")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.peak import fpc_for_isa, infer_fma_units
+from clusterbench.benchmarks.node.peak import fpc_for_isa, infer_fma_units
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.session import run as session_run
 from clusterbench.store import Store

@@ -8,7 +8,7 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext
-from clusterbench.benchmarks.pingpong import sweep_sizes
+from clusterbench.benchmarks.mpi.pingpong import sweep_sizes
 from clusterbench.errors import UsageError
 
 IS_ROOT = os.geteuid() == 0

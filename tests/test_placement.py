@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis.pairs import CLASSES, choose_pairs, classify, describe, pair_matrix
+from clusterbench.probe.pairs import CLASSES, choose_pairs, classify, describe, pair_matrix
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
 from clusterbench.errors import UsageError

@@ -9,7 +9,7 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.ring import assign_ranks
+from clusterbench.benchmarks.mpi.ring import assign_ranks
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as M
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks._memory import size_arrays
-from clusterbench.benchmarks.stream import BYTES_PER_ELEMENT, plan_numa, sweep_counts
+from clusterbench.benchmarks.node._memory import size_arrays
+from clusterbench.benchmarks.node.stream import BYTES_PER_ELEMENT, plan_numa, sweep_counts
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.probe.topology import llc_total_bytes
 
@@ -152,7 +152,7 @@ def test_numa_path(ctx):
 
 def test_wrong_placement_is_reported(ctx, monkeypatch):
     """If a thread does not run where it was asked, the run fails (KernelFailed)."""
-    import clusterbench.benchmarks.stream as st
+    import clusterbench.benchmarks.node.stream as st
 
     real = st.check_placement
     monkeypatch.setattr(st, "check_placement", lambda info, wanted, bench: real(
@@ -217,7 +217,7 @@ def test_numa_plan_two_nodes():
 def test_numa_results_params_from_plan(ctx, monkeypatch):
     """The run path drives the kernel from the plan: with a (fake) 2-node plan on this machine's
     cpus, each (cpu_node, mem_node) result carries the run's threads and cpus."""
-    import clusterbench.benchmarks.stream as st
+    import clusterbench.benchmarks.node.stream as st
 
     if not st.numa_header(st.compiler()):
         pytest.skip("libnuma not installed")
@@ -237,7 +237,7 @@ def test_numa_results_params_from_plan(ctx, monkeypatch):
 
 def test_numa_build_skipped_without_header(ctx, monkeypatch):
     """No <numa.h>: the plain kernel is built straight away, no failing -lnuma attempt."""
-    import clusterbench.benchmarks.stream as st
+    import clusterbench.benchmarks.node.stream as st
 
     calls = []
     real = ctx.build

@@ -19,7 +19,7 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext
-from clusterbench.benchmarks.tcp import KERNEL_FLAGS, Tcp
+from clusterbench.benchmarks.net.tcp import KERNEL_FLAGS, Tcp
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.kernels.build import build_kernel
 from clusterbench.launch import simcluster as sc

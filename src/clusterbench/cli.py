@@ -10,12 +10,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import SCHEMA_VERSION, __version__
-from .benchmarks import all_benchmarks
-from .benchmarks.base import Param
-from .errors import ClusterbenchError, UsageError
-from .session import DEFAULT_TIMEOUT
-from .store import Store
+from clusterbench import SCHEMA_VERSION, __version__
+from clusterbench.benchmarks import all_benchmarks
+from clusterbench.benchmarks.base import Param
+from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.session import DEFAULT_TIMEOUT
+from clusterbench.store import Store
 
 
 class _Parser(argparse.ArgumentParser):
@@ -188,22 +188,22 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from .probe import probe
-    from .ui import format_probe
+    from clusterbench.probe import probe
+    from clusterbench.ui import format_probe
 
     if args.sysfs_root:
         if not os.path.isdir(args.sysfs_root):
             raise UsageError(f"--sysfs-root {args.sysfs_root} is not a directory", "give the directory holding sys/ and proc/")
     if args.hwloc:
-        from .errors import EnvironmentProblem
-        from .probe import hwloc
+        from clusterbench.errors import EnvironmentProblem
+        from clusterbench.probe import hwloc
 
         if not hwloc.available():
             raise EnvironmentProblem("--hwloc was given but hwloc's lstopo-no-graphics is not installed",
                                      "apt-get install hwloc (or load an hwloc module), or drop --hwloc to read /sys")
     data = probe(sysfs_root=args.sysfs_root, use_hwloc=True if args.hwloc else (False if args.no_hwloc else None))
     if args.json:
-        from .ui import dump_json
+        from clusterbench.ui import dump_json
         dump_json(data)
     else:
         sys.stdout.write(format_probe(data))
@@ -211,8 +211,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from . import session
-    from .ui import RichProgress, dump_json, print_results, print_summary
+    from clusterbench import session
+    from clusterbench.ui import RichProgress, dump_json, print_results, print_summary
 
     cls = all_benchmarks()[args.benchmark]
     given = {p.name: getattr(args, p.name) for p in cls.params if getattr(args, p.name, None) is not None}
@@ -238,7 +238,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         doc = report.document()
         if args.benchmark == "node":
-            from .analysis.summary import summarize_node
+            from clusterbench.analysis.summary import summarize_node
             doc["summary"] = summarize_node(doc["results"])
         dump_json(doc)
     else:
@@ -255,8 +255,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from .tuning import hpl as tuner
-    from .ui import dump_json
+    from clusterbench.tuning import hpl as tuner
+    from clusterbench.ui import dump_json
 
     space = tuner.Space(nbs=args.nb_list or tuner.DEFAULT_NBS, topologies=args.topologies, blas=args.blas_list)
     base = {k: getattr(args, k) for k in ("hosts", "hostfile", "openblas_coretype", "transport", "engine", "seed",
@@ -280,8 +280,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
-    from .analysis.consistency import check
-    from .ui import dump_json
+    from clusterbench.probe.cluster import check
+    from clusterbench.ui import dump_json
 
     hosts = [h for h in args.hosts.split(",") if h]
     if len(hosts) < 2:
@@ -303,8 +303,8 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
-    from .launch import simcluster as sc
-    from .ui import dump_json, print_table
+    from clusterbench.launch import simcluster as sc
+    from clusterbench.ui import dump_json, print_table
 
     if args.action == "up":
         c = sc.up(args.nodes, mtu=args.mtu, rate=args.rate, delay=args.delay, offload=args.offload == "on")
@@ -348,7 +348,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from .ui import dump_json, print_table
+    from clusterbench.ui import dump_json, print_table
 
     rows, doc = [], {}
     for name, cls in all_benchmarks().items():
@@ -365,7 +365,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from .ui import dump_json, print_results, print_table
+    from clusterbench.ui import dump_json, print_results, print_table
 
     store = Store(args.db, readonly=True)
     if args.action == "list":

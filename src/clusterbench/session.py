@@ -23,14 +23,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import SCHEMA_VERSION, __version__
-from .analysis import clock
-from .analysis import warnings as warn
-from .benchmarks import get_benchmark
-from .benchmarks.base import Benchmark, Progress, Result, RunContext
-from .errors import ClusterbenchError, UsageError
-from .store import Store
-from .store.db import now_iso
+from clusterbench import SCHEMA_VERSION, __version__
+from clusterbench.probe import clock
+from clusterbench.analysis import warnings as warn
+from clusterbench.benchmarks import get_benchmark
+from clusterbench.benchmarks.base import Benchmark, Progress, Result, RunContext
+from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.store import Store
+from clusterbench.store.db import now_iso
 
 
 class Interrupted(KeyboardInterrupt):
@@ -105,7 +105,7 @@ def run(
 def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Store | None, use_store: bool,
          argv: Sequence[str] | None, timeout: float, oversubscribe: bool, progress: Progress | None,
          probe_data: dict | None) -> RunReport:
-    from .probe import probe as do_probe
+    from clusterbench.probe import probe as do_probe
 
     timeout_given = timeout is not None
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
@@ -122,7 +122,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     record = new_run_record(argv, probe_data, profile)
     hosts = list(dict.fromkeys(h for bench, params in steps for h in bench.hosts(params)))
     if hosts:  # a run across hosts: every node's probe and NIC settings, before anything is stored
-        from .analysis import consistency
+        from clusterbench.probe import cluster as consistency
         record["cluster"] = consistency.provenance(hosts, timeout=min(60.0, timeout))
         n = len(record["cluster"]["differences"])
         if n:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterable
 from typing import IO, Any
 
-from .benchmarks.base import Progress
+from clusterbench.benchmarks.base import Progress
 
 # Parameters worth showing in a one-line summary of a result, in this order.
 _KEY_PARAMS = ("mode", "variant", "class", "cpu_a", "cpu_b", "transport_used", "pair", "pairs", "direction", "streams", "message_bytes", "threads", "processes", "order", "op", "size_bytes", "n",
@@ -183,7 +183,7 @@ def format_probe(p: dict) -> str:
 
 def print_summary(results: list[dict], out: IO[str] | None = None) -> None:
     """The node headline (see :mod:`clusterbench.analysis.summary`)."""
-    from .analysis.summary import summarize_node
+    from clusterbench.analysis.summary import summarize_node
 
     out = out or sys.stdout
     summ = summarize_node(results)

@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from ..benchmarks.base import Result, RunContext
+    from clusterbench.benchmarks.base import Result, RunContext
 
 LimitFn = Callable[["RunContext", "Result"], Optional[tuple[float, str]]]
 LIMITS: dict[str, LimitFn] = {}
 
 #: Metrics that count as "memory bandwidth measured on this node" (benchmark, metric).
 BANDWIDTH_METRICS = {("stream", m) for m in ("copy", "scale", "add", "triad")} | {
-    ("bandwidth", "read"), ("bandwidth", "write")}
+    ("membw", "read"), ("membw", "write")}
 
 
 def limit(name: str) -> Callable[[LimitFn], LimitFn]:

@@ -75,7 +75,7 @@ def summarize_node(results: Iterable[dict]) -> dict:
         if gain < 1.3:
             findings.append(f"memory bandwidth barely grows from 1 to {sn} threads ({gain:.2f}x): one core "
                             "nearly saturates the memory system, so memory-bound codes will not scale on this node")
-    read = _pick(rs, "bandwidth", "read", threads=_max_threads(rs, "bandwidth", "read"))
+    read = _pick(rs, "membw", "read", threads=_max_threads(rs, "membw", "read"))
     if read:
         lines.append(f"memory   read bandwidth, {read['params'].get('threads')} threads: {read['value']:,.0f} MB/s")
     lat = [(lvl, _pick(rs, "memlat", f"{lvl}_latency")) for lvl in ("l1", "l2", "l3", "dram")]

@@ -45,7 +45,7 @@ def coarse_timer(times_s: Sequence[float], resolution_s: float | None) -> Warnin
 
 
 def clock_changed(before: dict, after: dict) -> list[Warning_]:
-    """Compare two :func:`clusterbench.analysis.clock.snapshot` readings."""
+    """Compare two :func:`clusterbench.probe.clock.snapshot` readings."""
     out: list[Warning_] = []
     # The frequency cap moving (power capping, thermal or firmware limits) always matters. The
     # current clock only means something under a fixed-clock governor: under schedutil or

@@ -8,32 +8,39 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..errors import UsageError
-from .base import Benchmark, Metric, Param, Result, RunContext
+from clusterbench.errors import UsageError
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext
 
 REGISTRY: dict[str, type[Benchmark]] = {}
+#: old name -> current name (a renamed benchmark keeps working under its old name)
+ALIASES: dict[str, str] = {}
 
 
 def register(cls: type[Benchmark]) -> type[Benchmark]:
     """Add a benchmark class; its declared limits must exist (a typo fails at import, not mid-run)."""
-    from ..analysis.limits import LIMITS
+    from clusterbench.analysis.limits import LIMITS
 
     for m in cls.metrics:
         unknown = [name for name in m.limits if name not in LIMITS]
         if unknown:
             raise TypeError(f"{cls.__name__}.{m.name} names unknown limit(s) {unknown}; known: {sorted(LIMITS)}")
     REGISTRY[cls.name] = cls
+    for alias in cls.aliases:
+        ALIASES[alias] = cls.name
     return cls
 
 
 def _load_all() -> None:
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name != "base" and not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    """Import every benchmark module of every family folder (``node/``, ``mpi/``, ...); a module
+    registers itself. Private modules (``_x``) and shared helpers are imported by their users."""
+    for mod in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+        if not mod.name.rsplit(".", 1)[-1].startswith("_"):
+            importlib.import_module(mod.name)
 
 
 def get_benchmark(name: str) -> Benchmark:
     _load_all()
+    name = ALIASES.get(name, name)
     if name not in REGISTRY:
         raise UsageError(f"unknown benchmark '{name}'",
                          f"choose one of: {', '.join(sorted(REGISTRY))}")

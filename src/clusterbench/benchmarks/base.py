@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ..analysis import limits as limits_mod
-from ..analysis import warnings as warn
-from ..analysis.stats import summarize
-from ..errors import KernelFailed, UsageError
-from ..kernels.build import Build, build_kernel
-from ..launch.local import KernelJob, Record, run_jobs
+from clusterbench.analysis import limits as limits_mod
+from clusterbench.analysis import warnings as warn
+from clusterbench.analysis.stats import summarize
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.kernels.build import Build, build_kernel
+from clusterbench.launch.local import KernelJob, Record, run_jobs
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,8 @@ class Benchmark:
     """Base class. Subclasses set the class attributes and implement :meth:`run`."""
 
     name: ClassVar[str]
+    #: older names that still select it on the command line and in Python
+    aliases: ClassVar[tuple[str, ...]] = ()
     help: ClassVar[str]
     kernel: ClassVar[str | None] = None
     #: libraries the kernel links (``-l`` names), used by the default :meth:`prepare`
@@ -244,7 +246,7 @@ class Benchmark:
         """The hosts a run with these (resolved) parameters spans, from ``hosts``/``hostfile``;
         empty for this node only. The session gathers each one's probe and NIC settings into the
         run's cluster record before measuring."""
-        from ..launch import mpi as mpimod
+        from clusterbench.launch import mpi as mpimod
 
         spec = params.get("hosts")
         if spec and str(spec).strip() not in ("local", "localhost"):
@@ -260,7 +262,7 @@ class Composite(Benchmark):
     then go part by part, in order."""
 
     def _parts(self, params: dict[str, Any]) -> list[tuple["Benchmark", dict[str, Any]]]:
-        from . import get_benchmark
+        from clusterbench.benchmarks import get_benchmark
 
         return [(get_benchmark(n), p) for n, p in params["parts"].items()]
 
@@ -352,7 +354,7 @@ def placement(ctx: RunContext, threads: int, order: str = "compact", smt: bool =
               cpus: Sequence[int] | None = None) -> list[int]:
     """The cpus the threads run on, in thread order: explicit, or from the topology (physical
     cores first, then SMT siblings, then, oversubscribed, around again)."""
-    from ..probe.topology import cpu_order
+    from clusterbench.probe.topology import cpu_order
 
     allowed = allowed_cpus(ctx)
     if cpus:

@@ -19,9 +19,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import EnvironmentProblem
+from clusterbench.errors import EnvironmentProblem
 
 KERNEL_DIR = Path(__file__).resolve().parent
+#: headers shared by the kernels (cb_common.h, cb_mpi.h, cb_blas.h)
+INCLUDE_DIR = KERNEL_DIR / "include"
 WARN_FLAGS = ("-Wall", "-Wextra")
 
 #: Debian package that provides a library, for the "how to fix" half of an error message.
@@ -116,6 +118,13 @@ def _cpu_identity() -> str:
     return platform.machine() + "\n" + "\n".join(keep)
 
 
+def kernel_source(name: str) -> Path | None:
+    """``kernels/<family>/<name>.c``: kernels live in one folder per family (node, mpi, net,
+    hpl, ...), so a new family is a new folder and nothing here changes."""
+    found = sorted(KERNEL_DIR.glob(f"*/{name}.c"))
+    return found[0] if found else None
+
+
 def build_kernel(
     name: str,
     libs: tuple[str, ...] = (),
@@ -123,19 +132,19 @@ def build_kernel(
     openmp: bool = True,
     cc: str | None = None,
 ) -> Build:
-    """Compile ``kernels/<name>.c`` (cached) and return the binary with its build info.
+    """Compile ``kernels/<family>/<name>.c`` (cached) and return the binary with its build info.
 
     ``cc`` overrides the compiler (MPI kernels use the MPI's ``mpicc``: one build per MPI, since
     the wrapper's path, real path, ``-show`` line and version are part of the cache key)."""
-    src = KERNEL_DIR / f"{name}.c"
-    if not src.is_file():
-        raise EnvironmentProblem(f"kernel source {src} is missing", "reinstall clusterbench")
+    src = kernel_source(name)
+    if src is None:
+        raise EnvironmentProblem(f"kernel source {name}.c is missing under {KERNEL_DIR}", "reinstall clusterbench")
     cc = compiler(cc)
     version = _compiler_version(cc)
     flags = ["-O3", *arch_flags(), *(["-fopenmp"] if openmp else []), *WARN_FLAGS, *extra_flags]
     link = [f"-l{lib}" for lib in libs] + ["-lm"]
     h = hashlib.sha256()
-    for part in (src, *sorted(KERNEL_DIR.glob("*.h"))):  # any header a kernel may include
+    for part in (src, *sorted(INCLUDE_DIR.glob("*.h"))):  # any header a kernel may include
         h.update(part.read_bytes())
     h.update(json.dumps([cc, _wrapper_identity(cc), version, flags, link, _cpu_identity()]).encode())
     key = h.hexdigest()[:16]
@@ -162,7 +171,7 @@ def build_kernel(
     # Build into a temporary name and rename: concurrent builds never see a half-written binary.
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
     os.close(fd)
-    cmd = [cc, *flags, "-I", str(KERNEL_DIR), "-o", tmp, str(src), *link]
+    cmd = [cc, *flags, "-I", str(INCLUDE_DIR), "-o", tmp, str(src), *link]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import KernelFailed
-from ..kernels.build import Build
+from clusterbench.errors import KernelFailed
+from clusterbench.kernels.build import Build
 
 Record = dict
 OnRecord = Callable[[int, Record], None]

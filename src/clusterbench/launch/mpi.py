@@ -44,9 +44,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvironmentProblem, KernelFailed, UsageError
-from . import simcluster
-from .local import _check_record, _parse_line
+from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.launch import simcluster
+from clusterbench.launch.local import _check_record, _parse_line
 
 Record = dict
 

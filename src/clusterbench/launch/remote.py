@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import EnvironmentProblem, UsageError
-from . import simcluster
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import simcluster
 
 TIMEOUT = 60.0
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import EnvironmentProblem, UsageError
+from clusterbench.errors import EnvironmentProblem, UsageError
 
 DEFAULT_PREFIX = "cbsim-"  # $CLUSTERBENCH_SIM_PREFIX overrides it (see default_prefix)
 SUBNET = "198.18.0.0/24"

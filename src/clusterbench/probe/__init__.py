@@ -36,12 +36,12 @@ import platform
 import socket
 from typing import Any
 
-from . import hwloc as _hwloc
-from .cpu import model_name_ghz, read_cpu, HYBRID_INTEL
-from .environment import read_environment
-from .rpeak import compute_rpeak
-from .sysfs import FsRoot, RawTopology, read_meminfo, read_raw_topology, topology_from_raw
-from .topology import cache_sizes, cpu_order, l1d_bytes, llc_total_bytes
+from clusterbench.probe import hwloc as _hwloc
+from clusterbench.probe.cpu import model_name_ghz, read_cpu, HYBRID_INTEL
+from clusterbench.probe.environment import read_environment
+from clusterbench.probe.rpeak import compute_rpeak
+from clusterbench.probe.sysfs import FsRoot, RawTopology, read_meminfo, read_raw_topology, topology_from_raw
+from clusterbench.probe.topology import cache_sizes, cpu_order, l1d_bytes, llc_total_bytes
 
 __all__ = ["probe", "cpu_order", "cache_sizes", "l1d_bytes", "llc_total_bytes", "PROBE_SCHEMA"]
 

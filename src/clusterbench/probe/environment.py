@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from .sysfs import FsRoot
+from clusterbench.probe.sysfs import FsRoot
 
 TIMEOUT = 5.0
 NOT_IN_SNAPSHOT = "not in snapshot (live-only information)"

@@ -16,7 +16,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from .topology import build_topology
+from clusterbench.probe.topology import build_topology
 
 LSTOPO = "lstopo-no-graphics"
 _CACHE_TYPES = {"0": "unified", "1": "data", "2": "instruction"}

@@ -32,7 +32,7 @@ import struct
 import subprocess
 from typing import Any
 
-from .sysfs import FsRoot
+from clusterbench.probe.sysfs import FsRoot
 
 NETWORK_SCHEMA = 1
 TIMEOUT = 5.0

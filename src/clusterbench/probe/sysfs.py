@@ -370,7 +370,7 @@ def raw_kinds(raw: RawTopology, arch: str | None = None) -> list[dict[str, Any]]
 
 def topology_from_raw(raw: RawTopology, arch: str | None = None) -> dict[str, Any]:
     """Turn :class:`RawTopology` into the probe's ``topology`` section."""
-    from .topology import build_topology
+    from clusterbench.probe.topology import build_topology
 
     pu_package = {c.pu: c.package for c in raw.cpus.values()}
     numa = [

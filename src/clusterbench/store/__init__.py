@@ -1,4 +1,4 @@
 """Results store (SQLite): runs, their provenance and every measured figure."""
-from .db import STORE_SCHEMA, Store, default_path
+from clusterbench.store.db import STORE_SCHEMA, Store, default_path
 
 __all__ = ["STORE_SCHEMA", "Store", "default_path"]

@@ -12,7 +12,7 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   profile, probe, builds, warnings, notes, cluster)`` - probe, builds, warnings, notes and cluster
   are JSON. ``cluster`` (schema 2) is ``{}`` for a run on this node only; for a run across hosts it
   holds the cluster definition and every node's probe and NIC settings (see
-  :func:`clusterbench.analysis.consistency.provenance`).
+  :func:`clusterbench.probe.cluster.provenance`).
 
 Schema history: 1 (first release); 2 adds ``runs.cluster``. A schema-1 file is upgraded in place
 when it is opened for writing (one ``ALTER TABLE``; old runs read back with ``cluster = {}``) and
@@ -33,8 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..errors import StoreError
+from clusterbench import __version__
+from clusterbench.errors import StoreError
 
 STORE_SCHEMA = 2
 #: older schemas this version reads, and upgrades when it writes

@@ -38,12 +38,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..benchmarks import get_benchmark
-from ..benchmarks.base import RunContext, allowed_cpus
-from ..benchmarks.dgemm import installed_blas, resolve_blas
-from ..benchmarks.hpl import EST_EFFICIENCY, grids, hpl_flops
-from ..errors import KernelFailed, UsageError
-from ..store import Store
+from clusterbench.benchmarks import get_benchmark
+from clusterbench.benchmarks.base import RunContext, allowed_cpus
+from clusterbench.benchmarks.node.dgemm import installed_blas, resolve_blas
+from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, grids, hpl_flops
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.store import Store
 
 DEFAULT_NBS = (32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
 TOPOLOGIES = ("pure", "hybrid")
@@ -374,7 +374,7 @@ class _Tuner:
 
     def _measure(self, trial: Trial, bench: str, given: dict[str, Any], profile: str = "default") -> Trial:
         """Run (or take from the store) one trial; a failed kernel is recorded, not fatal."""
-        from .. import session
+        from clusterbench import session
 
         if trial.key in self.done:  # the same measurement asked twice in one tune (stage 0's reference k)
             return self.done[trial.key]
@@ -628,7 +628,7 @@ def tune(space: Space | None = None, n: int | None = None, budget_s: float | str
     ends after that stage (1: no confirmation). Raises UsageError before anything runs on bad
     input or a budget too small for one trial; an interruption keeps every finished trial stored
     and a rerun with ``resume=True`` takes them from the store."""
-    from ..probe import probe as do_probe
+    from clusterbench.probe import probe as do_probe
 
     tuner = _Tuner(space or Space(), n, budget_s, store if store is not None else Store(), probe or do_probe(),
                    mem=mem, base=dict(base or {}), resume=resume, progress=progress, top_k=top_k, timeout=timeout,
@@ -666,7 +666,7 @@ TABLE_HEADER = ["stage", "blas", "topology", "grid", "pmap", "NB", "N", "Gflop/s
 def format_report(report: TuneReport) -> str:
     import io
 
-    from ..ui import print_table
+    from clusterbench.ui import print_table
 
     out = io.StringIO()
     dg = [t for t in report.trials if t.kind == "dgemm"]

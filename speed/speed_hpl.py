@@ -35,7 +35,7 @@ ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 
 # hpcc's input: HPL's standard variant WR11C2R4 (PFACT right, NBMIN 4, NDIV 2, RFACT Crout, BCAST
 # 1rM, depth 1, SWAP mix at 64), no extra PTRANS sizes: the same file `run hpl --engine hpcc` writes
-from clusterbench.benchmarks._hpl_engines import HplCase, hpcc_input  # noqa: E402
+from clusterbench.benchmarks.hpl.engines import HplCase, hpcc_input  # noqa: E402
 
 
 

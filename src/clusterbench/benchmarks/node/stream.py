@@ -49,12 +49,12 @@ import os
 import subprocess
 from typing import Any
 
-from ..analysis.warnings import Warning_
-from ..errors import EnvironmentProblem, UsageError
-from ..kernels.build import Build, compiler
-from . import register
-from ._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
-from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
+from clusterbench.analysis.warnings import Warning_
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.kernels.build import Build, compiler
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.node._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
+from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
                    allowed_cpus, check_placement, cpulist, resolve_threads)
 
 BW_LIMITS = ("best_bandwidth", "dram_theoretical")
@@ -91,7 +91,7 @@ def sweep_counts(n: int, profile: str, sweep: bool) -> list[int]:
 
 def numa_nodes_of(probe: dict) -> dict[int, list[int]]:
     """NUMA node -> its cpus (from the topology), physical cores first."""
-    from ..probe.topology import cpu_order
+    from clusterbench.probe.topology import cpu_order
 
     topo = probe.get("topology") or {}
     node_of = {c["pu"]: c.get("numa") for c in topo.get("cpus", [])}

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
-from ..launch import mpi as mpimod
-from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, TCP_INCLUDE, TRANSPORT, KernelSession,
+from clusterbench.errors import UsageError
+from clusterbench.launch import mpi as mpimod
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, TCP_INCLUDE, TRANSPORT, KernelSession,
                           check_allow_root, detect, launch_spec, parse_host_params, sim_cluster_of)
-from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, available_memory, placement
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext, allowed_cpus, available_memory, placement
 
 HPCC_LAT_SIZE = 8
 HPCC_BW_SIZE = 2_000_000

@@ -15,7 +15,7 @@ with partial pivoting, recursive panel factorisation, panel broadcast along proc
 swaps, trailing update through the BLAS (dtrsm, dgemm) with look-ahead of depth 1, then the
 triangular solve. It reports the time breakdown (panel factorisation, broadcast, swaps, update,
 solve, other; the maximum over ranks) that seed 000 needed ``perf`` for. Other engines (hpcc,
-xhpl) plug into :data:`ENGINES` from ``_hpl_engines.py`` when that module exists.
+xhpl) plug into :data:`ENGINES` from ``engines.py`` when that module exists.
 
 Sizes: N from a fraction ``--mem`` (0.8, the HPL FAQ's 80 %) of the MemAvailable of the nodes
 taking part: N = floor(sqrt(mem x bytes / 8) / NB) x NB (seed 000 rounds up and puts the 0.8
@@ -42,16 +42,16 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..analysis.warnings import Warning_
-from ..errors import KernelFailed, UsageError
-from ..launch import mpi as mpimod
-from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, KernelSession, check_allow_root,
+from clusterbench.analysis.warnings import Warning_
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.launch import mpi as mpimod
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, KernelSession, check_allow_root,
                           host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores,
                           sim_cluster_of)
-from .base import Benchmark, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
-from .dgemm import OPENBLAS_OLD_CORES, blas_name_of, resolve_blas, thread_env
-from .ring import assign_ranks
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
+from clusterbench.benchmarks.node.dgemm import OPENBLAS_OLD_CORES, blas_name_of, resolve_blas, thread_env
+from clusterbench.benchmarks.mpi.ring import assign_ranks
 
 TOPOLOGIES = ("pure", "hybrid")
 PMAPS = ("row", "col")
@@ -177,13 +177,13 @@ def register_engine(engine: Engine) -> Engine:
 
 
 def _load_engine_plugins() -> None:
-    """Engines that live in ``_hpl_engines.py`` (hpcc, xhpl), when that module exists: it either
+    """Engines that live in ``engines.py`` (hpcc, xhpl), when that module exists: it either
     registers itself (``register_engine``) or offers ``run_external(engine, HplCase, ...)`` and an
     ``ENGINES`` tuple, which :class:`ExternalEngine` adapts."""
     try:
-        mod = importlib.import_module(f"{__package__}._hpl_engines")
+        mod = importlib.import_module(f"{__package__}.engines")
     except ModuleNotFoundError as exc:
-        if exc.name != f"{__package__}._hpl_engines":
+        if exc.name != f"{__package__}.engines":
             raise
         return
     if hasattr(mod, "run_external") and hasattr(mod, "HplCase"):
@@ -304,7 +304,7 @@ register_engine(BuiltinEngine())
 
 
 class ExternalEngine:
-    """hpcc or xhpl through ``_hpl_engines.run_external``: the same ranks, placement and BLAS
+    """hpcc or xhpl through ``engines.run_external``: the same ranks, placement and BLAS
     environment as the built-in engine (the program links its own BLAS; ``--blas`` is not
     applied to it), its HPL result line and residual parsed; no time breakdown."""
 
@@ -486,7 +486,7 @@ class Hpl(Benchmark):
         names = {h.name for h in hosts or []}
         if not hosts or sim_cluster_of(hosts) is not None or names <= {"localhost", socket.gethostname()}:
             return (float(avail) if avail else None), "this machine's MemAvailable"
-        from ..launch import remote
+        from clusterbench.launch import remote
 
         got = remote.gather_probes(sorted(names))
         per = {h: available_memory(d.get("probe") or {}) for h, d in got.items()}

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
-from ..launch import mpi as mpimod
-from . import register
-from ._mpi_common import (PINGPONG_DEFINITIONS, KernelSession, check_allow_root, detect, launch_spec, pingpong_figure,
+from clusterbench.errors import UsageError
+from clusterbench.launch import mpi as mpimod
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.mpi.common import (PINGPONG_DEFINITIONS, KernelSession, check_allow_root, detect, launch_spec, pingpong_figure,
                           place_pair)
-from .base import Benchmark, Metric, Param, RunContext
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext
 
 MiB = 1 << 20
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
-from . import register
-from .base import CPU, Benchmark, Metric, Param, RunContext, check_cpu, check_placement
+from clusterbench.errors import UsageError
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.base import CPU, Benchmark, Metric, Param, RunContext, check_cpu, check_placement
 
 OPS = ("add", "mul", "fma", "div", "sqrt")
 

@@ -7,11 +7,11 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..analysis.warnings import Warning_
-from ..errors import KernelFailed, UsageError
-from ..launch import mpi as mpimod
-from ..launch import simcluster
-from .base import Param, RunContext
+from clusterbench.analysis.warnings import Warning_
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.launch import mpi as mpimod
+from clusterbench.launch import simcluster
+from clusterbench.benchmarks.base import Param, RunContext
 
 MiB = 1 << 20
 
@@ -154,7 +154,7 @@ def place_pair(ctx: RunContext, p: dict[str, Any], bench: str) -> None:
     different cpus this process may use (the first two of the placement order by default);
     two hosts: rank 0 on the first, rank 1 on the second (different cores too, since the virtual
     cluster's nodes share this machine's)."""
-    from .base import allowed_cpus, placement
+    from clusterbench.benchmarks.base import allowed_cpus, placement
 
     hosts = parse_host_params(p)
     cpus = list(p["cpus"]) if p.get("cpus") is not None else None

@@ -14,10 +14,10 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from ..analysis.warnings import Warning_
-from ..errors import UsageError
-from . import register
-from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, check_placement,
+from clusterbench.analysis.warnings import Warning_
+from clusterbench.errors import UsageError
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, check_placement,
                    cpulist, resolve_threads)
 
 ISAS = ("auto", "avx512", "avx2", "sve", "neon", "scalar")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.warnings import Warning_
-from ..errors import UsageError
-from .base import RunContext, available_memory
+from clusterbench.analysis.warnings import Warning_
+from clusterbench.errors import UsageError
+from clusterbench.benchmarks.base import RunContext, available_memory
 
 MIN_ELEMENTS = 1_000_000
 PAGE_ELEMS = 512           # doubles per 4 KiB page: threads' chunks start on page boundaries
@@ -20,7 +20,7 @@ MEM_RESERVE = 256 << 20    # ... minus this, is what the arrays may take
 def llc_total(probe: dict) -> int | None:
     """Sum of the last-level cache instances (what arrays shared by all cores must exceed)."""
     try:
-        from ..probe.topology import llc_total_bytes
+        from clusterbench.probe.topology import llc_total_bytes
     except ImportError:  # pragma: no cover - the probe ships with the package
         return None
     return llc_total_bytes(probe)

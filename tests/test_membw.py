@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.bandwidth import default_counts
+from clusterbench.benchmarks.node.membw import default_counts
 from clusterbench.errors import KernelFailed, UsageError
 
 SMALL = 500_000
@@ -26,7 +26,7 @@ def _records(ctx):
 
 
 def _run(ctx, **given):
-    bench = get_benchmark("bandwidth")
+    bench = get_benchmark("membw")
     params = bench.resolve(ctx, given)
     bench.prepare(ctx, params)
     return params, bench.run(ctx, params)
@@ -69,7 +69,7 @@ def test_corruption_is_caught(ctx, variant):
 def test_corrupted_read_is_caught(ctx):
     from clusterbench.launch.local import run_kernel
 
-    b = ctx.build("bandwidth")
+    b = ctx.build("membw")
     with pytest.raises(KernelFailed, match="read: pass"):
         run_kernel(b, ["--cpus=0", "--elements=100000", "--ntimes=3", "--modes=read", "--corrupt=1"], timeout=60)
 
@@ -97,7 +97,7 @@ def test_default_counts():
 ])
 def test_bad_input(ctx, given, match):
     with pytest.raises(UsageError, match=match):
-        get_benchmark("bandwidth").resolve(ctx, given)
+        get_benchmark("membw").resolve(ctx, given)
 
 
 def test_samples_are_ntimes_minus_one(ctx):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ClusterbenchError, UsageError
-from . import get_benchmark, register
-from .base import Composite, Param, RunContext
+from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.benchmarks import get_benchmark, register
+from clusterbench.benchmarks.base import Composite, Param, RunContext
 
-PARTS = ("peak", "fpu", "stream", "bandwidth", "memlat", "dgemm")
+PARTS = ("peak", "fpu", "stream", "membw", "memlat", "dgemm")
 
 
 @register

@@ -1,7 +1,7 @@
 """placement: MPI latency (8 B) and bandwidth (1 MiB) between rank pairs classified by distance
 (seed 002: intra-socket, inter-socket and inter-node ping-pong; shared/notes/anchors-mpi.md).
 
-The classes come from the probe's topology (:mod:`clusterbench.analysis.pairs`): ``smt`` (SMT
+The classes come from the probe's topology (:mod:`clusterbench.probe.pairs`): ``smt`` (SMT
 siblings), ``l2`` (cores sharing an L2), ``l3`` (sharing an L3), ``numa`` (same NUMA node and
 package, no shared cache), ``socket`` (same NUMA node, other package), ``remote-numa`` (other
 NUMA node) and, with ``--hosts A,B``, ``node`` (rank 0 on A, rank 1 on B). One representative pair
@@ -22,14 +22,14 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from ..analysis import pairs as pairs_mod
-from ..errors import UsageError
-from ..launch import mpi as mpimod
-from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, PINGPONG_DEFINITIONS, TCP_INCLUDE, TRANSPORT,
+from clusterbench.probe import pairs as pairs_mod
+from clusterbench.errors import UsageError
+from clusterbench.launch import mpi as mpimod
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, PINGPONG_DEFINITIONS, TCP_INCLUDE, TRANSPORT,
                           KernelSession, check_allow_root, detect, launch_spec, parse_host_params, pingpong_figure,
                           sim_cluster_of)
-from .base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
 
 LAT_SIZE = 8
 BW_SIZE = 1 << 20

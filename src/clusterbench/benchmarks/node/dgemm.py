@@ -16,11 +16,11 @@ import sysconfig
 import time
 from typing import Any
 
-from ..analysis.warnings import Warning_
-from ..errors import EnvironmentProblem, UsageError
-from ..launch.local import KernelJob
-from . import register
-from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, available_memory,
+from clusterbench.analysis.warnings import Warning_
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch.local import KernelJob
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, available_memory,
                    check_placement, cpulist, resolve_threads)
 
 MODES = ("single", "star", "threaded", "all")

@@ -25,11 +25,11 @@ import math
 import os
 from typing import Any
 
-from ..analysis.plateaus import find_plateaus
-from ..analysis.warnings import Warning_
-from ..errors import UsageError
-from . import register
-from .base import check_placement, CPU, Benchmark, Metric, Param, RunContext, available_memory, check_cpu
+from clusterbench.analysis.plateaus import find_plateaus
+from clusterbench.analysis.warnings import Warning_
+from clusterbench.errors import UsageError
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.base import check_placement, CPU, Benchmark, Metric, Param, RunContext, available_memory, check_cpu
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -65,7 +65,7 @@ def probe_cache_levels(probe: dict, cpu: int | None = None) -> dict[int, int]:
             return mine
     out: dict[int, int] = {}
     try:
-        from ..probe.topology import cache_sizes
+        from clusterbench.probe.topology import cache_sizes
 
         for name, size in cache_sizes(probe).items():
             if name.startswith("L") and name[1:2].isdigit() and (name[2:] in ("", "d")) and size:

@@ -248,7 +248,7 @@ def check(hosts: Sequence[str], *, timeout: float | None = None, keep_going: boo
     "errors": {host: one-line message}}`` (``errors`` is only non-empty with ``keep_going``;
     otherwise an unreachable host raises a one-line :class:`EnvironmentProblem` naming it).
     """
-    from ..launch import remote  # I/O lives there; diff() stays pure
+    from clusterbench.launch import remote  # I/O lives there; diff() stays pure
 
     kw: dict[str, Any] = {"keep_going": keep_going, "python": python}
     if timeout is not None:
@@ -265,7 +265,7 @@ def provenance(hosts: Sequence[str], *, timeout: float | None = None) -> dict[st
     "network"}}, "differences": diff(...)}``. The probes are gathered the way the MPI launcher
     reaches the hosts (``ip netns exec`` on the virtual cluster, ssh otherwise); an unreachable host
     raises a one-line :class:`EnvironmentProblem` naming it, before anything is measured."""
-    from ..launch import simcluster
+    from clusterbench.launch import simcluster
 
     data = check(hosts, timeout=timeout)
     sim = simcluster.load()

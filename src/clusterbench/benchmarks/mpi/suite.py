@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ClusterbenchError, UsageError
-from . import REGISTRY, get_benchmark, register
-from .base import Composite, Param, RunContext
+from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.benchmarks import REGISTRY, get_benchmark, register
+from clusterbench.benchmarks.base import Composite, Param, RunContext
 
 PARTS = ("pingpong", "bw", "multipair", "ring", "placement", "tcp")
 #: options of ``mpi`` handed to every part that declares a parameter of the same name

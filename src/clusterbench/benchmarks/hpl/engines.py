@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvironmentProblem, KernelFailed, UsageError
-from ..launch import mpi as mpimod
+from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.launch import mpi as mpimod
 
 ENGINES = ("hpcc", "xhpl")
 INPUT_FILE = {"hpcc": "hpccinf.txt", "xhpl": "HPL.dat"}

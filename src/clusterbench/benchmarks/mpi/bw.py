@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import KernelFailed
-from ..launch import mpi as mpimod
-from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
+from clusterbench.errors import KernelFailed
+from clusterbench.launch import mpi as mpimod
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
                           WINDOW, KernelSession, check_common, check_sizes, detect, launch_spec, place_pair,
                           shared_cpu_warning, shares_cores, subsampled_times)
-from .base import Benchmark, Metric, Param, RunContext
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext
 
 MODES = {"uni": ["bw"], "bi": ["bibw"], "both": ["bw", "bibw"]}
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UsageError
-from . import register
-from ._memory import size_arrays, small_array_warning
-from .base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
+from clusterbench.errors import UsageError
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.node._memory import size_arrays, small_array_warning
+from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
                    check_placement, check_threads, cpulist, resolve_threads)
 
 BW_LIMITS = ("best_bandwidth",)
@@ -40,10 +40,11 @@ MODES = {"both": "read,write,write_nt", "regular": "read,write", "nt": "read,wri
 
 
 @register
-class Bandwidth(Benchmark):
-    name = "bandwidth"
+class MemBandwidth(Benchmark):
+    name = "membw"
+    aliases = ("bandwidth",)  # its name before 0.3
     help = "read-only and write-only memory bandwidth for 1..N threads (lmbench bw_mem rd/wr, MB/s = 1e6)"
-    kernel = "bandwidth"
+    kernel = "membw"
     metrics = (
         Metric("read", "MB/s", True, "sum over an array, each element read once (8 B/element)", BW_LIMITS),
         Metric("write", "MB/s", True, "fill an array, each element written once (8 B/element; "
@@ -90,12 +91,12 @@ class Bandwidth(Benchmark):
         return sum(0.3 + 8 * n * ((1 + nw) * params["ntimes"] + 3) / (8e9 * min(c, 8)) for c in params["counts"])
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
-        b = ctx.build("bandwidth")
+        b = ctx.build("membw")
         warn = small_array_warning(ctx, params["array_elements"], "array")
         if warn:
             ctx.note(f"bandwidth: {warn.message}")
         nw = 2 if params["variant"] == "both" else 1
-        ctx.progress.start("bandwidth", total=(1 + nw) * len(params["counts"]))
+        ctx.progress.start("membw", total=(1 + nw) * len(params["counts"]))
         out: list[Result] = []
         for t in params["counts"]:
             cpus = params["cpus"][:t]
@@ -104,7 +105,7 @@ class Bandwidth(Benchmark):
 
             def on(rec: dict, cpus: list[int] = cpus, base: dict = base) -> None:
                 if rec["type"] == "info":
-                    check_placement(rec, cpus, "bandwidth")
+                    check_placement(rec, cpus, "membw")
                 elif rec["type"] == "result":
                     out.append(ctx.emit(self, rec["metric"], rec["samples"][1:], {**base, **rec.get("params", {})},
                                         times_s=rec["times_s"][1:], extra_warnings=(warn,)))

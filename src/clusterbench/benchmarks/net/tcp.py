@@ -42,13 +42,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import EnvironmentProblem, KernelFailed, UsageError
-from ..kernels.build import Build
-from ..launch import local
-from ..launch import simcluster as sc
-from ..launch.local import KernelJob
-from . import register
-from .base import Benchmark, Metric, Param, RunContext
+from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.kernels.build import Build
+from clusterbench.launch import local
+from clusterbench.launch import simcluster as sc
+from clusterbench.launch.local import KernelJob
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext
 
 LOOPBACK = "127.0.0.1"
 KERNEL_FLAGS = ("-pthread",)

@@ -30,18 +30,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import KernelFailed, UsageError
-from ..launch import mpi as mpimod
-from . import register
-from ._mpi_common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.launch import mpi as mpimod
+from clusterbench.benchmarks import register
+from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
                           WINDOW, KernelSession, detect, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
                           shared_cpu_warning, shares_cores, subsampled_times)
-from .base import Benchmark, Metric, Param, RunContext, allowed_cpus
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext, allowed_cpus
 
 
 def _cores(ctx: RunContext) -> list[int]:
     """One cpu per physical core this process may use, package by package."""
-    from ..probe.topology import cpu_order
+    from clusterbench.probe.topology import cpu_order
 
     allowed = allowed_cpus(ctx)
     try:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import KernelFailed, UsageError
-from . import get_benchmark, register
-from ._mpi_common import ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, parse_host_params
-from .base import Benchmark, Metric, Param, Result, RunContext
-from .hpl import ENGINES, TOPOLOGIES, grids
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.benchmarks import get_benchmark, register
+from clusterbench.benchmarks.mpi.common import ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, parse_host_params
+from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext
+from clusterbench.benchmarks.hpl.hpl import ENGINES, TOPOLOGIES, grids
 
 GRID_MODES = ("all", "squarest")
 
@@ -45,7 +45,7 @@ def parse_nodes(text: str | None, most: int) -> list[int]:
 
 def _virtual_hosts() -> str | None:
     """The virtual cluster's nodes, one slot each, when one is up."""
-    from ..launch import simcluster
+    from clusterbench.launch import simcluster
 
     try:
         c = simcluster.load()

@@ -1,0 +1,1 @@
+"""HPL: the built-in engine, external engines (hpcc, xhpl) and node-count scaling."""

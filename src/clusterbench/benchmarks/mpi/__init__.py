@@ -1,0 +1,1 @@
+"""MPI benchmarks of the interconnect: ping-pong, bandwidth, pairs, ring, placement."""

@@ -1,0 +1,1 @@
+"""Network benchmarks below MPI (TCP)."""

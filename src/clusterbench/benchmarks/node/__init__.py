@@ -1,0 +1,1 @@
+"""Benchmarks of one node: memory, caches, FPU, peak, DGEMM."""
