@@ -59,12 +59,12 @@ def test_limits_scale_with_cores_and_use_measured_peak():
     peak = Result("peak", "gflops", 35.0, "Gflop/s", True, {"threads": 4}, [35.0], {})
     ctx.results.append(peak)
     res = Result("fake", "gflops", 20.0, "Gflop/s", True, {"threads": 4}, [20.0], {})
-    got = {d["name"]: d for d in limits.judge(ctx, res, ("rpeak", "measured_peak", "dram_theoretical"))}
+    got = {d["name"]: d for d in limits.judge(ctx, res, ("rpeak", "measured_peak", "dram_theoretical"), {"measured_peak": {("peak", "gflops")}})}
     assert got["rpeak"]["value"] == 40.0 and got["rpeak"]["fraction"] == 0.5
     assert got["measured_peak"]["value"] == 35.0
     assert "dram_theoretical" not in got  # unknown here: skipped, never guessed
     one = Result("fake", "gflops", 5.0, "Gflop/s", True, {"threads": 1}, [5.0], {})
-    got1 = {d["name"]: d for d in limits.judge(ctx, one, ("rpeak", "measured_peak"))}
+    got1 = {d["name"]: d for d in limits.judge(ctx, one, ("rpeak", "measured_peak"), {"measured_peak": {("peak", "gflops")}})}
     assert got1["rpeak"]["value"] == 10.0 and "measured_peak" not in got1  # no 1-thread peak measured
 
 
@@ -115,3 +115,20 @@ def test_rpeak_on_hybrid_cpus_sums_per_core_figures():
     res = Result("fake", "gflops", 40.0, "Gflop/s", True, {"threads": 2, "cpus": [0, 2]}, [40.0], {})
     got = limits.judge(ctx, res, ("rpeak",))
     assert got[0]["value"] == 42.0
+
+
+def test_in_cache_figures_never_feed_the_memory_limit():
+    """Issue 14 defect 2: a cache-resident stream figure (flagged in_cache by the benchmark, or a
+    stored one carrying the small-arrays warning) must not become 'the best bandwidth measured
+    here' for later runs, nor be judged against it itself."""
+    providers = {"best_bandwidth": {("stream", "triad"), ("membw", "read")}}
+    stored = [{"value": 180_000.0, "params": {"threads": 2}, "warnings": [{"code": "small-arrays"}]},
+              {"value": 15_000.0, "params": {"threads": 2}, "warnings": []}]
+    ctx = RunContext(probe={}, history=lambda b, m: stored if (b, m) == ("stream", "triad") else [])
+    ctx.results.append(Result("stream", "triad", 170_000.0, "MB/s", True, {"threads": 2, "in_cache": True},
+                              [170_000.0], {}))
+    normal = Result("stream", "triad", 12_000.0, "MB/s", True, {"threads": 2, "in_cache": False}, [12_000.0], {})
+    got = {d["name"]: d for d in limits.judge(ctx, normal, ("best_bandwidth",), providers)}
+    assert got["best_bandwidth"]["value"] == 15_000.0  # the stored normal run, not 180,000 or 170,000
+    cached = Result("stream", "triad", 190_000.0, "MB/s", True, {"threads": 2, "in_cache": True}, [190_000.0], {})
+    assert limits.judge(ctx, cached, ("best_bandwidth",), providers) == []

@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = cmds.add_parser("run", help="run a benchmark and store its results")
     benches = run.add_subparsers(dest="benchmark", required=True, parser_class=_Parser, metavar="BENCHMARK")
     for name, cls in all_benchmarks().items():
-        sub = benches.add_parser(name, help=cls.help, description=cls.help)
+        sub = benches.add_parser(name, help=cls.describe(), description=cls.describe())
         _common_run_options(sub)
         for p in cls.params:
             _add_param(sub, p)
@@ -352,7 +352,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     rows, doc = [], {}
     for name, cls in all_benchmarks().items():
-        doc[name] = {"help": cls.help, "metrics": [m.__dict__ for m in cls.metrics],
+        doc[name] = {"help": cls.describe(), "metrics": [m.__dict__ for m in cls.metrics],
                      "params": [{"name": p.name, "type": getattr(p.type, "__name__", p.type), "default": p.default,
                                  "help": p.help, "choices": p.choices} for p in cls.params]}
         for m in cls.metrics:

@@ -11,10 +11,15 @@ from typing import IO, Any
 
 from clusterbench.benchmarks.base import Progress
 
-# Parameters worth showing in a one-line summary of a result, in this order.
-_KEY_PARAMS = ("mode", "variant", "class", "cpu_a", "cpu_b", "transport_used", "pair", "pairs", "direction", "streams", "message_bytes", "threads", "processes", "order", "op", "size_bytes", "n",
-               "isa", "blas",
-               "cpu_node", "mem_node", "hugepages", "implied_size_bytes", "probe_size_bytes")
+
+
+def _key_params(benchmark: str) -> tuple[str, ...]:
+    """The parameters that tell one figure from another, as the benchmark declares them
+    (``Benchmark.key_params``); none for a benchmark this version does not know."""
+    from clusterbench.benchmarks import ALIASES, all_benchmarks
+
+    cls = all_benchmarks().get(ALIASES.get(benchmark, benchmark))
+    return cls.key_params if cls else ()
 
 
 class RichProgress(Progress):
@@ -87,7 +92,7 @@ def result_rows(results: Iterable[dict]) -> list[list[str]]:
     rows = []
     for r in results:
         p = r.get("params") or {}
-        params = " ".join(_fmt_param(k, p[k]) for k in _KEY_PARAMS if k in p and p[k] is not None)
+        params = " ".join(_fmt_param(k, p[k]) for k in _key_params(r["benchmark"]) if k in p and p[k] is not None)
         s = r.get("summary") or {}
         lim = r.get("limit")
         lim_s = f"{lim['fraction']:.1%} of {lim['name']} {_fmt_value(lim['value'])}" if lim else ""

@@ -1,8 +1,12 @@
 """The limits a figure is judged against: theoretical (Rpeak) and measured (best seen).
 
 Each entry of :data:`LIMITS` takes the run context and a result and returns
-``(value, description)`` or ``None`` when the limit is unknown here. Benchmarks name limits in
-their metric declarations; :func:`judge` evaluates them in order.
+``(value, description)`` or ``None`` when the limit is unknown here. Benchmarks name the limits
+a metric is judged against in its declaration (``Metric.limits``), and the measured limits a
+metric feeds (``Metric.provides``: peak's gflops feeds ``measured_peak``, every memory-bandwidth
+metric feeds ``best_bandwidth``); the registry hands those providers to :func:`judge`, so this
+module names no benchmark. A figure flagged as running from cache (``params.in_cache``, or a
+``small-arrays`` warning on a stored one) never feeds a memory limit.
 """
 from __future__ import annotations
 
@@ -12,12 +16,10 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     from clusterbench.benchmarks.base import Result, RunContext
 
-LimitFn = Callable[["RunContext", "Result"], Optional[tuple[float, str]]]
+#: limit name -> the (benchmark, metric) pairs whose figures feed it, from the declarations
+Providers = dict[str, set[tuple[str, str]]]
+LimitFn = Callable[["RunContext", "Result", Providers], Optional[tuple[float, str]]]
 LIMITS: dict[str, LimitFn] = {}
-
-#: Metrics that count as "memory bandwidth measured on this node" (benchmark, metric).
-BANDWIDTH_METRICS = {("stream", m) for m in ("copy", "scale", "add", "triad")} | {
-    ("membw", "read"), ("membw", "write")}
 
 
 def limit(name: str) -> Callable[[LimitFn], LimitFn]:
@@ -52,7 +54,7 @@ def _rpeak_of_cpus(ctx: "RunContext", cpus: Sequence[int] | None, n: int, key: s
 
 
 def _rpeak_limit(key: str, label: str) -> LimitFn:
-    def fn(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+    def fn(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
         n = _ncores(res)
         val = _rpeak_of_cpus(ctx, res.params.get("cpus"), n, key)
         if val is None:
@@ -67,14 +69,23 @@ LIMITS["rpeak_max"] = _rpeak_limit("dp_gflops_max", "DP, maximum clock")
 LIMITS["rpeak_sp"] = _rpeak_limit("sp_gflops_nominal", "SP, nominal clock")
 
 
-def _best(ctx: "RunContext", pairs: set[tuple[str, str]], match: Callable[[dict], bool]) -> float | None:
+def in_cache(params: dict, warnings: Sequence[dict] = ()) -> bool:
+    """A memory figure that ran (partly) from cache: flagged by its benchmark, or, stored by an
+    older version, carrying the small-arrays warning."""
+    return bool(params.get("in_cache")) or any(w.get("code") == "small-arrays" for w in warnings or ())
+
+
+def _best(ctx: "RunContext", pairs: set[tuple[str, str]], match: Callable[[dict], bool],
+          memory: bool = False) -> float | None:
     best: float | None = None
     for r in ctx.results:
-        if (r.benchmark, r.metric) in pairs and match(r.params):
+        if (r.benchmark, r.metric) in pairs and match(r.params) and not (memory and in_cache(r.params, r.warnings)):
             best = r.value if best is None else max(best, r.value)
     if ctx.history:
         for bench, metric in pairs:
             for h in ctx.history(bench, metric):
+                if memory and in_cache(h.get("params") or {}, h.get("warnings") or ()):
+                    continue
                 if match(h.get("params") or {}):
                     v = float(h["value"])
                     best = v if best is None else max(best, v)
@@ -82,27 +93,30 @@ def _best(ctx: "RunContext", pairs: set[tuple[str, str]], match: Callable[[dict]
 
 
 @limit("measured_peak")
-def measured_peak(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+def measured_peak(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
     """Best FMA-peak measured on this host with as many cores (this run, then the store)."""
     n = _ncores(res)
-    best = _best(ctx, {("peak", "gflops")}, lambda p: p.get("threads") == n)
+    best = _best(ctx, providers.get("measured_peak", set()), lambda p: p.get("threads") == n)
     if best is None:
         return None
     return best, f"measured peak (FMA kernel), {n} core{'s' if n > 1 else ''}"
 
 
 @limit("best_bandwidth")
-def best_bandwidth(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
-    """Best memory bandwidth measured on this host with the same thread count."""
+def best_bandwidth(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
+    """Best memory bandwidth measured on this host with the same thread count; none for a
+    figure that ran from cache (it is not a memory figure)."""
+    if in_cache(res.params, res.warnings):
+        return None
     n = _ncores(res)
-    pairs = BANDWIDTH_METRICS | {(res.benchmark, res.metric)}
-    best = _best(ctx, pairs, lambda p: p.get("threads") == n and not p.get("in_cache"))
+    pairs = providers.get("best_bandwidth", set()) | {(res.benchmark, res.metric)}
+    best = _best(ctx, pairs, lambda p: p.get("threads") == n, memory=True)
     best = max(best or 0.0, res.value)
     return best, f"best memory bandwidth measured here, {n} thread{'s' if n > 1 else ''}"
 
 
 @limit("dram_theoretical")
-def dram_theoretical(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+def dram_theoretical(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
     """Channels x transfer rate x 8 B, where the probe could read the DIMMs."""
     mem = ctx.probe.get("memory") or {}
     val = mem.get("theoretical_bandwidth_mbs")
@@ -112,7 +126,7 @@ def dram_theoretical(ctx: "RunContext", res: "Result") -> tuple[float, str] | No
 
 
 @limit("link_rate")
-def link_rate(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
+def link_rate(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
     """The rate of the link a network figure crossed, in Mbit/s, as the benchmark recorded it in
     ``params["link_rate_mbits"]`` (a sim-cluster's tc tbf rate, or the NIC speed from the probe)."""
     val = res.params.get("link_rate_mbits")
@@ -121,11 +135,12 @@ def link_rate(ctx: "RunContext", res: "Result") -> tuple[float, str] | None:
     return float(val), str(res.params.get("link_rate_source") or "link rate")
 
 
-def judge(ctx: "RunContext", res: "Result", names: Sequence[str]) -> list[dict]:
-    """Evaluate the named limits; unknown ones are skipped (never guessed)."""
+def judge(ctx: "RunContext", res: "Result", names: Sequence[str], providers: Providers | None = None) -> list[dict]:
+    """Evaluate the named limits; unknown ones are skipped (never guessed). ``providers``: for
+    each measured limit, the (benchmark, metric) pairs that feed it."""
     out = []
     for name in names:
-        got = LIMITS[name](ctx, res)
+        got = LIMITS[name](ctx, res, providers or {})
         if got is None:
             continue
         value, desc = got

@@ -14,6 +14,8 @@ from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunCo
 REGISTRY: dict[str, type[Benchmark]] = {}
 #: old name -> current name (a renamed benchmark keeps working under its old name)
 ALIASES: dict[str, str] = {}
+#: measured limit -> the (benchmark, metric) pairs that feed it (``Metric.provides``)
+PROVIDERS: dict[str, set[tuple[str, str]]] = {}
 
 
 def register(cls: type[Benchmark]) -> type[Benchmark]:
@@ -21,10 +23,13 @@ def register(cls: type[Benchmark]) -> type[Benchmark]:
     from clusterbench.analysis.limits import LIMITS
 
     for m in cls.metrics:
-        unknown = [name for name in m.limits if name not in LIMITS]
+        unknown = [name for name in (*m.limits, *m.provides) if name not in LIMITS]
         if unknown:
             raise TypeError(f"{cls.__name__}.{m.name} names unknown limit(s) {unknown}; known: {sorted(LIMITS)}")
     REGISTRY[cls.name] = cls
+    for m in cls.metrics:
+        for lim in m.provides:
+            PROVIDERS.setdefault(lim, set()).add((cls.name, m.name))
     for alias in cls.aliases:
         ALIASES[alias] = cls.name
     return cls

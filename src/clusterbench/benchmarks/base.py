@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from clusterbench.analysis import limits as limits_mod
@@ -30,22 +30,90 @@ class Metric:
     higher_is_better: bool
     description: str
     limits: tuple[str, ...] = ()
+    #: the measured limits this metric's figures feed (e.g. ``best_bandwidth``, ``measured_peak``)
+    provides: tuple[str, ...] = ()
+
+
+_LIST_TYPES = ("intlist", "strlist")
 
 
 @dataclass(frozen=True)
 class Param:
-    """A benchmark parameter; the CLI builds ``--name`` options from these."""
+    """A benchmark parameter, declared as data: the CLI builds ``--name`` from it, and
+    :meth:`Benchmark.resolve` checks every value against it before anything runs.
+
+    Bounds (``min``/``max``, inclusive unless ``min_open``) apply to a number, or to every item
+    of an ``intlist``; ``why`` says where the bounds come from (shown in the error). A list that
+    is given must not be empty (``--sizes ,,,`` is refused, not read as "the default"), and a
+    string that is given must not be blank (``--hosts ''``)."""
 
     name: str
-    type: type | str  # int, float, str, bool, or "intlist" (comma-separated ints)
+    type: type | str  # int, float, str, bool, "intlist" or "strlist" (comma-separated)
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    #: the lower bound itself is not allowed: (min, max]
+    min_open: bool = False
+    why: str = ""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def bounds_text(self) -> str:
+        lo = "" if self.min is None else f"{self.min:g}"
+        hi = "" if self.max is None else f"{self.max:g}"
+        if self.min is not None and self.max is not None:
+            text = f"({lo}, {hi}]" if self.min_open else f"{lo} to {hi}"
+        elif self.min is not None:
+            text = f"above {lo}" if self.min_open else f"{lo} or more"
+        else:
+            text = f"{hi} or less"
+        return text + (f" ({self.why})" if self.why else "")
+
+    def check(self, value: Any, given: bool = True) -> None:
+        """Raise a one-line UsageError when a value breaks the declaration (``given``: the user
+        gave it, so an empty list or a blank string is refused rather than read as a default)."""
+        if value is None:
+            return
+        if self.type in _LIST_TYPES:
+            items = list(value)
+            if not items and given:
+                raise UsageError(f"{self.flag} is empty", f"give at least one value, or leave {self.flag} out")
+            if self.choices:
+                bad = [v for v in items if v not in self.choices]
+                if bad:
+                    raise UsageError(f"{self.flag} {bad[0]!r} is not one of {', '.join(map(str, self.choices))}",
+                                     "pick from those")
+            for v in items:
+                self._check_number(v)
+            return
+        if self.type is str and isinstance(value, str) and not value.strip() and given:
+            raise UsageError(f"{self.flag} is empty", f"give a value, or leave {self.flag} out")
+        if self.choices and value not in self.choices:
+            raise UsageError(f"{self.flag} {value!r} is not one of {', '.join(map(str, self.choices))}",
+                             "pick one of those")
+        self._check_number(value)
+
+    def _check_number(self, v: Any) -> None:
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UsageError(f"{self.flag} {v} is not allowed", "give a finite number")
+        low = self.min is not None and (v <= self.min if self.min_open else v < self.min)
+        high = self.max is not None and v > self.max
+        if low or high:
+            raise UsageError(f"{self.flag} {v:g} is not allowed", f"use {self.bounds_text()}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
-    """One metric at one parameter point, with its samples, summary, limit and warnings."""
+    """One metric at one parameter point, with its samples, summary, limit and warnings.
+
+    Frozen: made once, complete, by :meth:`RunContext.emit` (judged and warned before it exists),
+    so what is stored, printed and compared is the same record."""
 
     benchmark: str
     metric: str
@@ -62,6 +130,22 @@ class Result:
 
     def as_json(self) -> dict:
         return asdict(self)
+
+
+class Resolved(dict):
+    """A benchmark's parameters after :meth:`Benchmark.check`: reads like the dict the benchmark
+    completed (``p["threads"]``, ``p["size_list"]``), and keeps apart what the user asked for
+    (:attr:`user`: defaults, profile and given values, before ``check``) from what ``check``
+    derived or completed (:attr:`derived`: a thread count from the topology, a size list, the
+    rank placement)."""
+
+    def __init__(self, values: dict[str, Any], user: dict[str, Any]) -> None:
+        super().__init__(values)
+        self.user: dict[str, Any] = dict(user)
+
+    @property
+    def derived(self) -> dict[str, Any]:
+        return {k: v for k, v in self.items() if k not in self.user or self.user[k] != v}
 
 
 class Progress:
@@ -161,9 +245,11 @@ class RunContext:
         if times_s:
             ws.append(warn.coarse_timer(times_s, self.timer_resolution_s))
         ws.extend(extra_warnings)
-        res.warnings = warn.as_dicts(ws)
-        res.limits = limits_mod.judge(self, res, m.limits)
-        res.limit = res.limits[0] if res.limits else None
+        res = replace(res, warnings=warn.as_dicts(ws))
+        from clusterbench.benchmarks import PROVIDERS
+
+        judged = limits_mod.judge(self, res, m.limits, PROVIDERS)
+        res = replace(res, limits=judged, limit=judged[0] if judged else None)
         self.results.append(res)
         if self.sink:
             self.sink(res)
@@ -195,6 +281,21 @@ class Benchmark:
     params: ClassVar[tuple[Param, ...]] = ()
     #: parameter overrides applied by ``--quick`` and ``--full``
     profiles: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: the suites (composites such as ``node`` and ``mpi``) this benchmark belongs to, each with
+    #: its position there: a composite runs its members in that order
+    suites: ClassVar[dict[str, int]] = {}
+    #: the parameters that tell one figure of this benchmark from another in a table
+    #: (e.g. ``threads``, ``size_bytes``); the printer shows these, in this order
+    key_params: ClassVar[tuple[str, ...]] = ()
+    #: what the summary says about this benchmark's figures: headline lines and findings
+    #: ("what holds it back"), as small rules over result dicts (see :mod:`analysis.findings`)
+    headlines: ClassVar[tuple[Callable[[list[dict]], list[str]], ...]] = ()
+    findings: ClassVar[tuple[Callable[[list[dict]], list[str]], ...]] = ()
+
+    @classmethod
+    def describe(cls) -> str:
+        """The one-line help of ``clusterbench run NAME``."""
+        return cls.help
 
     def metric(self, name: str) -> Metric:
         for m in self.metrics:
@@ -220,10 +321,8 @@ class Benchmark:
         params = self.defaults(ctx.profile)
         params.update({k: v for k, v in given.items() if v is not None})
         for p in self.params:
-            if p.choices and params[p.name] is not None and params[p.name] not in p.choices:
-                raise UsageError(f"--{p.name.replace('_', '-')} {params[p.name]!r} is not one of "
-                                 f"{', '.join(map(str, p.choices))}", "pick one of those")
-        return self.check(ctx, params)
+            p.check(params[p.name], given=given.get(p.name) is not None)
+        return Resolved(self.check(ctx, dict(params)), user=params)
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         """Validate and complete parameters (e.g. threads from the topology). Raise UsageError."""
@@ -257,9 +356,21 @@ class Benchmark:
 
 
 class Composite(Benchmark):
-    """A benchmark made of others (``node``, ``mpi``): :meth:`check` resolves each part into
-    ``params["parts"]`` ({name: resolved params}); estimating, building, the hosts and running
-    then go part by part, in order."""
+    """A benchmark made of others (``node``, ``mpi``): its members are the benchmarks that
+    declare its name in their ``suites``, in the order they give. :meth:`check` resolves each part
+    into ``params["parts"]`` ({name: resolved params}); estimating, building, the hosts and
+    running then go part by part, in order."""
+
+    @classmethod
+    def members(cls) -> tuple[str, ...]:
+        from clusterbench.benchmarks import all_benchmarks
+
+        found = [(b.suites[cls.name], name) for name, b in all_benchmarks().items() if cls.name in b.suites]
+        return tuple(name for _, name in sorted(found))
+
+    @classmethod
+    def describe(cls) -> str:
+        return f"{cls.help}: {', '.join(cls.members())}"
 
     def _parts(self, params: dict[str, Any]) -> list[tuple["Benchmark", dict[str, Any]]]:
         from clusterbench.benchmarks import get_benchmark
@@ -287,11 +398,11 @@ class Composite(Benchmark):
 
 
 # -- shared parameter helpers ------------------------------------------------------------------
-THREADS = Param("threads", int, None, "threads (default: one per physical core)")
+THREADS = Param("threads", int, None, "threads (default: one per physical core)", min=1)
 ORDER = Param("order", str, "compact", "thread placement order", ("compact", "spread"))
 SMT = Param("smt", bool, False, "also use SMT siblings (hyper-threads) after the physical cores")
-CPUS = Param("cpus", "intlist", None, "explicit cpu list, e.g. 0,2,4 (overrides --order)")
-CPU = Param("cpu", int, None, "cpu to pin the single thread to (default: the first of the placement)")
+CPUS = Param("cpus", "intlist", None, "explicit cpu list, e.g. 0,2,4 (overrides --order)", min=0)
+CPU = Param("cpu", int, None, "cpu to pin the single thread to (default: the first of the placement)", min=0)
 
 
 def allowed_cpus(ctx: RunContext) -> list[int]:

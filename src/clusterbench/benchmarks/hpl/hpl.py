@@ -220,6 +220,7 @@ class BuiltinEngine:
     """clusterbench's own HPL (kernels/hpl.c), launched through launch/mpi.py."""
 
     name = "builtin"
+    key_params = ('n', 'nb', 'grid', 'topology', 'blas')
     kernel = "hpl"
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:

@@ -57,6 +57,7 @@ def _virtual_hosts() -> str | None:
 @register
 class HplScaling(Benchmark):
     name = "hpl-scaling"
+    key_params = ('nodes', 'n', 'grid')
     help = "HPL Rmax against node count: N from the nodes' memory, the best P x Q grid per count (seed 000 Fig. 5.4)"
     kernel = "hpl"
     metrics = (

@@ -31,6 +31,8 @@ MODES = {"uni": ["bw"], "bi": ["bibw"], "both": ["bw", "bibw"]}
 @register
 class Bw(Benchmark):
     name = "bw"
+    suites = {"mpi": 20}
+    key_params = ('direction', 'transport_used', 'pair', 'size_bytes')
     help = "MPI streaming bandwidth between two ranks, one way and both ways (osu_bw, osu_bibw)"
     kernel = "mpibw"
     metrics = (

@@ -72,6 +72,8 @@ def _split(ctx: RunContext, cores: list[int]) -> tuple[list[int], list[int], str
 @register
 class MultiPair(Benchmark):
     name = "multipair"
+    suites = {"mpi": 30}
+    key_params = ('pairs', 'transport_used', 'size_bytes')
     help = "k = 1, 2, 4, ... concurrent MPI pairs between two nodes or sockets: per-pair and aggregate " \
            "bandwidth, per-pair latency (osu_mbw_mr, IMB MultiPingPong)"
     kernel = "mpibw"

@@ -53,6 +53,8 @@ def sweep_sizes(max_size: int, perturb: bool) -> list[int]:
 @register
 class PingPong(Benchmark):
     name = "pingpong"
+    suites = {"mpi": 10}
+    key_params = ('transport_used', 'pair', 'size_bytes')
     help = "MPI ping-pong latency and bandwidth between two ranks, 0 B to 16 MiB (OSU/IMB/NetPIPE)"
     kernel = "pingpong"
     metrics = (

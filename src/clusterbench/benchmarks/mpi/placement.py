@@ -38,6 +38,8 @@ BW_SIZE = 1 << 20
 @register
 class Placement(Benchmark):
     name = "placement"
+    suites = {"mpi": 50}
+    key_params = ('class', 'cpu_a', 'cpu_b', 'transport_used')
     help = "MPI latency (8 B) and bandwidth (1 MiB) per rank-pair distance: SMT, L2, L3, NUMA, socket, node"
     kernel = "pingpong"
     metrics = (

@@ -52,6 +52,8 @@ def assign_ranks(hosts: list[mpimod.Host], nranks: int) -> list[str]:
 @register
 class Ring(Benchmark):
     name = "ring"
+    suites = {"mpi": 40}
+    key_params = ('class', 'transport_used', 'message_bytes', 'processes')
     help = "HPCC b_eff ring: naturally and randomly ordered ring latency (8 B) and bandwidth (2 MB)"
     kernel = "ring"
     metrics = (

@@ -1,14 +1,14 @@
-"""``mpi``: the interconnect set for a cluster (or this node) in one run: pingpong, bw/bibw,
-multipair, ring, placement and tcp, each given the hosts and the options it understands."""
+"""``mpi``: the interconnect set for a cluster (or this node) in one run. Its members are the
+benchmarks that declare ``suites = {"mpi": position}`` (pingpong, bw, multipair, ring,
+placement, tcp), each given the hosts and the options it understands."""
 from __future__ import annotations
 
 from typing import Any
 
-from clusterbench.errors import ClusterbenchError, UsageError
-from clusterbench.benchmarks import REGISTRY, get_benchmark, register
+from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.base import Composite, Param, RunContext
+from clusterbench.errors import ClusterbenchError, UsageError
 
-PARTS = ("pingpong", "bw", "multipair", "ring", "placement", "tcp")
 #: options of ``mpi`` handed to every part that declares a parameter of the same name
 SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
 
@@ -16,25 +16,27 @@ SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
 @register
 class MpiSuite(Composite):
     name = "mpi"
-    help = "the interconnect set: " + ", ".join(PARTS) + " (--quick: about a minute on 2 virtual nodes)"
+    help = "the interconnect set (--quick: about a minute on 2 virtual nodes)"
     params = (
         Param("hosts", str, None, "hosts, e.g. node1:4,node2:4 or cbsim-n1,cbsim-n2 (default: this node)"),
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
-        Param("transport", str, None, "MPI transport for every part: auto, shm, tcp, rdma"),
+        Param("transport", str, None, "MPI transport for every part: auto, shm, tcp, rdma",
+              ("auto", "shm", "tcp", "rdma")),
         Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
         Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
-        Param("launcher", str, None, "how ranks start: auto, mpirun, srun"),
+        Param("launcher", str, None, "how ranks start: auto, mpirun, srun", ("auto", "mpirun", "srun")),
         Param("skip", "strlist", (), "parts to leave out, e.g. tcp,placement"),
     )
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        members = self.members()
         skip = tuple(params.get("skip") or ())
-        bad = [s for s in skip if s not in PARTS]
+        bad = [s for s in skip if s not in members]
         if bad:
-            raise UsageError(f"--skip {bad[0]} is not an mpi part", f"choose from {', '.join(PARTS)}")
+            raise UsageError(f"--skip {bad[0]} is not an mpi part", f"choose from {', '.join(members)}")
         parts: dict[str, dict] = {}
-        for name in PARTS:
-            if name in skip or name not in _registered():
+        for name in members:
+            if name in skip:
                 continue
             bench = get_benchmark(name)
             names = {p.name for p in bench.params}
@@ -46,7 +48,3 @@ class MpiSuite(Composite):
             except ClusterbenchError as exc:
                 raise type(exc)(exc.problem, f"{exc.fix or 'fix it'}, or leave it out with --skip {name}") from exc
         return {"skip": skip, "parts": parts}
-
-
-def _registered() -> set[str]:
-    return set(REGISTRY)

@@ -255,6 +255,8 @@ class _Server:
 @register
 class Tcp(Benchmark):
     name = "tcp"
+    suites = {"mpi": 60}
+    key_params = ('direction', 'streams', 'message_bytes')
     help = "TCP throughput (1..n streams) and round-trip latency between two nodes, without MPI (iperf3, qperf)"
     kernel = "tcp"
     metrics = (

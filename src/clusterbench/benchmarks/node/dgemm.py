@@ -153,6 +153,8 @@ def late_warning(infos: dict[int, dict], results: dict[int, dict]) -> Warning_ |
 @register
 class Dgemm(Benchmark):
     name = "dgemm"
+    suites = {"node": 60}
+    key_params = ('mode', 'blas', 'n', 'threads')
     help = "BLAS DGEMM Gflop/s: one core, every core its own copy (HPCC StarDGEMM), all cores threaded"
     kernel = "dgemm"
     kernel_libs = ("dl",)
@@ -165,10 +167,10 @@ class Dgemm(Benchmark):
     )
     params = (
         Param("mode", str, "all", "single core, star (one process per core), threaded, or all three", MODES),
-        Param("n", int, None, "matrix order (default: a sample of about 0.5 s on one core)"),
+        Param("n", int, None, "matrix order (default: a sample of about 0.5 s on one core)", min=1, max=200000),
         Param("k", int, None, "inner dimension: C (n x n) = A (n x k) B (k x n) (default: k = n); k = NB is the "
               "shape of HPL's trailing update"),
-        Param("samples", int, 5, "timed products per run, after one warm-up that is excluded"),
+        Param("samples", int, 5, "timed products per run, after one warm-up that is excluded", min=1, max=1000),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, netlib, system... or a path to a .so"),
         Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
         THREADS, ORDER, SMT, CPUS,
@@ -177,8 +179,6 @@ class Dgemm(Benchmark):
     profiles = {"quick": {"n": 1200, "samples": 3}, "full": {"samples": 10}}
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        if params["samples"] < 1:
-            raise UsageError(f"--samples {params['samples']} is not allowed", "use --samples 1 or more")
         params = resolve_threads(ctx, params)
         name, path = resolve_blas(params["blas"])
         params["blas_name"], params["blas_path"] = name, path
@@ -186,8 +186,6 @@ class Dgemm(Benchmark):
             rp = ((ctx.probe.get("rpeak") or {}).get("per_core") or {}).get("dp_gflops_nominal") or 20.0
             params["n"] = max(500, min(10000, int(round((0.5 * 0.8 * rp * 1e9 / 2) ** (1 / 3) / 100) * 100)))
         n = params["n"]
-        if n < 1:
-            raise UsageError(f"--n {n} is not allowed", "use --n 1 or more (e.g. 2000)")
         k = params.get("k")
         if k is not None and not 1 <= k <= 200000:
             raise UsageError(f"--k {k} is not allowed", "use --k 1 or more (e.g. 192), or leave it out for k = n")

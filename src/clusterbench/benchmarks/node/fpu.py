@@ -29,6 +29,8 @@ OPS = ("add", "mul", "fma", "div", "sqrt")
 @register
 class Fpu(Benchmark):
     name = "fpu"
+    suites = {"node": 20}
+    key_params = ('op', 'threads')
     help = "latency and throughput of scalar double add, mul, fma, div, sqrt (seed 001, Table 1)"
     kernel = "fpu"
     metrics = (
@@ -42,8 +44,8 @@ class Fpu(Benchmark):
     params = (
         CPU,
         Param("ops", str, ",".join(OPS), "comma-separated operations: " + ", ".join(OPS)),
-        Param("samples", int, 10, "timed runs per operation and mode (best is reported)"),
-        Param("min_time", float, 0.005, "seconds per timed run"),
+        Param("samples", int, 10, "timed runs per operation and mode (best is reported)", min=1, max=64),
+        Param("min_time", float, 0.005, "seconds per timed run", min=0, max=10, min_open=True),
     )
     profiles = {"quick": {"samples": 5, "min_time": 0.002}, "full": {"samples": 30, "min_time": 0.02}}
 
@@ -55,10 +57,6 @@ class Fpu(Benchmark):
         if bad or not ops:
             raise UsageError(f"--ops: unknown operation '{bad[0] if bad else ''}'", f"choose from {', '.join(OPS)}")
         p["ops"] = ",".join(dict.fromkeys(ops))
-        if not 1 <= p["samples"] <= 64:
-            raise UsageError(f"--samples {p['samples']} is not allowed", "use 1 to 64")
-        if not 0 < p["min_time"] < 10:
-            raise UsageError(f"--min-time {p['min_time']} is not allowed", "use a value in (0, 10) seconds")
         p["threads"] = 1
         p["cpus"] = [p["cpu"]]
         return p

@@ -107,6 +107,8 @@ def size_list(lo: int, hi: int, per_octave: int, line: int) -> list[int]:
 @register
 class Memlat(Benchmark):
     name = "memlat"
+    suites = {"node": 50}
+    key_params = ('hugepages', 'size_bytes', 'implied_size_bytes', 'probe_size_bytes')
     help = "memory latency vs working set (random pointer chase); L1/L2/L3/DRAM plateaus (lat_mem_rd)"
     kernel = "memlat"
     metrics = (
@@ -122,12 +124,12 @@ class Memlat(Benchmark):
         Param("hugepages", str, "both", "transparent huge pages: off, on, or both variants", ("off", "on", "both")),
         Param("pattern", str, "random", "random: one random cycle over all lines; page: random pages, "
               "random lines within each page (fewer TLB misses)", ("random", "page")),
-        Param("min_bytes", int, 1 * KIB, "smallest working set (bytes)"),
+        Param("min_bytes", int, 1 * KIB, "smallest working set (bytes)", min=64),
         Param("max_bytes", int, None, "largest working set (default: max(4 x LLC of the pinned cpu, 256 MiB), "
               "at most 1/4 of MemAvailable; quick: 256 MiB)"),
-        Param("per_octave", int, 4, "working-set sizes per doubling"),
-        Param("samples", int, 5, "timed chases per size (best is reported)"),
-        Param("min_time", float, 0.005, "seconds per timed chase"),
+        Param("per_octave", int, 4, "working-set sizes per doubling", min=1, max=16),
+        Param("samples", int, 5, "timed chases per size (best is reported)", min=1, max=1000),
+        Param("min_time", float, 0.005, "seconds per timed chase", min=0, max=10, min_open=True),
     )
     profiles = {
         "quick": {"hugepages": "off", "per_octave": 2, "samples": 3, "min_time": 0.002},
@@ -137,12 +139,6 @@ class Memlat(Benchmark):
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = dict(params)
         p["cpu"] = check_cpu(ctx, p["cpu"])
-        if p["samples"] < 1 or p["samples"] > 1000:
-            raise UsageError(f"--samples {p['samples']} is not allowed", "use 1 to 1000")
-        if p["per_octave"] < 1 or p["per_octave"] > 16:
-            raise UsageError(f"--per-octave {p['per_octave']} is not allowed", "use 1 to 16")
-        if not (0 < p["min_time"] < 10):
-            raise UsageError(f"--min-time {p['min_time']} is not allowed", "use a value in (0, 10) seconds")
         line = line_bytes(ctx.probe)
         p["line_bytes"] = line
         if p["min_bytes"] < 2 * line:

@@ -68,11 +68,13 @@ def infer_fma_units(fpc_measured: float, candidates: list[float]) -> tuple[int, 
 @register
 class Peak(Benchmark):
     name = "peak"
+    suites = {"node": 10}
+    key_params = ('isa', 'threads')
     help = "FMA peak Gflop/s per core and for all cores, the clock it implies (likwid peakflops, seed 002)"
     kernel = "peak"
     metrics = (
         Metric("gflops", "Gflop/s", True, "DP FMA throughput of the threads together (1 FMA lane = 2 flops)",
-               ("rpeak", "rpeak_max")),
+               ("rpeak", "rpeak_max"), provides=("measured_peak",)),
         Metric("gflops_per_core", "Gflop/s", True, "aggregate DP FMA throughput / threads", ()),
         Metric("effective_clock", "MHz", True,
                "clock the measured peak implies: Gflop/s / (flops/cycle/core from the probe x cores)", ()),
@@ -84,8 +86,8 @@ class Peak(Benchmark):
     )
     params = (
         Param("isa", str, "auto", "SIMD instruction set: best of this build, or force a narrower one", ISAS),
-        Param("samples", int, 5, "timed samples per thread count"),
-        Param("seconds", float, 0.5, "length of one sample (s)"),
+        Param("samples", int, 5, "timed samples per thread count", min=1, max=1000),
+        Param("seconds", float, 0.5, "length of one sample (s)", min=0, max=60, min_open=True),
         Param("sp", bool, True, "also measure single precision"),
         THREADS, ORDER, SMT, CPUS,
         Param("corrupt", bool, False, "test hook: damage a chain after timing (validation must fail)"),
@@ -94,8 +96,6 @@ class Peak(Benchmark):
                 "full": {"samples": 10, "seconds": 1.0, "sp": True}}
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        if params["samples"] < 1:
-            raise UsageError(f"--samples {params['samples']} is not allowed", "use --samples 1 or more")
         if not params["seconds"] > 0 or params["seconds"] > 600:
             raise UsageError(f"--seconds {params['seconds']} is out of range", "use a value in (0, 600]")
         isa = params["isa"]

@@ -1,30 +1,30 @@
-"""``node``: every node benchmark in one run, in an order that lets later figures be judged
-against earlier ones (peak before dgemm, stream before bandwidth)."""
+"""``node``: every node benchmark in one run. Its members are the benchmarks that declare
+``suites = {"node": position}``, in an order that lets later figures be judged against earlier
+ones (peak before dgemm, stream before membw)."""
 from __future__ import annotations
 
 from typing import Any
 
-from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.base import Composite, Param, RunContext
-
-PARTS = ("peak", "fpu", "stream", "membw", "memlat", "dgemm")
+from clusterbench.errors import ClusterbenchError, UsageError
 
 
 @register
 class Node(Composite):
     name = "node"
-    help = "characterise this node: " + ", ".join(PARTS) + " (--quick takes under a minute)"
+    help = "characterise this node (--quick takes under a minute)"
     params = (Param("skip", "strlist", (), "benchmarks to leave out, e.g. dgemm,memlat"),
-              Param("threads", int, None, "threads for the multi-threaded parts (default: one per core)"))
+              Param("threads", int, None, "threads for the multi-threaded parts (default: one per core)", min=1))
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        members = self.members()
         skip = tuple(params.get("skip") or ())
-        bad = [s for s in skip if s not in PARTS]
+        bad = [s for s in skip if s not in members]
         if bad:
-            raise UsageError(f"--skip {bad[0]} is not a node benchmark", f"choose from {', '.join(PARTS)}")
+            raise UsageError(f"--skip {bad[0]} is not a node benchmark", f"choose from {', '.join(members)}")
         parts: dict[str, dict] = {}
-        for name in PARTS:
+        for name in members:
             if name in skip:
                 continue
             bench = get_benchmark(name)
