@@ -105,7 +105,7 @@ def test_bad_input(ctx) -> None:
     bw = get_benchmark("bw")
     for given, match in (({"direction": "sideways"}, "not one of"), ({"sizes": [0, 8]}, "not allowed"),
                          ({"cpus": [0]}, "two cpus"), ({"window": 0}, "window"),
-                         ({"time_budget": 0}, "time-budget"), ({"max_size": 2 << 30}, "above 1 GiB")):
+                         ({"time_budget": 0}, "time-budget"), ({"max_size": 2 << 30}, "max-size 2147483648 is not allowed; use 1 to 1073741824 .1 GiB")):
         with pytest.raises(UsageError, match=match):
             bw.resolve(ctx, {"allow_root": True, **given})
     mp = get_benchmark("multipair")

@@ -84,7 +84,8 @@ def test_four_ranks_oversubscribed(mpi, live_probe) -> None:
 
 def test_bad_input(ctx) -> None:
     bench = get_benchmark("ring")
-    for given, match in (({"ranks": 1}, "2 or more ranks"), ({"random_rings": 0}, "random-rings"),
+    for given, match in (({"ranks": 1}, "ranks 1 is not allowed; use 2 to 4096 .a ring needs two ranks"),
+                         ({"ranks": 0}, "ranks 0 is not allowed"), ({"random_rings": 0}, "random-rings"),
                          ({"measurements": 0}, "measurements"), ({"bw_size": 0}, "bw-size"),
                          ({"ranks": 2, "cpus": [0]}, "one cpu per rank"), ({"hosts": "n1:1", "ranks": 2}, "slots"),
                          ({"transport": "smoke"}, "not one of")):

@@ -51,6 +51,10 @@ def _add_param(sub: argparse.ArgumentParser, p: Param) -> None:
         sub.add_argument(flag, dest=p.name, action=argparse.BooleanOptionalAction, default=None, help=p.help + default_note)
         return
     conv: Any = {"intlist": _intlist, "strlist": _strlist}.get(p.type, p.type)  # type: ignore[arg-type]
+    if p.type in ("intlist", "strlist"):  # argparse would test the whole list against the choices: Param.check does
+        note = f" (from: {', '.join(map(str, p.choices))})" if p.choices else ""
+        sub.add_argument(flag, dest=p.name, type=conv, default=None, help=p.help + note + default_note)
+        return
     sub.add_argument(flag, dest=p.name, type=conv, default=None, choices=p.choices, help=p.help + default_note)
 
 

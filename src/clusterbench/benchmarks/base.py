@@ -57,14 +57,15 @@ class Param:
     #: the lower bound itself is not allowed: (min, max]
     min_open: bool = False
     why: str = ""
+    #: parameters that cannot be given together with this one
+    excludes: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
     def bounds_text(self) -> str:
-        lo = "" if self.min is None else f"{self.min:g}"
-        hi = "" if self.max is None else f"{self.max:g}"
+        lo, hi = _num(self.min), _num(self.max)
         if self.min is not None and self.max is not None:
             text = f"({lo}, {hi}]" if self.min_open else f"{lo} to {hi}"
         elif self.min is not None:
@@ -85,7 +86,7 @@ class Param:
             if self.choices:
                 bad = [v for v in items if v not in self.choices]
                 if bad:
-                    raise UsageError(f"{self.flag} {bad[0]!r} is not one of {', '.join(map(str, self.choices))}",
+                    raise UsageError(f"{self.flag} {bad[0]} is not one of {', '.join(map(str, self.choices))}",
                                      "pick from those")
             for v in items:
                 self._check_number(v)
@@ -105,7 +106,16 @@ class Param:
         low = self.min is not None and (v <= self.min if self.min_open else v < self.min)
         high = self.max is not None and v > self.max
         if low or high:
-            raise UsageError(f"{self.flag} {v:g} is not allowed", f"use {self.bounds_text()}")
+            raise UsageError(f"{self.flag} {_num(v)} is not allowed", f"use {self.bounds_text()}")
+
+
+def _num(v: float | None) -> str:
+    """A bound or value as a person writes it: 1073741824, not 1.07374e+09; 0.5, not 0.500000."""
+    if v is None:
+        return ""
+    if float(v).is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:g}"
 
 
 @dataclass(frozen=True)
@@ -322,6 +332,10 @@ class Benchmark:
         params.update({k: v for k, v in given.items() if v is not None})
         for p in self.params:
             p.check(params[p.name], given=given.get(p.name) is not None)
+            clash = [o for o in p.excludes if given.get(p.name) is not None and given.get(o) is not None]
+            if clash:
+                other = "--" + clash[0].replace("_", "-")
+                raise UsageError(f"{p.flag} and {other} both given", "give one of them")
         return Resolved(self.check(ctx, dict(params)), user=params)
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:

@@ -20,16 +20,17 @@ from typing import Any
 from clusterbench.errors import KernelFailed
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
-                          WINDOW, KernelSession, check_common, check_sizes, detect, launch_spec, place_pair,
-                          shared_cpu_warning, shares_cores, subsampled_times)
-from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext
+from clusterbench.benchmarks.mpi.common import (PAIR_CPUS,
+    PAIR_HOSTFILE, PAIR_HOSTS, VALIDATE, WINDOW, KernelSession, MiB, MpiBenchmark,
+    check_sizes, detect, launch_spec, max_size, place_pair, shared_cpu_warning, shares_cores, sizes,
+    subsampled_times, time_budget)
+from clusterbench.benchmarks.base import Metric, Param, RunContext
 
 MODES = {"uni": ["bw"], "bi": ["bibw"], "both": ["bw", "bibw"]}
 
 
 @register
-class Bw(Benchmark):
+class Bw(MpiBenchmark):
     name = "bw"
     suites = {"mpi": 20}
     key_params = ('direction', 'transport_used', 'pair', 'size_bytes')
@@ -43,25 +44,17 @@ class Bw(Benchmark):
     )
     params = (
         Param("direction", str, "both", "uni (bw), bi (bibw) or both", tuple(MODES)),
-        Param("max_size", int, 4 * MiB, "largest message in bytes (sweep 1, 2, 4, ... max)"),
-        Param("sizes", "intlist", None, "explicit message sizes in bytes (overrides --max-size)"),
+        max_size(4 * MiB),
+        sizes(),
         WINDOW,
-        TRANSPORT, MPI, LAUNCHER,
-        TCP_INCLUDE,
-        Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
-              "(default: both ranks on this node)"),
-        Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
-        Param("cpus", "intlist", None, "the two cpus for rank 0 and rank 1 (default: the first two cores)"),
-        ALLOW_ROOT,
+        PAIR_HOSTS, PAIR_HOSTFILE, PAIR_CPUS,
         VALIDATE,
-        Param("time_budget", float, 0.25, "seconds of timed iterations per size and direction"),
-        LAUNCH_TIMEOUT,
+        time_budget(0.25, "size and direction"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        p = dict(params)
-        check_common(p)
+        p = super().check(ctx, params)
         p["size_list"] = check_sizes(p)
         p["modes"] = MODES[p["direction"]]
         place_pair(ctx, p, "bw")
@@ -69,9 +62,6 @@ class Bw(Benchmark):
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         return 1.0 + len(params["size_list"]) * len(params["modes"]) * (params["time_budget"] * 1.2 + 0.02)
-
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:
         return launch_spec(ctx, params, params["places"], params["host_list"])

@@ -1,17 +1,18 @@
-"""Pieces shared by the MPI benchmarks (pingpong, bw, multipair, ring, placement, hpl): the root
-rule, the MPI and launcher chosen, hosts and the virtual cluster, message sizes, the launch spec,
-the handling of the kernels' placement report and of the transport proof, and the run note."""
+"""What the MPI benchmarks share (pingpong, bw, multipair, ring, placement, hpl): the base class
+:class:`MpiBenchmark` (the MPI parameters declared once, the root rule, the kernel built with the
+MPI's own mpicc, one launch with its record handling), hosts and the virtual cluster, message
+sizes, the launch spec, the placement report and transport proof, and the run note."""
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.launch import simcluster
-from clusterbench.benchmarks.base import Param, RunContext
+from clusterbench.benchmarks.base import Benchmark, Param, RunContext
 
 MiB = 1 << 20
 
@@ -23,8 +24,30 @@ LAUNCHER = Param("launcher", str, "auto", "how ranks start: auto (srun inside a 
 TCP_INCLUDE = Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport")
 ALLOW_ROOT = Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
                    "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1")
-LAUNCH_TIMEOUT = Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks")
-WINDOW = Param("window", int, 64, "messages in flight per iteration (osu_bw's window)")
+LAUNCH_TIMEOUT = Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks",
+                       min=0, max=3600, min_open=True)
+WINDOW = Param("window", int, 64, "messages in flight per iteration (osu_bw's window)", min=1, max=4096,
+               why="osu_bw: 64")
+#: the two-rank benchmarks' hosts and cpus (pingpong, bw)
+PAIR_HOSTS = Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
+                   "(default: both ranks on this node)")
+PAIR_HOSTFILE = Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used")
+PAIR_CPUS = Param("cpus", "intlist", None, "the two cpus for rank 0 and rank 1 (default: the first two cores)", min=0)
+
+
+def time_budget(default: float, what: str) -> Param:
+    return Param("time_budget", float, default, f"seconds of timed iterations per {what}", min=0, max=60,
+                 min_open=True)
+
+
+def max_size(default: int, smallest: int = 1) -> Param:
+    return Param("max_size", int, default, f"largest message in bytes (sweep {'0, ' if smallest == 0 else ''}1, 2, "
+                 "4, ... max)", min=smallest, max=1 << 30, why="1 GiB at most")
+
+
+def sizes(smallest: int = 1, note: str = "overrides --max-size") -> Param:
+    return Param("sizes", "intlist", None, f"explicit message sizes in bytes ({note})", min=smallest, max=1 << 30,
+                 why="1 GiB at most")
 VALIDATE = Param("validate", bool, True, "check the received data after each size's timed loop (outside it)")
 
 
@@ -73,11 +96,7 @@ def check_sizes(p: dict[str, Any]) -> list[int]:
     """``sizes`` (explicit) or the powers of two up to ``max_size``: 1 B .. 1 GiB, at most 100."""
     if p.get("sizes"):
         sizes = sorted(dict.fromkeys(int(s) for s in p["sizes"]))
-        if sizes[0] < 1:
-            raise UsageError(f"--sizes {sizes[0]} is not allowed", "give sizes of 1 byte or more")
     else:
-        if p["max_size"] < 1:
-            raise UsageError(f"--max-size {p['max_size']} is not allowed", "give a size of 1 byte or more")
         sizes = power_sizes(p["max_size"])
     if sizes[-1] > 1 << 30:
         raise UsageError(f"message size {sizes[-1]} B is above 1 GiB", "choose --max-size 1073741824 or less")
@@ -87,13 +106,8 @@ def check_sizes(p: dict[str, Any]) -> list[int]:
 
 
 def check_common(p: dict[str, Any]) -> None:
+    """What every MPI benchmark checks besides the declared bounds: the root rule."""
     check_allow_root(p)
-    if not 0 < p["time_budget"] <= 60:
-        raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
-    if not 1 <= p.get("window", 64) <= 4096:
-        raise UsageError(f"--window {p['window']} is not allowed", "use 1 to 4096 messages (osu_bw: 64)")
-    if p.get("launch_timeout", 60) <= 0:
-        raise UsageError(f"--launch-timeout {p['launch_timeout']} is not allowed", "use a positive number of seconds")
 
 
 def detect(params: dict[str, Any]) -> mpimod.MpiInstall:
@@ -298,3 +312,45 @@ def subsampled_times(samples: Sequence[float], bytes_per_iteration: float, laten
     if latency:
         return [2e-6 * s for s in samples if s > 0]
     return [bytes_per_iteration / (s * 1e6) for s in samples if s > 0]
+
+
+class MpiBenchmark(Benchmark):
+    """An MPI kernel benchmark. Subclasses declare their own ``params``; the MPI parameters every
+    MPI benchmark takes (:attr:`shared_params`: transport, tcp_include, mpi, launcher, allow_root,
+    launch_timeout) are added once here, after them (a subclass's own parameter of the same name
+    wins). :meth:`check` applies the root rule (call it first from a subclass's check);
+    :meth:`prepare` builds the kernel with the chosen MPI's ``mpicc``; :meth:`launch` runs it once
+    with the standard record handling (placement report verified before any figure, MPI library
+    and transport proof recorded with every figure, the transport noted)."""
+
+    shared_params: ClassVar[tuple[Param, ...]] = (TRANSPORT, TCP_INCLUDE, MPI, LAUNCHER, ALLOW_ROOT, LAUNCH_TIMEOUT)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = tuple(cls.__dict__.get("params", ()))
+        names = {p.name for p in own}
+        cls.params = own + tuple(p for p in cls.shared_params if p.name not in names)
+
+    def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
+        p = dict(params)
+        check_common(p)
+        return p
+
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        if self.kernel:
+            ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
+
+    def launch(self, ctx: RunContext, params: dict[str, Any], args: Sequence[str], base: dict[str, Any],
+               on_result: Callable[[dict], None], places: Sequence[tuple[str | None, int]] | None = None,
+               host_list: Sequence[tuple] | None = None, different_nodes: Sequence[tuple[int, int]] = (),
+               proof_ranks: Sequence[int] = (0, 1), **session: Any) -> mpimod.MpiRun:
+        """Build (cached) and run the kernel once with ``args`` on ``places`` (default: the
+        resolved ``params["places"]`` on ``params["host_list"]``); ``base`` gets the placement,
+        MPI library and transport proof; each result record goes to ``on_result``."""
+        mpi = detect(params)
+        b = ctx.build(self.kernel or self.name, openmp=False, cc=mpi.mpicc)
+        spec = launch_spec(ctx, params, params["places"] if places is None else places,
+                           params.get("host_list") if host_list is None else host_list)
+        name = session.pop("name", self.name)
+        ks = KernelSession(ctx, name, spec, mpi, base, on_result, different_nodes, **session)
+        return ks.run([str(b.path), *args], params["launch_timeout"], proof_ranks=proof_ranks)

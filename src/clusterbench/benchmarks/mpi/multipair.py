@@ -33,10 +33,10 @@ from typing import Any
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, MiB, TCP_INCLUDE, TRANSPORT, VALIDATE,
-                          WINDOW, KernelSession, detect, check_common, check_sizes, host_tuples, launch_spec, parse_host_params,
-                          shared_cpu_warning, shares_cores, subsampled_times)
-from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext, allowed_cpus
+from clusterbench.benchmarks.mpi.common import (VALIDATE, WINDOW, KernelSession, MiB, MpiBenchmark, check_sizes, detect, host_tuples,
+    launch_spec, max_size, parse_host_params, shared_cpu_warning, shares_cores, sizes, subsampled_times,
+    time_budget)
+from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus
 
 
 def _cores(ctx: RunContext) -> list[int]:
@@ -70,7 +70,7 @@ def _split(ctx: RunContext, cores: list[int]) -> tuple[list[int], list[int], str
 
 
 @register
-class MultiPair(Benchmark):
+class MultiPair(MpiBenchmark):
     name = "multipair"
     suites = {"mpi": 30}
     key_params = ('pairs', 'transport_used', 'size_bytes')
@@ -87,30 +87,25 @@ class MultiPair(Benchmark):
     )
     params = (
         Param("pairs", "intlist", None, "pair counts to run, e.g. 1,2,4 (default: 1, 2, 4, ... up to the cores "
-              "of one side, or the slots of one host)"),
-        Param("max_size", int, 4 * MiB, "largest message in bytes (sweep 1, 2, 4, ... max)"),
-        Param("sizes", "intlist", None, "explicit message sizes in bytes (overrides --max-size)"),
+              "of one side, or the slots of one host)", min=1),
+        max_size(4 * MiB),
+        sizes(),
         Param("direction", str, "uni", "uni: side A streams to side B (osu_mbw_mr); bi: both ways at once",
               ("uni", "bi")),
         Param("latency", bool, True, "also measure each pair's ping-pong latency, all pairs at once"),
         WINDOW,
-        TRANSPORT, MPI, LAUNCHER,
-        TCP_INCLUDE,
         Param("hosts", str, None, "two hosts A,B with slots, e.g. node1:4,node2:4: ranks 0..k-1 on A, "
               "k..2k-1 on B (default: the two sockets or halves of this node)"),
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
         Param("cpus", "intlist", None, "side A's cpus then side B's, an even count (default: from the topology)"),
-        ALLOW_ROOT,
         VALIDATE,
-        Param("time_budget", float, 0.1, "seconds of timed iterations per size, mode and pair count"),
-        LAUNCH_TIMEOUT,
+        time_budget(0.1, "size, mode and pair count"),
     )
     profiles = {"quick": {"time_budget": 0.03, "max_size": 1 * MiB}, "full": {"time_budget": 0.5}}
 
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        p = dict(params)
-        check_common(p)
+        p = super().check(ctx, params)
         p["size_list"] = check_sizes(p)
         p["modes"] = ["bibw" if p["direction"] == "bi" else "bw"] + (["lat"] if p["latency"] else [])
         hosts = parse_host_params(p) or []
@@ -145,8 +140,6 @@ class MultiPair(Benchmark):
         limit = max(limit, 1)
         if p["pairs"]:
             pairs = sorted(dict.fromkeys(int(k) for k in p["pairs"]))
-            if pairs[0] < 1:
-                raise UsageError(f"--pairs {pairs[0]} is not allowed", "use 1 or more pairs")
             if pairs[-1] > limit and not ctx.oversubscribe:
                 where = ("slots and cores per host" if inter else "cores of one side of this node")
                 raise UsageError(f"--pairs {pairs[-1]} exceeds the {limit} {where}",
@@ -179,9 +172,6 @@ class MultiPair(Benchmark):
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         per = len(params["size_list"]) * len(params["modes"]) * (params["time_budget"] * 1.2 + 0.02)
         return len(params["pair_counts"]) * (1.0 + per)
-
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     def launch_spec(self, ctx: RunContext, params: dict[str, Any], k: int) -> mpimod.LaunchSpec:
         return launch_spec(ctx, params, self.places(params, k), params["host_list"])

@@ -29,9 +29,10 @@ from typing import Any
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (PINGPONG_DEFINITIONS, KernelSession, check_allow_root, detect, launch_spec, pingpong_figure,
-                          place_pair)
-from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext
+from clusterbench.benchmarks.mpi.common import (PAIR_CPUS, PAIR_HOSTFILE, PAIR_HOSTS, PINGPONG_DEFINITIONS, KernelSession,
+                                                MpiBenchmark, detect, launch_spec, max_size, pingpong_figure,
+                                                place_pair, sizes, time_budget)
+from clusterbench.benchmarks.base import Metric, Param, RunContext
 
 MiB = 1 << 20
 
@@ -51,7 +52,7 @@ def sweep_sizes(max_size: int, perturb: bool) -> list[int]:
 
 
 @register
-class PingPong(Benchmark):
+class PingPong(MpiBenchmark):
     name = "pingpong"
     suites = {"mpi": 10}
     key_params = ('transport_used', 'pair', 'size_bytes')
@@ -63,66 +64,35 @@ class PingPong(Benchmark):
         Metric("bandwidth", "MB/s", True, "message size / half round-trip time, 1e6 B/s (params size_bytes)"),
     )
     params = (
-        Param("max_size", int, 16 * MiB, "largest message in bytes (sweep 0, 1, 2, 4, ... max)"),
-        Param("sizes", "intlist", None, "explicit message sizes in bytes (overrides --max-size/--perturb)"),
+        max_size(16 * MiB, smallest=0),
+        sizes(smallest=0, note="overrides --max-size/--perturb"),
         Param("perturb", bool, True, "also measure each power of two +-3 bytes (NetPIPE)"),
-        Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS),
         Param("transports", "strlist", None, "several transports, the same pair measured over each in turn, "
-              "e.g. tcp,shm (side by side in one run)"),
-        Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport"),
-        Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
-        Param("launcher", str, "auto", "how ranks start: auto (srun inside a Slurm allocation, else mpirun/mpiexec), "
-              "mpirun, srun", mpimod.LAUNCHERS),
-        Param("hosts", str, None, "two hosts, rank 0 on the first and rank 1 on the second, e.g. node1,node2 "
-              "(default: both ranks on this node)"),
-        Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
-        Param("cpus", "intlist", None, "the two cpus for rank 0 and rank 1 (default: the first two cores)"),
-        Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
-              "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1"),
+              "e.g. tcp,shm (side by side in one run)", mpimod.TRANSPORTS, excludes=("transport",)),
+        PAIR_HOSTS, PAIR_HOSTFILE, PAIR_CPUS,
         Param("validate", bool, False, "check the data after each size's timed loop (outside it)"),
         Param("hugepages", bool, False, "message buffers on transparent huge pages (large-message "
               "bandwidth rises where the copy is page-bound; default: 4 KiB pages, like most applications)"),
-        Param("time_budget", float, 0.1, "seconds of timed iterations per size (0.1: the full 0..16 MiB sweep "
-              "in about 11 s)"),
-        Param("launch_timeout", float, 60.0, "seconds MPI may take to start the ranks"),
+        time_budget(0.1, "size (0.1: the full 0..16 MiB sweep in about 11 s)"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
 
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        p = dict(params)
-        if p["transports"]:
-            bad = [t for t in p["transports"] if t not in mpimod.TRANSPORTS]
-            if bad:
-                raise UsageError(f"--transports {bad[0]} is not a transport",
-                                 f"choose from {', '.join(mpimod.TRANSPORTS)}")
-            p["transports"] = list(dict.fromkeys(p["transports"]))
-        else:
-            p["transports"] = [p["transport"]]
-        check_allow_root(p)
+        p = super().check(ctx, params)
+        p["transports"] = list(dict.fromkeys(p["transports"] or [p["transport"]]))
         if p["sizes"]:
             sizes = sorted(dict.fromkeys(int(s) for s in p["sizes"]))
-            if sizes[0] < 0:
-                raise UsageError(f"--sizes {sizes[0]} is negative", "give sizes in bytes, 0 or more")
         else:
-            if p["max_size"] < 0:
-                raise UsageError(f"--max-size {p['max_size']} is negative", "give a size in bytes")
             sizes = sweep_sizes(p["max_size"], bool(p["perturb"]))
-        if sizes[-1] > 1 << 30:
-            raise UsageError(f"message size {sizes[-1]} B is above 1 GiB", "choose --max-size 1073741824 or less")
         if len(sizes) > 500:
             raise UsageError(f"{len(sizes)} message sizes is too many", "give at most 500")
         p["size_list"] = sizes
-        if not 0 < p["time_budget"] <= 60:
-            raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
         place_pair(ctx, p, "pingpong")
         return p
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         return len(params["transports"]) * (1.0 + len(params["size_list"]) * (params["time_budget"] * 1.1 + 0.01))
-
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     # -- running -----------------------------------------------------------------------------------
     def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:

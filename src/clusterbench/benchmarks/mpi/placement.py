@@ -26,17 +26,17 @@ from clusterbench.probe import pairs as pairs_mod
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, PINGPONG_DEFINITIONS, TCP_INCLUDE, TRANSPORT,
-                          KernelSession, check_allow_root, detect, launch_spec, parse_host_params, pingpong_figure,
-                          sim_cluster_of)
-from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext, allowed_cpus, placement
+from clusterbench.benchmarks.mpi.common import (PINGPONG_DEFINITIONS,
+    KernelSession, MpiBenchmark, detect, launch_spec, parse_host_params,
+    pingpong_figure, sim_cluster_of, time_budget)
+from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus, placement
 
 LAT_SIZE = 8
 BW_SIZE = 1 << 20
 
 
 @register
-class Placement(Benchmark):
+class Placement(MpiBenchmark):
     name = "placement"
     suites = {"mpi": 50}
     key_params = ('class', 'cpu_a', 'cpu_b', 'transport_used')
@@ -51,22 +51,16 @@ class Placement(Benchmark):
         Param("classes", "strlist", None, "distance classes to measure (default: every class present): "
               + ", ".join(pairs_mod.CLASSES)),
         Param("cpus", "intlist", None, "cpus to choose pairs from (default: every cpu this process may use)"),
-        TRANSPORT, TCP_INCLUDE, MPI, LAUNCHER,
         Param("hosts", str, None, "two hosts A,B: intra-node pairs on A, the node pair between A and B"),
         Param("hostfile", str, None, "Open MPI hostfile; its first two hosts are used"),
-        ALLOW_ROOT,
         Param("validate", bool, True, "check the data after each size's timed loop (outside it)"),
-        Param("time_budget", float, 0.2, "seconds of timed iterations per size and pair"),
-        LAUNCH_TIMEOUT,
+        time_budget(0.2, "size and pair"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
 
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        p = dict(params)
-        check_allow_root(p)
-        if not 0 < p["time_budget"] <= 60:
-            raise UsageError(f"--time-budget {p['time_budget']} is not allowed", "use (0, 60] seconds per size")
+        p = super().check(ctx, params)
         wanted = list(dict.fromkeys(p["classes"])) if p["classes"] else None
         for c in wanted or ():
             if c not in pairs_mod.CLASSES:
@@ -118,9 +112,6 @@ class Placement(Benchmark):
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         return len(params["pair_list"]) * (0.8 + 2 * 1.5 * params["time_budget"])
-
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     # -- running -----------------------------------------------------------------------------------
     def launch_spec(self, ctx: RunContext, params: dict[str, Any], pair: dict) -> mpimod.LaunchSpec:

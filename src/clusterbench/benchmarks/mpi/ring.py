@@ -27,9 +27,8 @@ from typing import Any
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, LAUNCHER, MPI, TCP_INCLUDE, TRANSPORT, KernelSession,
-                          check_allow_root, detect, launch_spec, parse_host_params, sim_cluster_of)
-from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext, allowed_cpus, available_memory, placement
+from clusterbench.benchmarks.mpi.common import (KernelSession, MpiBenchmark, detect, launch_spec, parse_host_params, sim_cluster_of)
+from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus, available_memory, placement
 
 HPCC_LAT_SIZE = 8
 HPCC_BW_SIZE = 2_000_000
@@ -50,7 +49,7 @@ def assign_ranks(hosts: list[mpimod.Host], nranks: int) -> list[str]:
 
 
 @register
-class Ring(Benchmark):
+class Ring(MpiBenchmark):
     name = "ring"
     suites = {"mpi": 40}
     key_params = ('class', 'transport_used', 'message_bytes', 'processes')
@@ -67,39 +66,27 @@ class Ring(Benchmark):
                "(size / geometric-mean time per message; HPCC RandomlyOrderedRingBandwidth)"),
     )
     params = (
-        Param("ranks", int, None, "MPI ranks (default: one per core of this node, or the slots of --hosts)"),
-        Param("random_rings", int, 10, "randomly ordered rings (HPCC: 30 for latency, 10 for bandwidth)"),
-        Param("measurements", int, 5, "repetitions of every ring; the minimum counts (HPCC: 8 and 3)"),
-        Param("seed", int, 1, "seed of the random ring permutations"),
-        Param("lat_size", int, HPCC_LAT_SIZE, "message size for latency, bytes (HPCC: 8)"),
-        Param("bw_size", int, HPCC_BW_SIZE, "message size for bandwidth, bytes (HPCC: 2,000,000)"),
-        Param("loop_time", float, 0.002, "minimum seconds of one timed loop (the loop length grows to it)"),
-        TRANSPORT, TCP_INCLUDE, MPI, LAUNCHER,
+        Param("ranks", int, None, "MPI ranks (default: one per core of this node, or the slots of --hosts)",
+              min=2, max=MAX_RANKS, why="a ring needs two ranks"),
+        Param("random_rings", int, 10, "randomly ordered rings (HPCC: 30 for latency, 10 for bandwidth)",
+              min=1, max=1000),
+        Param("measurements", int, 5, "repetitions of every ring; the minimum counts (HPCC: 8 and 3)", min=1, max=1000),
+        Param("seed", int, 1, "seed of the random ring permutations", min=0),
+        Param("lat_size", int, HPCC_LAT_SIZE, "message size for latency, bytes (HPCC: 8)", min=1, max=1 << 30),
+        Param("bw_size", int, HPCC_BW_SIZE, "message size for bandwidth, bytes (HPCC: 2,000,000)", min=1, max=1 << 30),
+        Param("loop_time", float, 0.002, "minimum seconds of one timed loop (the loop length grows to it)",
+              min=0, max=10, min_open=True),
         Param("hosts", str, None, "hosts and slots, e.g. node1:4,node2:4 (default: this node)"),
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
         Param("cpus", "intlist", None, "cpu of each rank on this node (default: one per core in placement order)"),
-        ALLOW_ROOT,
         Param("validate", bool, True, "check every byte of one extra exchange per ring (outside the timing)"),
-        LAUNCH_TIMEOUT,
     )
     profiles = {"quick": {"random_rings": 5, "measurements": 3, "loop_time": 0.001},
                 "full": {"random_rings": 30, "measurements": 8, "loop_time": 0.01}}
 
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
-        p = dict(params)
-        check_allow_root(p)
-        if not 1 <= p["random_rings"] <= 1000:
-            raise UsageError(f"--random-rings {p['random_rings']} is not allowed", "use 1 to 1000 rings")
-        if not 1 <= p["measurements"] <= 1000:
-            raise UsageError(f"--measurements {p['measurements']} is not allowed", "use 1 to 1000")
-        if p["seed"] < 0:
-            raise UsageError(f"--seed {p['seed']} is negative", "give a seed of 0 or more")
-        for key in ("lat_size", "bw_size"):
-            if not 1 <= p[key] <= 1 << 30:
-                raise UsageError(f"--{key.replace('_', '-')} {p[key]} is not allowed", "use 1 B to 1 GiB")
-        if not 0 < p["loop_time"] <= 10:
-            raise UsageError(f"--loop-time {p['loop_time']} is not allowed", "use (0, 10] seconds")
+        p = super().check(ctx, params)
         hosts = parse_host_params(p)
         cpus = list(p["cpus"]) if p["cpus"] is not None else None
         allowed = allowed_cpus(ctx)
@@ -111,8 +98,6 @@ class Ring(Benchmark):
             raise UsageError(f"the ring needs 2 or more ranks, {n} asked"
                              + ("" if p["hosts"] or p["hostfile"] or cpus else " (this process may use one core)"),
                              "give --ranks 2 or more (add --oversubscribe on a single core)")
-        if n > MAX_RANKS:
-            raise UsageError(f"--ranks {n} is above {MAX_RANKS}", f"run {MAX_RANKS} ranks or fewer")
         if cpus is not None and len(cpus) != n:
             raise UsageError(f"--cpus lists {len(cpus)} cpus for {n} ranks", "give one cpu per rank")
         if hosts:
@@ -157,9 +142,6 @@ class Ring(Benchmark):
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         per_ring = 4 * params["loop_time"] + 0.002
         return 1.5 + 2 * (params["random_rings"] + 1) * params["measurements"] * per_ring
-
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
 
     # -- running -----------------------------------------------------------------------------------
     def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:

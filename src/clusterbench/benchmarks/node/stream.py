@@ -50,7 +50,7 @@ import subprocess
 from typing import Any
 
 from clusterbench.analysis.warnings import Warning_
-from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.errors import EnvironmentProblem
 from clusterbench.kernels.build import Build, compiler
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
