@@ -62,10 +62,13 @@ def test_solution_agrees_with_lapack_and_passes(mpi, live_probe, tmp_path, n, nb
     r = res["rmax"]
     ref = np.linalg.solve(a, b)  # LAPACK dgesv
     assert np.max(np.abs(x - ref)) <= 1e-9 * max(1.0, np.max(np.abs(ref)))
-    # the kernel's residual is HPL's formula on the same data
+    # the kernel's residual is HPL's formula on the same data. ||Ax-b|| is rounding noise, and the
+    # kernel sums in another order than numpy (blocked, per rank), so the two agree in magnitude,
+    # not in digits (0.083 vs 0.103 seen at N=5 on a 2x2 grid): a wrong formula (a missing N or
+    # eps, a norm of the wrong kind) is off by orders of magnitude and still fails here
     eps = np.finfo(float).eps / 2
     mine = np.max(np.abs(a @ x - b)) / (eps * (np.max(np.abs(a).sum(axis=1)) * np.max(np.abs(x)) + np.max(np.abs(b))) * n)
-    assert r.params["residual"] == pytest.approx(mine, rel=0.05, abs=1e-3) and r.params["residual"] < 16
+    assert r.params["residual"] == pytest.approx(mine, rel=0.5, abs=0.05) and r.params["residual"] < 16
     assert r.params["passed"] and res["residual"].value == r.params["residual"]
     gp, gq = (int(v) for v in grid.split("x"))
     assert (r.params["p"], r.params["q"], r.params["n"], r.params["nb"], r.params["pmap"]) == (gp, gq, n, nb, pmap)

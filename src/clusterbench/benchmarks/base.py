@@ -106,7 +106,8 @@ class Param:
         low = self.min is not None and (v <= self.min if self.min_open else v < self.min)
         high = self.max is not None and v > self.max
         if low or high:
-            raise UsageError(f"{self.flag} {_num(v)} is not allowed", f"use {self.bounds_text()}")
+            shown = repr(v) if isinstance(v, float) and len(repr(v)) < 12 else _num(v)  # as the user typed it
+            raise UsageError(f"{self.flag} {shown} is not allowed", f"use {self.bounds_text()}")
 
 
 def _num(v: float | None) -> str:

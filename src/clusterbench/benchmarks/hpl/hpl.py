@@ -348,9 +348,11 @@ class Hpl(Benchmark):
                "eps = 2^-53; PASSED below 16"),
     )
     params = (
-        Param("n", int, None, "matrix order N (default: from --mem)"),
-        Param("mem", float, 0.8, "fraction of the nodes' MemAvailable for the matrix when --n is not given"),
-        Param("nb", int, None, "block size NB (default: per microarchitecture, 192 on AVX2/AVX-512)"),
+        Param("n", int, None, "matrix order N (default: from --mem; given, it wins over --mem)", min=1),
+        Param("mem", float, 0.8, "fraction of the nodes' MemAvailable for the matrix when --n is not given",
+              min=0, max=0.95, min_open=True, why="HPL: 0.8"),
+        Param("nb", int, None, "block size NB (default: per microarchitecture, 192 on AVX2/AVX-512)", min=1,
+              max=NB_MAX, why="HPL: 32 to 256, a multiple of the BLAS blocking"),
         Param("grid", str, None, "process grid PxQ, P*Q = ranks (default: the squarest with P <= Q)"),
         Param("pmap", str, "row", "process mapping: row- or column-major (HPL's PMAP 0/1)", PMAPS),
         Param("topology", str, "pure", "pure: a rank per core, serial BLAS; hybrid: a rank per node, "
@@ -358,14 +360,14 @@ class Hpl(Benchmark):
         Param("hybrid_per", str, "node", "hybrid: one rank per node, or per socket (each bound to its socket's "
               "cores, seed 000 §4.5)", ("node", "socket")),
         Param("ranks", int, None, "MPI ranks (default: pure one per core, hybrid one per node; more than the "
-              "cores only with --oversubscribe)"),
+              "cores only with --oversubscribe)", min=1),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, system... or a path to a .so"),
         Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
         Param("engine", str, "builtin", "HPL implementation: builtin (clusterbench's own); others (hpcc, xhpl) "
               "when their engine module is installed"),
         Param("engine_path", str, None, "the hpcc or xhpl executable (or its directory) for --engine hpcc|xhpl "
               "(default: found on PATH)"),
-        Param("seed", int, 42, "seed of the random matrix"),
+        Param("seed", int, 42, "seed of the random matrix", min=0),
         TRANSPORT,
         TCP_INCLUDE,
         Param("hosts", str, None, "hosts and slots, e.g. node1:2,node2:2 (default: this node)"),
@@ -383,10 +385,6 @@ class Hpl(Benchmark):
         if p["engine"] not in ENGINES:
             raise UsageError(f"--engine {p['engine']!r} is not available", f"use one of {', '.join(sorted(ENGINES))}")
         check_allow_root(p)
-        if p.get("launch_timeout", 60) <= 0:
-            raise UsageError(f"--launch-timeout {p['launch_timeout']} is not allowed", "use a positive number of seconds")
-        if p["seed"] < 0:
-            raise UsageError(f"--seed {p['seed']} is negative", "give a seed of 0 or more")
         hosts = parse_host_params(p)
         self._place(ctx, p, hosts)
         self._grid(p)
@@ -455,8 +453,6 @@ class Hpl(Benchmark):
                 raise UsageError(f"{ranks} ranks need {ranks} cores and {len(set(keys))} are free",
                                  "run fewer ranks, or add --oversubscribe")
             p["places"] = list(zip(rank_hosts, cpus))
-        if ranks < 1:
-            raise UsageError(f"--ranks {ranks} is not allowed", "run 1 rank or more")
         p["ranks"] = ranks
         p["nodes"] = len(nodes)
         p["host_list"] = host_tuples(hosts)
@@ -501,12 +497,7 @@ class Hpl(Benchmark):
         p["mem_available_bytes"] = total
         p["mem_available_from"] = how
         nb = p["nb"] if p["nb"] is not None else default_nb(ctx.probe)
-        if nb <= 0 or nb > NB_MAX:
-            raise UsageError(f"--nb {nb} is not allowed", f"use 1 to {NB_MAX} (HPL: 32 to 256, a multiple of the "
-                             "BLAS blocking)")
         if p["n"] is None:
-            if not 0 < p["mem"] <= 0.95:
-                raise UsageError(f"--mem {p['mem']} is not allowed", "use a fraction in (0, 0.95] (HPL: 0.8)")
             if not total:
                 raise UsageError("MemAvailable is unknown here, so N cannot be derived from --mem", "give --n")
             n = int(math.sqrt(p["mem"] * total / 8) // nb * nb)
@@ -516,8 +507,6 @@ class Hpl(Benchmark):
             p["n_from"] = f"{p['mem']:g} x {total / 2**30:.1f} GiB ({how})"
         else:
             n = p["n"]
-            if n < 1:
-                raise UsageError(f"--n {n} is not allowed", "use --n 1 or more (e.g. 2000)")
             p["n_from"] = "--n"
         if nb > n:
             raise UsageError(f"--nb {nb} is larger than N={n}", f"use --nb {min(n, default_nb(ctx.probe))} or less")

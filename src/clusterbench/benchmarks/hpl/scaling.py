@@ -66,16 +66,19 @@ class HplScaling(Benchmark):
     )
     params = (
         Param("nodes", str, None, "node counts: 1..8, 1,2,4 (default: 1 to the number of hosts)"),
-        Param("mem", float, 0.8, "fraction of the k nodes' MemAvailable for the matrix (HPL: 0.8)"),
-        Param("n_per_node", int, None, "instead of --mem: N = this x sqrt(k) (weak scaling of the matrix memory)"),
-        Param("nb", int, None, "block size NB (default: hpl's per microarchitecture; see `tune hpl`)"),
+        Param("mem", float, 0.8, "fraction of the k nodes' MemAvailable for the matrix (HPL: 0.8)",
+              min=0, max=0.95, min_open=True),
+        Param("n_per_node", int, None, "instead of --mem: N = this x sqrt(k) (weak scaling of the matrix memory)",
+              min=1),
+        Param("nb", int, None, "block size NB (default: hpl's per microarchitecture; see `tune hpl`)", min=1,
+              max=4096),
         Param("grids", str, "all", "all: every P x Q with P <= Q per count, the best kept; squarest: one run",
               GRID_MODES),
         Param("topology", str, "pure", "pure: a rank per core; hybrid: a rank per node, threaded BLAS", TOPOLOGIES),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl... or a path to a .so"),
         Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
         Param("engine", str, "builtin", "HPL implementation (as hpl's --engine)"),
-        Param("seed", int, 42, "seed of the random matrix"),
+        Param("seed", int, 42, "seed of the random matrix", min=0),
         TRANSPORT,
         TCP_INCLUDE,
         Param("hosts", str, None, "hosts and slots, e.g. node1:2,node2:2 (default: the virtual cluster, if up)"),
@@ -91,8 +94,6 @@ class HplScaling(Benchmark):
             p["hosts"] = _virtual_hosts()
         hosts = parse_host_params(p) or []
         counts = parse_nodes(p["nodes"], max(1, len(hosts)))
-        if p["n_per_node"] is not None and p["n_per_node"] < 1:
-            raise UsageError(f"--n-per-node {p['n_per_node']} is not allowed", "give a positive order, e.g. 4000")
         hpl = get_benchmark("hpl")
         plan = []
         for k in counts:

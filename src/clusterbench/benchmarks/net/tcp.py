@@ -269,12 +269,16 @@ class Tcp(Benchmark):
     params = (
         Param("hosts", str, None, "'local' (loopback) or two sim-cluster nodes SERVER,CLIENT, e.g. cbsim-n1,cbsim-n2 "
               "(default: the sim-cluster's first two nodes when one is up, else local)"),
-        Param("streams", "intlist", [1, 2, 4], "parallel TCP streams, one thread and connection each, e.g. 1,2,4"),
-        Param("seconds", float, 2.0, "seconds per timed phase"),
-        Param("repeats", int, 3, "timed phases per stream count (a warm-up phase comes first, not reported)"),
-        Param("block", int, 131072, "bytes per send (iperf3's TCP default: 128 KiB)"),
-        Param("latency_iterations", int, 5000, "timed round trips (0: no latency test)"),
-        Param("message_size", int, 1, "bytes per latency message (qperf tcp_lat: 1)"),
+        Param("streams", "intlist", [1, 2, 4], "parallel TCP streams, one thread and connection each, e.g. 1,2,4",
+              min=1, max=256),
+        Param("seconds", float, 2.0, "seconds per timed phase", min=0, max=3600, min_open=True),
+        Param("repeats", int, 3, "timed phases per stream count (a warm-up phase comes first, not reported)",
+              min=1, max=1000),
+        Param("block", int, 131072, "bytes per send (iperf3's TCP default: 128 KiB)", min=64, max=64 << 20,
+              why="64 B to 64 MiB"),
+        Param("latency_iterations", int, 5000, "timed round trips (0: no latency test)", min=0, max=10_000_000),
+        Param("message_size", int, 1, "bytes per latency message (qperf tcp_lat: 1)", min=1, max=64 << 20,
+              why="1 B to 64 MiB"),
     )
     profiles = {
         "quick": {"streams": [1, 2], "seconds": 1.0, "repeats": 2, "latency_iterations": 2000},
@@ -291,22 +295,10 @@ class Tcp(Benchmark):
             p["hosts"] = _default_hosts()
         p["hosts"] = ",".join(h.strip() for h in str(p["hosts"]).split(","))
         resolve_hosts(p["hosts"])  # names, root and cluster checked before anything is stored
-        streams = list(p["streams"] or [])
-        if not streams or any(s < 1 or s > 256 for s in streams):
-            raise UsageError(f"--streams {streams}: each count must be 1..256", "e.g. --streams 1,2,4")
+        streams = list(p["streams"])
         if len(streams) > 64:
             raise UsageError("--streams: at most 64 stream counts", "give fewer")
         p["streams"] = streams
-        if not 0 < p["seconds"] <= 3600:
-            raise UsageError(f"--seconds {p['seconds']} is not allowed", "use a value in (0, 3600]")
-        if not 1 <= p["repeats"] <= 1000:
-            raise UsageError(f"--repeats {p['repeats']} is not allowed", "use 1 to 1000")
-        if not 64 <= p["block"] <= 64 << 20:
-            raise UsageError(f"--block {p['block']} is not allowed", "use 64 B to 64 MiB")
-        if not 0 <= p["latency_iterations"] <= 10_000_000:
-            raise UsageError(f"--latency-iterations {p['latency_iterations']} is not allowed", "use 0 to 10000000")
-        if not 1 <= p["message_size"] <= 64 << 20:
-            raise UsageError(f"--message-size {p['message_size']} is not allowed", "use 1 B to 64 MiB")
         return p
 
     def _client_seconds(self, params: dict[str, Any]) -> float:
