@@ -89,7 +89,8 @@ def _r(bench: str, metric: str, value: float, params: dict, limits: list | None 
 
 
 def test_node_summary_diagnoses():
-    from clusterbench.analysis.summary import summarize_node
+    """The rules the node benchmarks declare (peak, dgemm, stream, memlat, the node suite's balance)."""
+    from clusterbench.benchmarks import summarize_results
 
     mp = [{"name": "measured_peak", "description": "measured peak", "value": 100.0, "fraction": 0.2}]
     rs = [_r("peak", "gflops", 50.0, {"threads": 1}), _r("peak", "gflops", 100.0, {"threads": 2}),
@@ -97,7 +98,7 @@ def test_node_summary_diagnoses():
           _r("stream", "triad", 20000.0, {"threads": 1, "variant": "nt"}),
           _r("stream", "triad", 22000.0, {"threads": 2, "variant": "nt"}),
           _r("memlat", "l3_latency", 40.0, {"implied_size_bytes": 8 << 20, "probe_size_bytes": 300 << 20}, higher=False)]
-    s = summarize_node(rs)
+    s = summarize_results(rs)
     text = "\n".join(s["findings"])
     assert "DGEMM reaches only single 20%" in text
     assert "barely grows from 1 to 2 threads (1.10x)" in text

@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = cmds.add_parser("run", help="run a benchmark and store its results")
     benches = run.add_subparsers(dest="benchmark", required=True, parser_class=_Parser, metavar="BENCHMARK")
     for name, cls in all_benchmarks().items():
-        sub = benches.add_parser(name, help=cls.describe(), description=cls.describe())
+        sub = benches.add_parser(name, aliases=list(cls.aliases), help=cls.describe(), description=cls.describe())
         _common_run_options(sub)
         for p in cls.params:
             _add_param(sub, p)
@@ -218,7 +218,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from clusterbench import session
     from clusterbench.ui import RichProgress, dump_json, print_results, print_summary
 
+    from clusterbench.benchmarks import ALIASES
+    from clusterbench.benchmarks.base import Composite
+
+    args.benchmark = ALIASES.get(args.benchmark, args.benchmark)  # an old name still runs
     cls = all_benchmarks()[args.benchmark]
+    is_suite = issubclass(cls, Composite)
     given = {p.name: getattr(args, p.name) for p in cls.params if getattr(args, p.name, None) is not None}
     store = None if args.no_store else Store(args.db)
     use_bar = sys.stderr.isatty() and not args.json
@@ -241,13 +246,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise
     if args.json:
         doc = report.document()
-        if args.benchmark == "node":
-            from clusterbench.analysis.summary import summarize_node
-            doc["summary"] = summarize_node(doc["results"])
+        if is_suite:
+            from clusterbench.benchmarks import summarize_results
+            doc["summary"] = summarize_results(doc["results"])
         dump_json(doc)
     else:
         print_results([r.as_json() for r in report.results])
-        if args.benchmark == "node":
+        if is_suite:
             print_summary([r.as_json() for r in report.results])
         for note in report.run.get("notes") or []:
             sys.stdout.write(f"note: {note}\n")

@@ -187,11 +187,13 @@ def format_probe(p: dict) -> str:
 
 
 def print_summary(results: list[dict], out: IO[str] | None = None) -> None:
-    """The node headline (see :mod:`clusterbench.analysis.summary`)."""
-    from clusterbench.analysis.summary import summarize_node
+    """The run's headline (see :mod:`clusterbench.analysis.summary`): the rules its benchmarks declare."""
+    from clusterbench.benchmarks import summarize_results
 
     out = out or sys.stdout
-    summ = summarize_node(results)
+    summ = summarize_results(results)
+    if not summ["lines"] and not summ["findings"]:
+        return
     out.write("\nsummary\n")
     for line in summ["lines"]:
         out.write(f"  {line}\n")

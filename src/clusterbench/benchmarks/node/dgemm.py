@@ -19,6 +19,7 @@ from typing import Any
 from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch.local import KernelJob
+from clusterbench.analysis.summary import limit_fraction, limit_text, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, available_memory,
                    check_placement, cpulist, resolve_threads)
@@ -150,11 +151,36 @@ def late_warning(infos: dict[int, dict], results: dict[int, dict]) -> Warning_ |
         "rerun on a less loaded node, or use a larger --n so that a sample lasts longer than the start-up skew")
 
 
+def _headlines(rs: list[dict]) -> list[str]:
+    out = []
+    for mode in ("single", "star", "threaded"):
+        d = pick(rs, "dgemm", "gflops", mode=mode)
+        if d:
+            out.append(f"compute  DGEMM {mode} ({d['params'].get('blas')}, n={d['params'].get('n')}): "
+                       f"{d['value']:.1f} Gflop/s{limit_text(d, 'measured_peak') or limit_text(d)}")
+    return out
+
+
+def _findings(rs: list[dict]) -> list[str]:
+    slow = []
+    for mode in ("single", "star", "threaded"):
+        d = pick(rs, "dgemm", "gflops", mode=mode)
+        frac = limit_fraction(d, "measured_peak") if d else None
+        if frac is not None and frac < 0.6:
+            slow.append(f"{mode} {frac:.0%}")
+    if not slow:
+        return []
+    return [f"DGEMM reaches only {', '.join(slow)} of the measured FMA peak (a good BLAS gets 80-95%): the BLAS "
+            "library is the bottleneck (see its warnings; try --blas blis or a newer OpenBLAS)"]
+
+
 @register
 class Dgemm(Benchmark):
     name = "dgemm"
     suites = {"node": 60}
     key_params = ('mode', 'blas', 'n', 'threads')
+    headlines = (_headlines,)
+    findings = (_findings,)
     help = "BLAS DGEMM Gflop/s: one core, every core its own copy (HPCC StarDGEMM), all cores threaded"
     kernel = "dgemm"
     kernel_libs = ("dl",)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusterbench.errors import UsageError
+from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import size_arrays, small_array_warning
 from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
@@ -39,11 +40,17 @@ BW_LIMITS = ("best_bandwidth",)
 MODES = {"both": "read,write,write_nt", "regular": "read,write", "nt": "read,write_nt"}
 
 
+def _headlines(rs: list[dict]) -> list[str]:
+    read = pick(rs, "membw", "read", threads=max_threads(rs, "membw", "read"))
+    return [f"memory   read bandwidth, {read['params'].get('threads')} threads: {read['value']:,.0f} MB/s"] if read else []
+
+
 @register
 class MemBandwidth(Benchmark):
     name = "membw"
     suites = {"node": 40}
     key_params = ('mode', 'variant', 'threads', 'order')
+    headlines = (_headlines,)
     aliases = ("bandwidth",)  # its name before 0.3
     help = "read-only and write-only memory bandwidth for 1..N threads (lmbench bw_mem rd/wr, MB/s = 1e6)"
     kernel = "membw"

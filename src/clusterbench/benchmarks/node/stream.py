@@ -52,6 +52,7 @@ from typing import Any
 from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import EnvironmentProblem
 from clusterbench.kernels.build import Build, compiler
+from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
 from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
@@ -136,11 +137,38 @@ def plan_numa(probe: dict, elements: int, allowed: set[int] | None = None,
     return runs, notes
 
 
+def _triads(rs: list[dict]) -> tuple[int | None, dict | None, dict | None]:
+    n = max_threads(rs, "stream", "triad")
+    return n, (pick(rs, "stream", "triad", threads=n) if n else None), pick(rs, "stream", "triad", threads=1)
+
+
+def _headlines(rs: list[dict]) -> list[str]:
+    n, every, one = _triads(rs)
+    out = []
+    if every:
+        out.append(f"memory   STREAM triad, {n} threads: {every['value']:,.0f} MB/s "
+                   f"({every['params'].get('variant')} stores)")
+    if one and every and n and n > 1:
+        out.append(f"memory   STREAM triad, 1 thread: {one['value']:,.0f} MB/s "
+                   f"({every['value'] / one['value']:.2f}x from 1 to {n})")
+    return out
+
+
+def _findings(rs: list[dict]) -> list[str]:
+    n, every, one = _triads(rs)
+    if one and every and n and n > 1 and every["value"] / one["value"] < 1.3:
+        return [f"memory bandwidth barely grows from 1 to {n} threads ({every['value'] / one['value']:.2f}x): one "
+                "core nearly saturates the memory system, so memory-bound codes will not scale on this node"]
+    return []
+
+
 @register
 class Stream(Benchmark):
     name = "stream"
     suites = {"node": 30}
     key_params = ('variant', 'threads', 'order', 'cpu_node', 'mem_node')
+    headlines = (_headlines,)
+    findings = (_findings,)
     help = "STREAM copy/scale/add/triad memory bandwidth, pinned, sized from the topology (MB/s = 1e6)"
     kernel = "stream"
     metrics = (

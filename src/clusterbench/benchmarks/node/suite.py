@@ -5,15 +5,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.base import Composite, Param, RunContext
 from clusterbench.errors import ClusterbenchError, UsageError
+
+
+def _balance(rs: list[dict]) -> list[str]:
+    """Machine balance: flops the cores can do per byte the memory delivers (peak and stream)."""
+    n, sn = max_threads(rs, "peak", "gflops"), max_threads(rs, "stream", "triad")
+    peak = pick(rs, "peak", "gflops", threads=n) if n else None
+    triad = pick(rs, "stream", "triad", threads=sn) if sn else None
+    if not (peak and triad):
+        return []
+    return [f"balance  {peak['value'] * 1e9 / (triad['value'] * 1e6):.1f} flop per byte of memory traffic at peak "
+            "(machine balance)"]
 
 
 @register
 class Node(Composite):
     name = "node"
     help = "characterise this node (--quick takes under a minute)"
+    headlines = (_balance,)
     params = (Param("skip", "strlist", (), "benchmarks to leave out, e.g. dgemm,memlat"),
               Param("threads", int, None, "threads for the multi-threaded parts (default: one per core)", min=1))
 
