@@ -370,6 +370,34 @@ class Benchmark:
         return []
 
 
+class KernelBenchmark(Benchmark):
+    """A benchmark that runs its C kernel on this node. :meth:`prepare` builds it (``kernel``,
+    linked with ``kernel_libs``) before the run is opened; :meth:`measure` runs it once with the
+    standard record handling: the info record's placement is checked against the cpus asked for
+    before any figure is trusted, each result record goes to ``on_result`` (which emits the
+    figures), and the progress bar advances per result."""
+
+    def measure(self, ctx: RunContext, args: Sequence[str], cpus: Sequence[int],
+                on_result: Callable[[dict], None], on_info: Callable[[dict], None] | None = None,
+                build: Build | None = None, env: dict[str, str] | None = None) -> dict:
+        """Run the kernel with ``args``; return its info record."""
+        b = build or ctx.build(self.kernel or self.name, libs=self.kernel_libs)
+        info: dict = {}
+
+        def on(rec: dict) -> None:
+            if rec["type"] == "info":
+                check_placement(rec, cpus, self.name)
+                info.update(rec)
+                if on_info:
+                    on_info(rec)
+            elif rec["type"] == "result":
+                on_result(rec)
+                ctx.progress.advance(1)
+
+        ctx.run_kernel(b, args, env=env, on_record=on)
+        return info
+
+
 class Composite(Benchmark):
     """A benchmark made of others (``node``, ``mpi``): its members are the benchmarks that
     declare its name in their ``suites``, in the order they give. :meth:`check` resolves each part

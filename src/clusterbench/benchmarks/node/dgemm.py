@@ -21,7 +21,7 @@ from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch.local import KernelJob
 from clusterbench.analysis.summary import limit_fraction, limit_text, pick
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, available_memory,
+from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext, available_memory,
                    check_placement, cpulist, resolve_threads)
 
 MODES = ("single", "star", "threaded", "all")
@@ -175,7 +175,7 @@ def _findings(rs: list[dict]) -> list[str]:
 
 
 @register
-class Dgemm(Benchmark):
+class Dgemm(KernelBenchmark):
     name = "dgemm"
     suites = {"node": 60}
     key_params = ('mode', 'blas', 'n', 'threads')

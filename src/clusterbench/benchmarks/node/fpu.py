@@ -21,13 +21,13 @@ from typing import Any
 
 from clusterbench.errors import UsageError
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import CPU, Benchmark, Metric, Param, RunContext, check_cpu, check_placement
+from clusterbench.benchmarks.base import KernelBenchmark, CPU, Metric, Param, RunContext, check_cpu
 
 OPS = ("add", "mul", "fma", "div", "sqrt")
 
 
 @register
-class Fpu(Benchmark):
+class Fpu(KernelBenchmark):
     name = "fpu"
     suites = {"node": 20}
     key_params = ('op', 'threads')
@@ -71,19 +71,13 @@ class Fpu(Benchmark):
         out = []
         base = {"threads": 1, "cpus": [params["cpu"]], "cpu": params["cpu"], "precision": "double",
                 "vector": "scalar"}
-        ctx.progress.start("fpu", total=len(ops))
+        ctx.progress.start("fpu", total=len(ops) * len(self.metrics))  # every metric for every operation
 
-        def on(rec: dict) -> None:
-            if rec["type"] == "info":
-                check_placement(rec, [params["cpu"]], self.name)
-            if rec["type"] == "validation":
-                ctx.progress.advance(1)
-            if rec["type"] != "result":
-                return
+        def on_result(rec: dict) -> None:
             prm = {**base, **rec.get("params", {})}
             prm["clock_source"] = "measured (dependent integer add chain, 1 add/cycle)"
             out.append(ctx.emit(self, rec["metric"], rec["samples"], prm, times_s=rec.get("times_s")))
 
-        ctx.run_kernel(b, [f"--cpu={params['cpu']}", f"--ops={params['ops']}", f"--samples={params['samples']}",
-                           f"--min_time={params['min_time']}"], on_record=on)
+        self.measure(ctx, [f"--cpu={params['cpu']}", f"--ops={params['ops']}", f"--samples={params['samples']}",
+                           f"--min_time={params['min_time']}"], [params["cpu"]], on_result, build=b)
         return out

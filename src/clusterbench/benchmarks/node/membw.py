@@ -33,8 +33,8 @@ from clusterbench.errors import UsageError
 from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import size_arrays, small_array_warning
-from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
-                   check_placement, check_threads, cpulist, resolve_threads)
+from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext,
+                   check_threads, cpulist, resolve_threads)
 
 BW_LIMITS = ("best_bandwidth",)
 MODES = {"both": "read,write,write_nt", "regular": "read,write", "nt": "read,write_nt"}
@@ -46,7 +46,7 @@ def _headlines(rs: list[dict]) -> list[str]:
 
 
 @register
-class MemBandwidth(Benchmark):
+class MemBandwidth(KernelBenchmark):
     name = "membw"
     suites = {"node": 40}
     key_params = ('mode', 'variant', 'threads', 'order')
@@ -111,19 +111,15 @@ class MemBandwidth(Benchmark):
                     "array_elements": params["array_elements"], "ntimes": params["ntimes"],
                     "in_cache": warn is not None}  # never feeds a memory limit
 
-            def on(rec: dict, cpus: list[int] = cpus, base: dict = base) -> None:
-                if rec["type"] == "info":
-                    check_placement(rec, cpus, "membw")
-                elif rec["type"] == "result":
-                    out.append(ctx.emit(self, rec["metric"], rec["samples"][1:], {**base, **rec.get("params", {})},
-                                        times_s=rec["times_s"][1:], extra_warnings=(warn,)))
-                    ctx.progress.advance(1)
+            def on_result(rec: dict, base: dict = base) -> None:
+                out.append(ctx.emit(self, rec["metric"], rec["samples"][1:], {**base, **rec.get("params", {})},
+                                    times_s=rec["times_s"][1:], extra_warnings=(warn,)))
 
             args = [f"--cpus={cpulist(cpus)}", f"--elements={params['array_elements']}",
                     f"--ntimes={params['ntimes']}", "--modes=" + MODES[params["variant"]]]
             if params.get("corrupt"):
                 args.append("--corrupt=1")
-            ctx.run_kernel(b, args, on_record=on)
+            self.measure(ctx, args, cpus, on_result, build=b)
         return out
 
 

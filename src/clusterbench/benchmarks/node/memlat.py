@@ -30,7 +30,7 @@ from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import UsageError
 from clusterbench.analysis.summary import pick
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import check_placement, CPU, Benchmark, Metric, Param, RunContext, available_memory, check_cpu
+from clusterbench.benchmarks.base import KernelBenchmark, check_placement, CPU, Metric, Param, RunContext, available_memory, check_cpu
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -125,7 +125,7 @@ def _findings(rs: list[dict]) -> list[str]:
 
 
 @register
-class Memlat(Benchmark):
+class Memlat(KernelBenchmark):
     name = "memlat"
     suites = {"node": 50}
     key_params = ('hugepages', 'size_bytes', 'implied_size_bytes', 'probe_size_bytes')

@@ -18,7 +18,7 @@ from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import UsageError
 from clusterbench.analysis.summary import limit_text, max_threads, pick
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext, check_placement,
+from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext, check_placement,
                    cpulist, resolve_threads)
 
 ISAS = ("auto", "avx512", "avx2", "sve", "neon", "scalar")
@@ -90,7 +90,7 @@ def _findings(rs: list[dict]) -> list[str]:
 
 
 @register
-class Peak(Benchmark):
+class Peak(KernelBenchmark):
     name = "peak"
     suites = {"node": 10}
     key_params = ('isa', 'threads')

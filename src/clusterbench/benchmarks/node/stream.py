@@ -55,7 +55,7 @@ from clusterbench.kernels.build import Build, compiler
 from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
-from clusterbench.benchmarks.base import (CPUS, ORDER, SMT, THREADS, Benchmark, Metric, Param, Result, RunContext,
+from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext,
                    allowed_cpus, check_placement, cpulist, resolve_threads)
 
 BW_LIMITS = ("best_bandwidth", "dram_theoretical")
@@ -163,7 +163,7 @@ def _findings(rs: list[dict]) -> list[str]:
 
 
 @register
-class Stream(Benchmark):
+class Stream(KernelBenchmark):
     name = "stream"
     suites = {"node": 30}
     key_params = ('variant', 'threads', 'order', 'cpu_node', 'mem_node')
