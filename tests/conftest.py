@@ -1,7 +1,14 @@
-"""Shared fixtures: the live probe (real hwloc/sysfs) and a run context with a real SQLite store."""
+"""Shared fixtures: the live probe (real hwloc/sysfs) and a run context with a real SQLite store.
+
+Two tiers. Tests marked ``integration`` start real processes (compilers, kernels, Open MPI, MPICH,
+Slurm, network namespaces, hpcc, hwloc's tools); the rest are unit tests of pure functions and
+fixtures: ``pytest -m "not integration"`` runs them in seconds. In that tier a test that starts a
+process fails, naming the marker it lacks, so the split cannot drift.
+"""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,6 +17,30 @@ from clusterbench.benchmarks.base import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CLUSTERBENCH_SHARED", REPO.parent / "shared"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: starts real processes (compilers, kernels, MPI, "
+                                       "Slurm, namespaces, reference tools); deselect with -m 'not integration'")
+
+
+def _unit_tier(config: pytest.Config) -> bool:
+    expr = (config.getoption("markexpr", "") or "").replace(" ", "")
+    return expr == "notintegration"
+
+
+@pytest.fixture(autouse=True)
+def _no_processes_in_the_unit_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not _unit_tier(request.config) or request.node.get_closest_marker("integration"):
+        return
+    real = subprocess.Popen.__init__
+
+    def refuse(self: subprocess.Popen, args: object, *a: object, **k: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} starts a process ({args!r}) in the unit tier: "
+                             "mark it @pytest.mark.integration")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    request.addfinalizer(lambda: setattr(subprocess.Popen, "__init__", real))
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,7 @@ def test_power_sizes() -> None:
     assert len(power_sizes(4 << 20)) == 23
 
 
+@pytest.mark.integration
 def test_bw_and_bibw_complete_and_validate(bw_run) -> None:
     ctx, bench, params, results = bw_run
     got = {(r.metric, r.params["size_bytes"]) for r in results}
@@ -76,6 +77,7 @@ def test_bibw_not_below_bw_for_large_messages(bw_run) -> None:
     assert bibw >= 0.8 * bw  # both directions at once: at least as much data moves (noise allowed)
 
 
+@pytest.mark.integration
 def test_corrupted_data_is_caught(mpi, bw_run) -> None:
     ctx, bench, params, _ = bw_run
     b = ctx.build("mpibw", openmp=False, cc=mpi.mpicc)
@@ -140,6 +142,7 @@ def test_multipair_pair_limit_and_spec(ctx) -> None:
     assert spec.places[0].cpu != spec.places[1].cpu  # pinned to distinct cores on each node
 
 
+@pytest.mark.integration
 def test_multipair_local_one_and_two_pairs(mpi, live_probe) -> None:
     """pairs=1,2 on this node (2 pairs = 4 ranks: oversubscribed on a 2-core machine)."""
     ctx = RunContext(probe=live_probe, profile="quick", timeout=120, oversubscribe=True)
@@ -170,6 +173,7 @@ def test_multipair_local_one_and_two_pairs(mpi, live_probe) -> None:
                 assert any(w["code"] == "shared-cpu" for w in r.warnings) == shared
 
 
+@pytest.mark.integration
 def test_multipair_and_bw_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     """Two sim-cluster nodes: one pair spans both nodes, TCP is proven, the aggregate reported."""
 
@@ -190,6 +194,7 @@ def test_multipair_and_bw_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -
     assert {p["node"] for p in res[0].params["placement"]} == set(names)
 
 
+@pytest.mark.integration
 def test_mtu_1500_vs_9000_shows_in_mpi_bandwidth(mpi, live_probe, sim_cluster, tmp_path) -> None:
     """A 2-node virtual cluster with offloads off (MTU-sized frames, as on a wire): each run stores
     the MTU of every node's link in its cluster record, and jumbo frames carry more MPI bandwidth

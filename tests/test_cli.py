@@ -59,6 +59,7 @@ def test_bad_arguments_one_line(capsys, argv, needle):
     (["run", "dgemm", "--blas", "nosuchblas"], "nosuchblas"),
     (["run", "node", "--skip", "nosuch"], "nosuch"),
 ])
+@pytest.mark.integration
 def test_bad_input_stores_nothing(capsys, argv, needle):
     db = os.environ["CLUSTERBENCH_DB"]
     rc = main(argv)
@@ -67,6 +68,7 @@ def test_bad_input_stores_nothing(capsys, argv, needle):
     assert _runs(db) == 0
 
 
+@pytest.mark.integration
 def test_missing_compiler(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("CC", "no-such-cc")
     monkeypatch.setenv("CLUSTERBENCH_CACHE", str(tmp_path / "empty-cache"))
@@ -93,12 +95,14 @@ def test_sysfs_root_not_a_dir(capsys, tmp_path):
     assert "not a directory" in _one_line_error(capsys)
 
 
+@pytest.mark.integration
 def test_probe_json(capsys):
     assert main(["probe", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["topology"]["pus"] >= 1
 
 
+@pytest.mark.integration
 def test_run_json_results_and_export(capsys, tmp_path):
     assert main(["run", "fpu", "--quick", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -123,6 +127,7 @@ def test_run_json_results_and_export(capsys, tmp_path):
     assert json.loads(capsys.readouterr().out)["run"]["id"] == run_id
 
 
+@pytest.mark.integration
 def test_unknown_run(capsys):
     main(["run", "fpu", "--quick", "--json"])
     capsys.readouterr()
@@ -130,6 +135,7 @@ def test_unknown_run(capsys):
     assert "no run 'zzzz'" in _one_line_error(capsys)
 
 
+@pytest.mark.integration
 def test_console_script_plain_output_has_no_escape_codes(tmp_path):
     """Non-terminal output stays clean: no progress bar, no ANSI codes."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
@@ -140,6 +146,7 @@ def test_console_script_plain_output_has_no_escape_codes(tmp_path):
     assert "fpu" in proc.stdout and "stored in" in proc.stdout
 
 
+@pytest.mark.integration
 def test_missing_hwloc_when_required(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no lstopo-no-graphics here
     assert main(["probe", "--hwloc"]) == 3
@@ -159,6 +166,7 @@ def test_unwritable_store_measures_nothing(capsys, tmp_path, monkeypatch):
     assert "results store" in _one_line_error(capsys)
 
 
+@pytest.mark.integration
 def test_known_but_missing_blas(capsys):
     import glob
     if glob.glob("/usr/lib/*/libmkl_rt.so*") or glob.glob("/opt/intel/**/libmkl_rt.so*", recursive=True):
@@ -175,6 +183,7 @@ def test_bad_timeout(capsys):
     assert "--timeout 0" in _one_line_error(capsys)
 
 
+@pytest.mark.integration
 def test_node_without_blas_says_how_to_skip(capsys, monkeypatch):
     from clusterbench.benchmarks.node import dgemm
     from clusterbench.errors import EnvironmentProblem
@@ -200,12 +209,14 @@ def test_cluster_check_needs_two_hosts(capsys):
     assert "at least two hosts" in _one_line_error(capsys)
 
 
+@pytest.mark.integration
 def test_cluster_check_unreachable_host(capsys):
     rc = main(["cluster", "check", "--hosts", "localhost,cb-no-such-host.invalid", "--timeout", "10"])
     assert rc == 3
     assert "cb-no-such-host.invalid" in _one_line_error(capsys)
 
 
+@pytest.mark.integration
 def test_run_across_an_unreachable_host_stores_nothing(capsys, tmp_path, monkeypatch):
     """An MPI run whose hosts cannot all be reached stops before measuring: one line naming the
     host, exit 3 (environment), and no run in the store."""

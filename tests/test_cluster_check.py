@@ -129,6 +129,7 @@ def test_failed_hosts_and_bare_probes() -> None:
 # --------------------------------------------------------------------------- nic_settings
 
 
+@pytest.mark.integration
 def test_nic_settings_live() -> None:
     d = network.nic_settings()
     json.dumps(d)
@@ -180,6 +181,7 @@ def test_ethtool_text_parsers() -> None:
 # --------------------------------------------------------------------------- remote
 
 
+@pytest.mark.integration
 def test_unreachable_ssh_host_is_one_line_error(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
     host = "cb-no-such-host.invalid"
@@ -200,6 +202,7 @@ def test_unreachable_ssh_host_is_one_line_error(monkeypatch, tmp_path) -> None:
         remote.gather_probes(["-oProxyCommand=x"])
 
 
+@pytest.mark.integration
 def test_gather_probes_localhost(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
     got = remote.gather_probes(["localhost"], timeout=60)
@@ -207,6 +210,7 @@ def test_gather_probes_localhost(monkeypatch, tmp_path) -> None:
     assert any(n["name"] == "lo" for n in got["localhost"]["network"]["nics"])
 
 
+@pytest.mark.integration
 def test_check_on_the_virtual_cluster(sim_cluster) -> None:
     """Two sim-cluster nodes alike, then one node's tcp_rmem changed in its namespace: found."""
     from clusterbench.launch import simcluster
@@ -248,6 +252,7 @@ def _fake_ssh(tmp_path, keep_pythonpath: bool):
     return bindir
 
 
+@pytest.mark.integration
 def test_gather_probes_over_ssh_with_a_stand_in_ssh(monkeypatch, tmp_path) -> None:
     """The ssh path end to end: options, one quoted remote command, JSON back; and a host without
     clusterbench gives a one-line error saying so."""
@@ -272,6 +277,7 @@ def test_gather_probes_over_ssh_with_a_stand_in_ssh(monkeypatch, tmp_path) -> No
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.integration
 def test_a_host_that_hangs_is_cut_off(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
     bindir = tmp_path / "bin"

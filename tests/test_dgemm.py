@@ -30,6 +30,7 @@ def _recording(ctx):
     return seen
 
 
+@pytest.mark.integration
 def test_dgemm_flops_counting_and_star_sum(ctx):
     """gflops = 2 n^3 / t of each timed product; star = sum over processes, per sample;
     every process validated before printing and ran where it was asked to."""
@@ -62,6 +63,7 @@ def test_dgemm_flops_counting_and_star_sum(ctx):
             assert all(x >= 0 for x in g.params["late_s"])
 
 
+@pytest.mark.integration
 def test_dgemm_all_modes_small(ctx):
     res = _run(ctx, n=300, samples=2)
     modes = [r.params["mode"] for r in res if r.metric == "gflops"]
@@ -79,6 +81,7 @@ def test_dgemm_all_modes_small(ctx):
         assert lo.value <= g.value
 
 
+@pytest.mark.integration
 def test_dgemm_kernel_residual_and_corruption(ctx):
     _, path = resolve_blas("openblas")
     b = ctx.build("dgemm", libs=("dl",))
@@ -90,6 +93,7 @@ def test_dgemm_kernel_residual_and_corruption(ctx):
         ctx.run_kernel(b, [f"--lib={path}", "--n=200", "--samples=1", "--cpus=0", "--corrupt=1"], env=env)
 
 
+@pytest.mark.integration
 def test_dgemm_corrupted_run_stores_nothing(live_probe, tmp_path):
     store = Store(tmp_path / "r.db")
     with pytest.raises(KernelFailed, match="wrong result"):
@@ -100,6 +104,7 @@ def test_dgemm_corrupted_run_stores_nothing(live_probe, tmp_path):
     assert store.results(runs[0]["id"]) == []
 
 
+@pytest.mark.integration
 def test_dgemm_pin_failure_is_fatal(ctx):
     _, path = resolve_blas("openblas")
     b = ctx.build("dgemm", libs=("dl",))
@@ -119,6 +124,7 @@ def test_dgemm_star_late_warning():
     assert w.remedy
 
 
+@pytest.mark.integration
 def test_dgemm_blas_threads_mismatch_warns(ctx):
     b = get_benchmark("dgemm")
     params = b.resolve(ctx, {"n": 100, "samples": 1, "mode": "threaded"})
@@ -131,6 +137,7 @@ def test_dgemm_blas_threads_mismatch_warns(ctx):
     assert "blas-threads-mismatch" not in [w["code"] for w in out[0].warnings]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif("blis" not in installed_blas(), reason="BLIS not installed")
 def test_dgemm_blis_is_loaded(ctx):
     res = _run(ctx, n=300, samples=2, blas="blis", mode="single")
@@ -141,12 +148,14 @@ def test_dgemm_blis_is_loaded(ctx):
     assert not any("openblas" in x for x in g.params["blas_loaded"])
 
 
+@pytest.mark.integration
 def test_dgemm_blas_by_path(ctx):
     _, path = resolve_blas("openblas")
     res = _run(ctx, n=200, samples=1, blas=path, mode="single")
     assert res[0].params["blas_path"] == os.path.realpath(path)
 
 
+@pytest.mark.integration
 def test_dgemm_unknown_blas(ctx):
     with pytest.raises(UsageError, match="unknown --blas 'nosuchblas'.*installed"):
         get_benchmark("dgemm").resolve(ctx, {"blas": "nosuchblas"})
@@ -161,6 +170,7 @@ def test_dgemm_missing_known_blas_names_package(ctx, monkeypatch):
         get_benchmark("dgemm").resolve(ctx, {"blas": "mkl"})
 
 
+@pytest.mark.integration
 def test_dgemm_not_a_blas_library(ctx):
     libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6",
                              "/lib64/libm.so.6") if os.path.exists(p)), None)
@@ -185,6 +195,7 @@ def test_dgemm_threads_cpus_mismatch(ctx):
         get_benchmark("dgemm").resolve(ctx, {"cpus": [0, 0]})
 
 
+@pytest.mark.integration
 def test_dgemm_measured_peak_limit(ctx):
     """With peak results in the same run, dgemm is judged against the best peak at the same
     thread count: fraction = value / that peak."""

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # every test here starts real processes
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -11,6 +11,7 @@ from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.kernels.build import build_kernel
 
 
+@pytest.mark.integration
 def test_fpu_quick_runs_and_is_plausible(ctx):
     bench = get_benchmark("fpu")
     params = bench.resolve(ctx, {"samples": 3, "min_time": 0.001})
@@ -36,6 +37,7 @@ def test_fpu_quick_runs_and_is_plausible(ctx):
     assert 0.3 < by["latency_cycles", "add"].params["clock_ghz"] < 7
 
 
+@pytest.mark.integration
 def test_fpu_operands_are_not_trivial(ctx):
     """sqrt must not settle at 1.0 (x = sqrt(x) * sqrt(1.7) settles near 1.7) and div must not
     divide by a short-mantissa constant (x = e / x alternates around sqrt(e)); long chains still
@@ -51,6 +53,7 @@ def test_fpu_operands_are_not_trivial(ctx):
         assert (v * 2 ** 40) % 1 != 0
 
 
+@pytest.mark.integration
 def test_fpu_corrupted_result_is_caught(ctx):
     b = build_kernel("fpu")
     with pytest.raises(KernelFailed):
@@ -69,6 +72,7 @@ def test_fpu_bad_input(ctx):
         bench.resolve(ctx, {"threads": 2})  # single-threaded: no such parameter
 
 
+@pytest.mark.integration
 def test_fpu_hot_loops_are_scalar_and_unfolded():
     """objdump: the latency chain is a run of scalar vaddsd/vsqrtsd, not a folded or packed loop."""
     b = build_kernel("fpu")

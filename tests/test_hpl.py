@@ -54,6 +54,7 @@ CASES = [  # n, nb, grid, pmap, topology, ranks
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("n,nb,grid,pmap,topology,ranks", CASES)
 def test_solution_agrees_with_lapack_and_passes(mpi, live_probe, tmp_path, n, nb, grid, pmap, topology, ranks):
     ctx = _ctx(live_probe, oversubscribe=ranks > len(allowed_cpus(_ctx(live_probe))))
@@ -88,6 +89,7 @@ def test_solution_agrees_with_lapack_and_passes(mpi, live_probe, tmp_path, n, nb
         assert r.params["threads_per_rank"] == 1 and r.params["blas_threads_reported"] in (1, -1)
 
 
+@pytest.mark.integration
 def test_hybrid_with_an_openmp_blas_reports_the_rank_cores(mpi, live_probe, tmp_path):
     """BLIS (OpenMP) with OMP_PROC_BIND binds the rank's main thread to its first place when it
     loads; the rank still reports (and is verified on) all the cores it was given."""
@@ -107,6 +109,7 @@ def test_hybrid_with_an_openmp_blas_reports_the_rank_cores(mpi, live_probe, tmp_
         assert r.params["placement"][0]["cpus"] == f"{min(r.params['cpus'])}-{max(r.params['cpus'])}"
 
 
+@pytest.mark.integration
 def test_corrupted_run_fails_and_stores_nothing(mpi, live_probe, tmp_path):
     store = Store(tmp_path / "r.db")
     with pytest.raises(KernelFailed, match="wrong result.*FAILED"):
@@ -117,6 +120,7 @@ def test_corrupted_run_fails_and_stores_nothing(mpi, live_probe, tmp_path):
     assert store.results(runs[0]["id"]) == []
 
 
+@pytest.mark.integration
 def test_rank_killed_mid_run_fails(mpi, live_probe):
     ctx = _ctx(live_probe, oversubscribe=True)
     bench = get_benchmark("hpl")
@@ -143,6 +147,7 @@ def test_rank_killed_mid_run_fails(mpi, live_probe):
     ({"n": 500, "seed": -1}, r"--seed -1"),
     ({"n": 30000}, r"timeout"),
 ])
+@pytest.mark.integration
 def test_bad_input_is_refused_before_running(live_probe, tmp_path, given, match):
     store = Store(tmp_path / "r.db")
     with pytest.raises(UsageError, match=match):
@@ -151,6 +156,7 @@ def test_bad_input_is_refused_before_running(live_probe, tmp_path, given, match)
     assert store.list_runs() == []
 
 
+@pytest.mark.integration
 def test_n_from_memory_fraction_and_largest_n(live_probe):
     probe = {**live_probe, "memory": {**(live_probe.get("memory") or {}), "available_bytes": 2 << 30}}
     bench = get_benchmark("hpl")
@@ -181,6 +187,7 @@ def test_declared_metrics_and_limits():
     assert os.path.isfile(Path(__file__).resolve().parents[1] / "src/clusterbench/kernels/hpl/hpl.c")
 
 
+@pytest.mark.integration
 def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
     import shutil
 
@@ -197,6 +204,7 @@ def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
     assert r.value > 0 and r.params["gflops"] == r.value  # HPL's own figure (its time is printed rounded)
 
 
+@pytest.mark.integration
 def test_mem_counts_one_machine_once_on_the_virtual_cluster(mpi, live_probe, sim_cluster):
     """The virtual cluster's nodes share this machine's memory: N from --mem must not count it
     once per node (that would swap)."""
@@ -224,6 +232,7 @@ def _two_sockets(probe: dict) -> dict:
     return p
 
 
+@pytest.mark.integration
 def test_hybrid_rank_per_socket(mpi, live_probe, tmp_path):
     """--hybrid-per socket: one rank per socket, each bound to its socket's cores (checked from
     every rank's own report), BLAS threads per rank = cores per socket; the solution is right."""

@@ -251,6 +251,7 @@ def engine_pids(under: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.integration
 @needs_hpcc
 @pytest.mark.parametrize("case", [HplCase(n=1000, nb=64, p=1, q=2), HplCase(n=600, nb=32, p=1, q=1, pmap="col")],
                          ids=["1x2-row", "1x1-col"])
@@ -271,6 +272,7 @@ def test_hpcc_runs(mpi, case: HplCase, tmp_path: Path) -> None:
     assert engine_pids(tmp_path) == []
 
 
+@pytest.mark.integration
 @needs_hpcc
 def test_hpcc_failed_residual_raises(mpi, tmp_path: Path) -> None:
     case = HplCase(n=500, nb=32, p=1, q=2)
@@ -282,6 +284,7 @@ def test_hpcc_failed_residual_raises(mpi, tmp_path: Path) -> None:
     assert "...... FAILED" in (wd / "hpccoutf.txt").read_text()
 
 
+@pytest.mark.integration
 @needs_hpcc
 def test_hpcc_skipped_check_is_not_a_pass(mpi) -> None:
     with pytest.raises(KernelFailed, match="no residual check"):
@@ -289,6 +292,7 @@ def test_hpcc_skipped_check_is_not_a_pass(mpi) -> None:
                      extra={"threshold": -1})
 
 
+@pytest.mark.integration
 @needs_hpcc
 def test_hpcc_timeout_kills_everything(mpi, tmp_path: Path) -> None:
     started = time.monotonic()
@@ -299,6 +303,7 @@ def test_hpcc_timeout_kills_everything(mpi, tmp_path: Path) -> None:
     assert engine_pids(tmp_path) == []
 
 
+@pytest.mark.integration
 @needs_hpcc
 def test_hpcc_rank_killed_mid_run(mpi, tmp_path: Path) -> None:
     box: dict = {}
@@ -329,6 +334,7 @@ def test_hpcc_rank_killed_mid_run(mpi, tmp_path: Path) -> None:
     assert engine_pids(tmp_path) == []
 
 
+@pytest.mark.integration
 @needs_hpcc
 def test_engine_that_prints_nothing_or_fails(mpi) -> None:
     # real programs standing in for a broken xhpl: one prints no HPL result, one exits non-zero

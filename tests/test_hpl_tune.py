@@ -42,6 +42,7 @@ def test_grid_options_and_budget_parsing() -> None:
         parse_budget("soon")
 
 
+@pytest.mark.integration
 def test_small_budget_returns_a_measured_stored_trial(mpi, live_probe, tmp_path) -> None:
     store = Store(tmp_path / "t.db")
     rep = tune(Space(nbs=(32, 64), topologies=("pure", "hybrid"), blas=("openblas",)), n=N, budget_s=60,
@@ -63,6 +64,7 @@ def test_small_budget_returns_a_measured_stored_trial(mpi, live_probe, tmp_path)
     assert f"--tune-id={rep.tune_id}" in store.get_run(rep.best.run_id)["command"]
 
 
+@pytest.mark.integration
 def test_pruning_removes_the_slow_nb(mpi, live_probe, tmp_path) -> None:
     """k = 2 (a rank-2 update, memory-bound) runs a fraction of k >= 96's dgemm rate on any BLAS (and
     at least 3 NBs are always kept):
@@ -78,6 +80,7 @@ def test_pruning_removes_the_slow_nb(mpi, live_probe, tmp_path) -> None:
     assert not any(t.stage == 2 for t in rep.trials)  # stop_after=1
 
 
+@pytest.mark.integration
 def test_interrupted_tune_resumes_without_repeating_a_trial(mpi, live_probe, tmp_path) -> None:
     store = Store(tmp_path / "t.db")
     space = Space(nbs=(32, 64), topologies=("pure", "hybrid"), blas=("openblas",))
@@ -104,6 +107,7 @@ def test_interrupted_tune_resumes_without_repeating_a_trial(mpi, live_probe, tmp
     assert again.best is not None and again.best.run_id == rep.best.run_id
 
 
+@pytest.mark.integration
 def test_budget_too_small_is_one_line_and_stores_nothing(live_probe, tmp_path, capsys) -> None:
     db = tmp_path / "t.db"
     with pytest.raises(UsageError, match="too small for even one trial") as exc:
@@ -118,6 +122,7 @@ def test_budget_too_small_is_one_line_and_stores_nothing(live_probe, tmp_path, c
         tune(Space(nbs=(64,)), n=N, budget_s=60, store=Store(db), probe=live_probe, base={"nb": 64})
 
 
+@pytest.mark.integration
 def test_cli_tune_prints_the_table(mpi, tmp_path, capsys) -> None:
     db = tmp_path / "t.db"
     code = cli_main(["--db", str(db), "tune", "hpl", "--n", "400", "--nb-list", "32,64", "--topologies", "hybrid",
@@ -127,6 +132,7 @@ def test_cli_tune_prints_the_table(mpi, tmp_path, capsys) -> None:
     assert "stage  blas" in out and "%Rpeak" in out and "best: NB=" in out and "run it: clusterbench run hpl" in out
 
 
+@pytest.mark.integration
 def test_hpl_scaling_one_rmax_per_node_count(mpi, live_probe, sim_cluster, tmp_path) -> None:
     from clusterbench import session
 

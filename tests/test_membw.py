@@ -32,6 +32,7 @@ def _run(ctx, **given):
     return params, bench.run(ctx, params)
 
 
+@pytest.mark.integration
 def test_read_write_all_counts_validated(ctx):
     recs = _records(ctx)
     params, res = _run(ctx, array_elements=SMALL, ntimes=4)
@@ -50,6 +51,7 @@ def test_read_write_all_counts_validated(ctx):
     assert [i["cpus_actual"] for i in infos] == [params["cpus"][:c] for c in params["counts"]]
 
 
+@pytest.mark.integration
 def test_byte_counting(ctx):
     """Each element is counted once, 8 B, MB = 1e6: rate = 8*N*1e-6/t."""
     recs = _records(ctx)
@@ -61,12 +63,14 @@ def test_byte_counting(ctx):
         assert r.samples == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", ["regular", "nt"])
 def test_corruption_is_caught(ctx, variant):
     with pytest.raises(KernelFailed, match="wrong result"):
         _run(ctx, array_elements=SMALL, ntimes=3, counts=[1], corrupt=True, variant=variant)
 
 
+@pytest.mark.integration
 def test_corrupted_read_is_caught(ctx):
     from clusterbench.launch.local import run_kernel
 
@@ -101,6 +105,7 @@ def test_bad_input(ctx, given, match):
         get_benchmark("membw").resolve(ctx, given)
 
 
+@pytest.mark.integration
 def test_samples_are_ntimes_minus_one(ctx):
     """ntimes counts the dropped warm-up pass: each result has ntimes - 1 samples."""
     _, res = _run(ctx, array_elements=SMALL, ntimes=5, counts=[1], variant="regular")

@@ -85,6 +85,7 @@ def _sys_l1d() -> int | None:
     return None
 
 
+@pytest.mark.integration
 def test_memlat_finds_l1d_size_within_factor_2(ctx):
     l1 = _sys_l1d()
     if not l1:
@@ -104,6 +105,7 @@ def test_memlat_finds_l1d_size_within_factor_2(ctx):
     assert 0.3 < l1r[0].value < 10
 
 
+@pytest.mark.integration
 def test_memlat_hugepages_variant(ctx):
     bench = get_benchmark("memlat")
     params = bench.resolve(ctx, {"max_bytes": 4 * MIB, "min_bytes": 1 * MIB, "per_octave": 1, "samples": 1,
@@ -113,6 +115,7 @@ def test_memlat_hugepages_variant(ctx):
     assert curve and all("hugepages_obtained" in r.params for r in curve)
 
 
+@pytest.mark.integration
 def test_memlat_corrupted_chain_is_caught(ctx):
     b = build_kernel("memlat")
     with pytest.raises(KernelFailed):
@@ -185,6 +188,7 @@ def test_plateau_samples_are_the_representative_sizes_repeats(ctx):
     assert all(any(w["code"] == "no-hugepages" for w in r.warnings) for r in on)
 
 
+@pytest.mark.integration
 def test_no_hugepages_note_only_on_the_hugepage_variant(ctx, monkeypatch):
     """THP disabled with hugepages=both: only the 4 KiB variant runs and its results carry no
     no-hugepages warning (the skip is a run note)."""

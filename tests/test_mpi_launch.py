@@ -59,6 +59,7 @@ def _leftovers(tag: str) -> str:
 
 
 # -- detection -------------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_detect_open_mpi(mpi: M.MpiInstall) -> None:
     assert mpi.name in ("openmpi", "mpich")
     assert Path(mpi.mpirun).is_file() and Path(mpi.mpicc).is_file()
@@ -73,6 +74,7 @@ def test_missing_mpirun_is_one_line(tmp_path: Path) -> None:
     assert "\n" not in msg and "mpirun" in msg and "openmpi-bin" in msg
 
 
+@pytest.mark.integration
 def test_missing_mpicc_names_the_package(tmp_path: Path, mpi: M.MpiInstall) -> None:
     (tmp_path / "mpirun").symlink_to(mpi.mpirun)
     with pytest.raises(EnvironmentProblem) as exc:
@@ -158,6 +160,7 @@ def test_root_without_allow_root_is_a_usage_error(tmp_path: Path, mpi: M.MpiInst
         M.build_command(mpi, M.LaunchSpec(nranks=2), ["k"], tmp_path)
 
 
+@pytest.mark.integration
 def test_rdma_without_ucx_or_device(tmp_path: Path, mpi: M.MpiInstall) -> None:
     if mpi.name != "openmpi":
         pytest.skip("Open MPI")
@@ -231,6 +234,7 @@ def test_explain_known_errors() -> None:
 
 
 # -- real runs -------------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_bounded_run_records_and_proof(mpi: M.MpiInstall, kernel: Path) -> None:
     seen = []
     run = M.run_mpi(mpi, _local_spec(transport="shm"), [str(kernel), "--sizes=8", "--time_budget=0.01"],
@@ -240,12 +244,14 @@ def test_bounded_run_records_and_proof(mpi: M.MpiInstall, kernel: Path) -> None:
     assert any(r["type"] == "result" and r["metric"] == "latency" for r in run.records)
 
 
+@pytest.mark.integration
 def test_mpirun_failure_is_explained(mpi: M.MpiInstall, kernel: Path) -> None:
     spec = M.LaunchSpec(nranks=3, allow_root=True, prove_transport=False)  # 3 ranks, 2 cores, no hostfile
     with pytest.raises(KernelFailed, match="not enough slots"):
         M.run_mpi(mpi, spec, [str(kernel), "--sizes=8"], timeout=60)
 
 
+@pytest.mark.integration
 def test_corrupted_data_is_caught(mpi: M.MpiInstall, kernel: Path) -> None:
     with pytest.raises(KernelFailed, match="wrong result"):
         M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=4096", "--time_budget=0.01", "--validate=1",
@@ -253,6 +259,7 @@ def test_corrupted_data_is_caught(mpi: M.MpiInstall, kernel: Path) -> None:
     assert _leftovers(kernel.name) == ""
 
 
+@pytest.mark.integration
 def test_hanging_rank_is_killed_without_orphans(mpi: M.MpiInstall, kernel: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(KernelFailed, match="timed out after 3 s"):
@@ -262,6 +269,7 @@ def test_hanging_rank_is_killed_without_orphans(mpi: M.MpiInstall, kernel: Path)
     assert _leftovers(kernel.name) == "", "orphan mpirun/orted/rank processes"
 
 
+@pytest.mark.integration
 def test_teardown_that_hangs_after_done_keeps_the_results(mpi: M.MpiInstall, kernel: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A rank that never returns from the end of the kernel (after "done", before MPI_Finalize, as
@@ -278,6 +286,7 @@ def test_teardown_that_hangs_after_done_keeps_the_results(mpi: M.MpiInstall, ker
     assert _leftovers(kernel.name) == "", "orphan mpirun/orted/rank processes"
 
 
+@pytest.mark.integration
 def test_interrupt_kills_the_group(mpi: M.MpiInstall, kernel: Path) -> None:
     def stop(rec: dict) -> None:
         if rec["type"] == "info":
@@ -289,6 +298,7 @@ def test_interrupt_kills_the_group(mpi: M.MpiInstall, kernel: Path) -> None:
     assert _leftovers(kernel.name) == ""
 
 
+@pytest.mark.integration
 def test_launch_timeout(mpi: M.MpiInstall, kernel: Path, tmp_path: Path) -> None:
     """A launcher that never starts the ranks (a stuck ssh) is given up after the launch timeout."""
     agent = tmp_path / f"stuck_{kernel.name}"

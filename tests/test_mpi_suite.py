@@ -17,6 +17,7 @@ def test_unknown_part_is_refused(ctx):
         get_benchmark("mpi").resolve(ctx, {"skip": ["nosuch"]})
 
 
+@pytest.mark.integration
 def test_suite_runs_its_parts(live_probe, tmp_path):
     from clusterbench.store import Store
 
@@ -31,6 +32,7 @@ def test_suite_runs_its_parts(live_probe, tmp_path):
     assert ring and ring[0].params.get("ranks", 2) >= 2
 
 
+@pytest.mark.integration
 def test_quick_suite_on_a_two_node_virtual_cluster(mpi, live_probe, sim_cluster, tmp_path):
     """What the README tells a user to run first: `run mpi --quick` across two virtual nodes. Every
     part measures across the nodes (TCP proven), and the stored run holds both nodes' probes."""

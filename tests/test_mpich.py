@@ -19,6 +19,8 @@ from clusterbench.kernels.build import build_kernel
 from clusterbench.launch import mpi as M
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.integration  # every test here starts real processes
+
 @pytest.fixture(scope="session")
 def mpich() -> M.MpiInstall:
     """MPICH from the system (Debian: mpiexec.mpich, mpicc.mpich), or a skip naming the packages."""

@@ -27,6 +27,7 @@ def _recording(ctx):
     return seen
 
 
+@pytest.mark.integration
 def test_peak_gflops_is_flops_over_time(ctx):
     """The figure is threads x flops/iteration x iterations / sample span, from the raw records;
     the kernel validates before it prints results and reports where each thread ran."""
@@ -56,6 +57,7 @@ def test_peak_gflops_is_flops_over_time(ctx):
             assert r.params["iterations"] == rec["iterations"]
 
 
+@pytest.mark.integration
 def test_peak_quick_validates_and_is_sane(ctx):
     b = get_benchmark("peak")
     p = b.resolve(ctx, {"samples": 2, "seconds": 0.1, "sp": True})
@@ -85,6 +87,7 @@ def test_peak_quick_validates_and_is_sane(ctx):
         assert r.unit == "count"
 
 
+@pytest.mark.integration
 def test_peak_forced_scalar_is_slower(ctx):
     b = get_benchmark("peak")
     auto = b.run(ctx, b.resolve(ctx, {"samples": 2, "seconds": 0.1, "sp": False, "threads": 1}))
@@ -95,6 +98,7 @@ def test_peak_forced_scalar_is_slower(ctx):
         assert ga.value > 1.5 * gs.value
 
 
+@pytest.mark.integration
 def test_peak_corrupted_chain_fails_validation(ctx):
     b = ctx.build("peak")
     with pytest.raises(KernelFailed, match="wrong result"):
@@ -103,6 +107,7 @@ def test_peak_corrupted_chain_fails_validation(ctx):
     assert any(r["type"] == "validation" and r["ok"] for r in recs)
 
 
+@pytest.mark.integration
 def test_peak_corrupted_run_stores_nothing(live_probe, tmp_path):
     store = Store(tmp_path / "r.db")
     with pytest.raises(KernelFailed, match="wrong result"):
@@ -113,6 +118,7 @@ def test_peak_corrupted_run_stores_nothing(live_probe, tmp_path):
     assert store.results(runs[0]["id"]) == []
 
 
+@pytest.mark.integration
 def test_peak_pin_failure_is_fatal(ctx):
     b = ctx.build("peak")
     with pytest.raises(KernelFailed, match="cannot pin"):

@@ -51,6 +51,7 @@ def test_sweep_sizes() -> None:
     assert sweep_sizes(16, False) == [0, 1, 2, 4, 8, 16]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_pingpong_completes(runs, transport: str) -> None:
     ctx, bench, params, results = runs[transport]
@@ -83,6 +84,7 @@ def test_shm_latency_below_tcp(runs) -> None:
     assert shm.value < tcp.value and shm.params["all"]["median"] < tcp.params["all"]["median"]
 
 
+@pytest.mark.integration
 def test_auto_records_what_was_chosen(mpi, ctx) -> None:
     _cpus(ctx)
     _, _, results = _run(ctx, sizes=[8], time_budget=0.02)
@@ -128,6 +130,7 @@ def test_inter_node_spec_places_ranks_on_two_hosts(ctx) -> None:
     assert spec.places[0].cpu != spec.places[1].cpu  # virtual-cluster nodes share this machine's cores
 
 
+@pytest.mark.integration
 def test_inter_node_on_the_virtual_cluster(mpi, live_probe, sim_cluster, tmp_path) -> None:
     """Two sim-cluster nodes, through a whole session: ranks land on different nodes, TCP is
     proven, results validate, and the stored run holds the cluster definition and every node's
@@ -155,6 +158,7 @@ def test_inter_node_on_the_virtual_cluster(mpi, live_probe, sim_cluster, tmp_pat
     assert cluster["differences"] == []
 
 
+@pytest.mark.integration
 def test_two_transports_side_by_side(mpi, ctx) -> None:
     """--transports tcp,shm: the same pair over both, each proven, in one run."""
     _, params, res = _run(ctx, transports=["tcp", "shm"], sizes=[8], time_budget=0.02)

@@ -115,6 +115,7 @@ def _run(ctx: RunContext, **given):
     return params, bench.run(ctx, params)
 
 
+@pytest.mark.integration
 def test_placement_on_this_node(mpi, ctx) -> None:
     cpus = allowed_cpus(ctx)
     if len(cpus) < 2:
@@ -158,6 +159,7 @@ def test_placement_bad_input(ctx) -> None:
     assert all(q["node_a"] == "a" for q in p["pair_list"][:-1])
 
 
+@pytest.mark.integration
 def test_placement_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     """Two sim-cluster nodes: the intra-node classes on n1 plus the node class n1-n2 over TCP."""
 

@@ -51,6 +51,7 @@ def test_empty_root_gives_unknowns_not_crash(tmp_path):
         assert key in p["unknown"], key
 
 
+@pytest.mark.integration
 def test_empty_root_with_hwloc_does_not_crash(tmp_path):
     p = probe(sysfs_root=str(tmp_path), use_hwloc=True)
     json.dumps(p)
@@ -130,6 +131,7 @@ def test_cpu_order_spread_over_numa(tmp_path):
     assert sorted(order) == list(range(16))
 
 
+@pytest.mark.integration
 def test_live_probe_json_and_paths_agree():
     a = probe(use_hwloc=False)
     json.dumps(a)
@@ -142,6 +144,7 @@ def test_live_probe_json_and_paths_agree():
             assert a["topology"][key] == b["topology"][key], key
 
 
+@pytest.mark.integration
 def test_live_rpeak_if_emerald_rapids_vm():
     p = probe()
     if p["cpu"]["microarchitecture"] != "Emerald Rapids":

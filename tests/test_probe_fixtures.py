@@ -119,6 +119,7 @@ def test_sysfs_matches_hwloc_reading(snapshot):
         assert set(c["cpus"]) <= pus
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not hw.available(), reason="lstopo-no-graphics not installed")
 def test_hwloc_and_sysfs_paths_agree(snapshot):
     name, root, _ = snapshot

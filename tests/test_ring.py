@@ -36,6 +36,7 @@ def two(mpi, live_probe):
     return (ctx, *_run(ctx, ranks=2, seed=7))
 
 
+@pytest.mark.integration
 def test_two_ranks_complete_and_validate(two) -> None:
     ctx, bench, params, res = two
     assert set(res) == set(METRICS)
@@ -56,6 +57,7 @@ def test_two_ranks_complete_and_validate(two) -> None:
     assert bw.params["seed"] == 7 and "ring: natural" in ctx.notes[-1]
 
 
+@pytest.mark.integration
 def test_corrupted_data_is_caught(two, mpi) -> None:
     ctx, bench, params, _ = two
     b = ctx.build("ring", openmp=False, cc=mpi.mpicc)
@@ -64,6 +66,7 @@ def test_corrupted_data_is_caught(two, mpi) -> None:
                   timeout=60)
 
 
+@pytest.mark.integration
 def test_four_ranks_oversubscribed(mpi, live_probe) -> None:
     ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
     n = len(allowed_cpus(ctx))
@@ -105,6 +108,7 @@ def test_rank_assignment_and_defaults(ctx) -> None:
         assert bench.resolve(ctx, {"allow_root": True})["ranks"] == min(ctx.n_cores, len(allowed_cpus(ctx)))
 
 
+@pytest.mark.integration
 def test_ring_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     pass
 

@@ -1,10 +1,14 @@
 """The Python API behind `clusterbench run`: the same run record with or without a store."""
 from __future__ import annotations
 
+import pytest
+
 import uuid
 
 from clusterbench import SCHEMA_VERSION, session
 from clusterbench.store import Store
+
+pytestmark = pytest.mark.integration  # every test here starts real processes
 
 
 def test_no_store_document_has_full_run_record(live_probe):

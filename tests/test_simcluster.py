@@ -80,6 +80,7 @@ def _ns_pids(c: sc.SimCluster) -> list[int]:
 # --------------------------------------------------------------------------- no root needed
 
 
+@pytest.mark.integration
 def test_non_root_is_refused_and_nothing_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = sc.list_namespaces(PREFIX)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
@@ -94,6 +95,7 @@ def test_non_root_is_refused_and_nothing_done(tmp_path: Path, monkeypatch: pytes
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_bad_specs_are_usage_errors(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("the root check comes first")
@@ -139,6 +141,7 @@ def test_launch_arguments_and_host_lists() -> None:
     assert sc.SimCluster.from_json(json.loads(json.dumps(c.to_json()))) == c
 
 
+@pytest.mark.integration
 def test_agent_script_is_valid_sh_and_skips_ssh_options(tmp_path: Path) -> None:
     agent = tmp_path / "agent.sh"
     # with `ip` replaced by echo, the agent prints what it would run (namespace check aside)
@@ -153,6 +156,7 @@ def test_agent_script_is_valid_sh_and_skips_ssh_options(tmp_path: Path) -> None:
     assert _sh([str(agent), "bad;name", "true"], check=False).returncode == 255
 
 
+@pytest.mark.integration
 def test_names_resolving_locally_are_refused() -> None:
     with pytest.raises(EnvironmentProblem, match="local address"):
         sc._check_names_do_not_resolve_locally(["localhost"])
@@ -163,6 +167,7 @@ def test_names_resolving_locally_are_refused() -> None:
 # --------------------------------------------------------------------------- live
 
 
+@pytest.mark.integration
 def test_end_to_end_network_and_mpi(live_env: Path, tmp_path: Path) -> None:
     t0 = time.monotonic()
     c = sc.up(2, mtu=9000, prefix=PREFIX, state=live_env)
@@ -277,6 +282,7 @@ def test_end_to_end_network_and_mpi(live_env: Path, tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.integration
 def test_up_is_idempotent_and_refuses_another_spec(live_env: Path) -> None:
     c = sc.up(2, prefix=PREFIX, state=live_env)
     again = sc.up(2, prefix=PREFIX, state=live_env)
@@ -294,6 +300,7 @@ def test_up_is_idempotent_and_refuses_another_spec(live_env: Path) -> None:
     assert "rebuilt" in rebuilt.notes[0] and sc.status(prefix=PREFIX, state=live_env)["up"]
 
 
+@pytest.mark.integration
 def test_down_after_a_crash_and_with_processes_left(live_env: Path) -> None:
     c = sc.up(2, prefix=PREFIX, state=live_env)
     # a process left running in a node (an orphaned daemon) and the state file lost
@@ -317,6 +324,7 @@ def test_down_after_a_crash_and_with_processes_left(live_env: Path) -> None:
             sleeper.wait(5)
 
 
+@pytest.mark.integration
 def test_rate_limit_and_delay(live_env: Path) -> None:
     c = sc.up(2, rate="100mbit", prefix=PREFIX, state=live_env)
     for n in c.nodes:

@@ -22,6 +22,8 @@ from clusterbench.errors import EnvironmentProblem, KernelFailed
 from clusterbench.kernels.build import build_kernel
 from clusterbench.launch import mpi as M
 
+pytestmark = pytest.mark.integration  # every test here starts real processes
+
 REPO = Path(__file__).resolve().parents[1]
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "salloc", "sinfo")
 PARTITION = "cbtest"

@@ -81,6 +81,7 @@ def test_missing_store_readonly(tmp_path):
         Store(tmp_path / "none.db", readonly=True)
 
 
+@pytest.mark.integration
 def test_dead_running_run_shows_incomplete(tmp_path):
     """A run whose process was killed (no chance to close it) reads back as incomplete."""
     p = tmp_path / "r.db"

@@ -35,6 +35,7 @@ def _run(ctx, **given):
     return bench, params, bench.run(ctx, params)
 
 
+@pytest.mark.integration
 def test_validation_passes_and_results_complete(ctx):
     recs = _records(ctx)
     _, params, res = _run(ctx, array_elements=SMALL, ntimes=4, sweep=False)
@@ -57,6 +58,7 @@ def test_validation_passes_and_results_complete(ctx):
     assert ctx.timer_resolution_s == info["timer_resolution_s"]
 
 
+@pytest.mark.integration
 def test_byte_counting_convention(ctx):
     """copy/scale count 16 B and add/triad 24 B per element, MB = 1e6: rate = B*N*1e-6/t."""
     recs = _records(ctx)
@@ -69,11 +71,13 @@ def test_byte_counting_convention(ctx):
     assert BYTES_PER_ELEMENT == {"copy": 16, "scale": 16, "add": 24, "triad": 24}
 
 
+@pytest.mark.integration
 def test_corrupted_array_is_caught(ctx):
     with pytest.raises(KernelFailed, match="wrong result"):
         _run(ctx, array_elements=SMALL, ntimes=3, sweep=False, variant="nt", corrupt=True, threads=1)
 
 
+@pytest.mark.integration
 def test_thread_sweep_quick(ctx):
     n = ctx.n_cores
     assert sweep_counts(n, "quick", True) == ([n, 1] if n > 1 else [1])
@@ -126,6 +130,7 @@ def test_default_size_follows_run_rule(ctx):
     assert 3 * n * 8 <= avail
 
 
+@pytest.mark.integration
 def test_numa_path(ctx):
     """One NUMA node here: the kernel says so and no matrix is produced; the NUMA mode itself
     still runs (threads on node 0, arrays bound to node 0) when libnuma is present."""
@@ -151,6 +156,7 @@ def test_numa_path(ctx):
         run_kernel(b, ["--cpus=0", "--elements=1000", "--mem_nodes=7"], timeout=60)
 
 
+@pytest.mark.integration
 def test_wrong_placement_is_reported(ctx, monkeypatch):
     """If a thread does not run where it was asked, the run fails (KernelFailed)."""
     import clusterbench.benchmarks.node.stream as st
@@ -162,6 +168,7 @@ def test_wrong_placement_is_reported(ctx, monkeypatch):
         _run(ctx, array_elements=SMALL, ntimes=3, sweep=False, threads=1, variant="regular")
 
 
+@pytest.mark.integration
 def test_triad_only_validation_catches_a_triad_that_stores_nothing(ctx):
     """Triad-only runs start from c = 1, so Triad must change a: with the kernels skipped
     (--skip_stores=1) validation fails, in the quick sweep's mode and in the NUMA mode."""
@@ -215,6 +222,7 @@ def test_numa_plan_two_nodes():
     assert plan_numa(one, 1000)[0] == []
 
 
+@pytest.mark.integration
 def test_numa_results_params_from_plan(ctx, monkeypatch):
     """The run path drives the kernel from the plan: with a (fake) 2-node plan on this machine's
     cpus, each (cpu_node, mem_node) result carries the run's threads and cpus."""
@@ -236,6 +244,7 @@ def test_numa_results_params_from_plan(ctx, monkeypatch):
     assert any(r["type"] == "validation" and r["ok"] for r in recs)
 
 
+@pytest.mark.integration
 def test_numa_build_skipped_without_header(ctx, monkeypatch):
     """No <numa.h>: the plain kernel is built straight away, no failing -lnuma attempt."""
     import clusterbench.benchmarks.node.stream as st

@@ -67,6 +67,7 @@ def _start_server(prefix: list[str], bind: str, connections: int = 1, timeout: i
 # --------------------------------------------------------------------------- loopback (no root)
 
 
+@pytest.mark.integration
 def test_loopback_1_and_2_streams_validate(ctx: RunContext) -> None:
     res, params = _run(ctx, hosts="local", streams=[1, 2], seconds=0.3, repeats=2, latency_iterations=300)
     assert params["hosts"] == "local"
@@ -104,6 +105,7 @@ def test_bad_input_is_a_usage_error(ctx: RunContext) -> None:
             bench.resolve(ctx, given)
 
 
+@pytest.mark.integration
 def test_loopback_server_binds_only_its_address() -> None:
     p, info = _start_server([], "127.0.0.1", timeout=3)
     try:
@@ -120,6 +122,7 @@ def test_loopback_server_binds_only_its_address() -> None:
         p.wait()
 
 
+@pytest.mark.integration
 def test_server_refuses_the_wildcard_address() -> None:
     p = subprocess.run([str(_binary()), "--mode=server", "--bind=0.0.0.0", "--timeout=2"],
                        capture_output=True, text=True, timeout=10)
@@ -128,6 +131,7 @@ def test_server_refuses_the_wildcard_address() -> None:
     assert p.returncode != 0 and "--bind" in p.stdout
 
 
+@pytest.mark.integration
 def test_server_exits_by_itself_on_its_timeout_and_ignores_strays() -> None:
     p, info = _start_server([], "127.0.0.1", connections=1, timeout=1)
     t0 = time.monotonic()
@@ -143,6 +147,7 @@ def test_server_exits_by_itself_on_its_timeout_and_ignores_strays() -> None:
     assert rc != 0 and "timed out" in rest
 
 
+@pytest.mark.integration
 def test_client_crash_leaves_no_orphans(ctx: RunContext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Tcp, "test_client_args", ("--crash=1",))
     t0 = time.monotonic()
@@ -190,6 +195,7 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         assert sc.list_namespaces(PREFIX) == []
 
 
+@pytest.mark.integration
 def test_sim_mtu_1500_vs_9000(sim, ctx: RunContext) -> None:
     """Offloads off (MTU-sized frames, as on a wire): the MTU is recorded exactly and jumbo frames
     carry more TCP throughput (1.8x to 3.3x measured while writing this; > 1.3x asserted)."""
@@ -213,6 +219,7 @@ def test_sim_mtu_1500_vs_9000(sim, ctx: RunContext) -> None:
     assert got[9000] > 1.3 * got[1500], got
 
 
+@pytest.mark.integration
 def test_sim_rate_limit_is_the_limit(sim, ctx: RunContext) -> None:
     sim(rate="100mbit")
     res, _ = _run(ctx, hosts="n1,n2".replace("n", PREFIX + "n"), streams=[1, 2], seconds=1.0, repeats=1,
@@ -225,6 +232,7 @@ def test_sim_rate_limit_is_the_limit(sim, ctx: RunContext) -> None:
         assert thr.limit["fraction"] == pytest.approx(thr.value / 100) and 0.5 <= thr.limit["fraction"] <= 1.1
 
 
+@pytest.mark.integration
 def test_sim_server_listens_on_the_cluster_address_only(sim) -> None:
     c = sim()
     n1, n2 = c.nodes
@@ -247,6 +255,7 @@ def test_sim_server_listens_on_the_cluster_address_only(sim) -> None:
             p.kill()
 
 
+@pytest.mark.integration
 def test_sim_client_crash_leaves_nothing_in_the_namespaces(sim, ctx: RunContext,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     c = sim()
