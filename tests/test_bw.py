@@ -221,3 +221,39 @@ def test_mtu_1500_vs_9000_shows_in_mpi_bandwidth(mpi, live_probe, sim_cluster, t
         best[mtu] = max(best.get(mtu, 0.0), res.value)
         simcluster.down()
     assert best[9000] > 1.3 * best[1500], best
+
+
+# -- message buffers: separate (OSU/IMB) by default, shared on request ---------------------------
+
+
+@pytest.mark.integration
+def test_separate_buffers_by_default(bw_run) -> None:
+    """The kernel itself reports the convention it ran, with every figure."""
+    for r in bw_run[3]:
+        assert r.params["buffers"] == "separate" and "OSU" in r.params["buffers_definition"]
+
+
+@pytest.mark.integration
+def test_shared_buffers_pass_on_what_arrived_and_validate(mpi, live_probe) -> None:
+    """bibw and the latency ping-pong with shared buffers, 1 and 2 pairs (4 ranks oversubscribed):
+    every rank sends on the data it has just received (bibw: the previous iteration's window),
+    and validation checks that what arrives is the partner's data, or the rank's own back."""
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120, oversubscribe=True)
+    _, _, res = _run(ctx, "multipair", pairs=[1, 2], sizes=[8, 65536], direction="bi", time_budget=0.02,
+                     buffers="shared")
+    got = {(r.metric, r.params["pairs"], r.params["size_bytes"]) for r in res}
+    assert got == {(m, k, s) for m in ("pair_bandwidth", "aggregate_bandwidth", "pair_latency")
+                   for k in (1, 2) for s in (8, 65536)}
+    for r in res:
+        assert r.params["buffers"] == "shared" and "just received" in r.params["buffers_definition"]
+        assert r.params["validated"] and r.value > 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("modes", ["bibw", "lat"])
+def test_corrupted_data_is_caught_with_shared_buffers(mpi, bw_run, modes: str) -> None:
+    ctx, bench, params, _ = bw_run
+    b = ctx.build("mpibw", openmp=False, cc=mpi.mpicc)
+    with pytest.raises(KernelFailed, match="differs from the pattern"):
+        M.run_mpi(mpi, bench.launch_spec(ctx, params), [str(b.path), "--sizes=4096", f"--modes={modes}",
+                  "--time_budget=0.01", "--buffers=shared", "--corrupt=1"], timeout=60, name="mpibw")

@@ -169,3 +169,46 @@ def test_two_transports_side_by_side(mpi, ctx) -> None:
 def test_unknown_transport_in_list(ctx) -> None:
     with pytest.raises(UsageError, match="--transports carrier-pigeon"):
         get_benchmark("pingpong").resolve(ctx, {"transports": ["tcp", "carrier-pigeon"], "allow_root": True})
+
+
+# -- message buffers: separate (OSU/IMB/NetPIPE) by default, shared on request -------------------
+
+
+def test_buffers_parameter_declared_once_for_every_mpi_message_benchmark(ctx) -> None:
+    from clusterbench.benchmarks.mpi.common import BUFFER_CONVENTIONS, BUFFERS
+
+    assert BUFFERS.default == "separate" and set(BUFFERS.choices) == set(BUFFER_CONVENTIONS) == {"separate", "shared"}
+    for name in ("pingpong", "bw", "multipair", "ring", "placement"):
+        assert {p.name: p for p in get_benchmark(name).params}["buffers"] is BUFFERS, name
+    with pytest.raises(UsageError, match="buffers"):
+        get_benchmark("pingpong").resolve(ctx, {"buffers": "same", "allow_root": True})
+
+
+@pytest.mark.integration
+def test_buffer_conventions_recorded_and_validated(mpi, runs) -> None:
+    """The default run (the module's shm run, validated) says, in the kernel's own words, that it
+    used separate buffers; a shared-buffer run validates too (rank 0 then checks its own data
+    echoed back, rank 1 what rank 0 sent) and says so with every figure."""
+    for r in runs["shm"][3]:
+        assert r.params["buffers"] == "separate" and "OSU" in r.params["buffers_definition"]
+    ctx = runs["shm"][0]
+    _, _, res = _run(ctx, transport="shm", sizes=[8, 65536 + 3], time_budget=0.02, validate=True,
+                     buffers="shared", cpus=_cpus(ctx))
+    assert {(r.metric, r.params["size_bytes"]) for r in res} >= {("latency", 8), ("bandwidth", 65539)}
+    for r in res:
+        assert r.params["buffers"] == "shared" and "just received" in r.params["buffers_definition"]
+        assert r.params["validated"] and r.value > 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("buffers", ["separate", "shared"])
+def test_corrupted_data_is_caught_with_either_buffers(mpi, ctx, buffers: str) -> None:
+    from clusterbench.errors import KernelFailed
+    from clusterbench.launch import mpi as M
+
+    bench = get_benchmark("pingpong")
+    params = bench.resolve(ctx, {"transport": "shm", "allow_root": True, "cpus": _cpus(ctx)})
+    b = ctx.build("pingpong", openmp=False, cc=mpi.mpicc)
+    args = [str(b.path), "--sizes=8,4096", "--time_budget=0.01", "--validate=1", f"--buffers={buffers}", "--corrupt=1"]
+    with pytest.raises(KernelFailed, match="differs from the pattern"):
+        M.run_mpi(mpi, bench.launch_spec(ctx, params), args, timeout=60, name="pingpong")

@@ -184,3 +184,19 @@ def test_placement_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
             assert r.params["node_a"] == r.params["node_b"] == n1
             assert {p["node"] for p in r.params["placement"]} == {n1}
             assert r.value < node.value  # within a node beats across the virtual wire
+
+
+@pytest.mark.integration
+def test_placement_buffer_conventions(mpi, ctx) -> None:
+    """The pingpong kernel's buffer convention, in its own words, with every pair's figures:
+    separate by default (OSU/IMB/NetPIPE), shared on request (validated either way)."""
+    if len(allowed_cpus(ctx)) < 2:
+        pytest.skip("placement needs two cpus")
+    first = sorted(choose_pairs(ctx.probe, allowed_cpus(ctx)))[:1]
+    for buffers in ("separate", "shared"):
+        given = {"time_budget": 0.02, "classes": first}
+        if buffers == "shared":
+            given["buffers"] = "shared"
+        _, res = _run(ctx, **given)
+        assert {r.metric for r in res} == {"latency", "bandwidth"}
+        assert all(r.params["buffers"] == buffers and r.params["validated"] for r in res)

@@ -123,3 +123,33 @@ def test_ring_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     assert r.params["transport_used"] == "tcp"
     assert [p["node"] for p in r.params["placement"]] == [n.name for n in c.nodes]
     assert len(set(params["cpus"])) == len(params["cpus"]) or ctx.oversubscribe  # distinct cores
+
+
+# -- message buffers: separate (HPCC/OSU/IMB) by default, shared on request ----------------------
+
+
+@pytest.mark.integration
+def test_shared_buffers_pass_data_on_and_validate(two, mpi) -> None:
+    """Default: separate buffers, in the kernel's words. Shared: what arrived from the left goes
+    on to the right (validation checks the neighbour's neighbour's data arrives), and a damaged
+    byte is still caught."""
+    ctx, bench, params, res = two
+    assert all(r.params["buffers"] == "separate" for r in res.values())
+    _, sparams, shared = _run(ctx, ranks=2, seed=7, buffers="shared")
+    assert set(shared) == set(METRICS)
+    for r in shared.values():
+        assert r.params["buffers"] == "shared" and "just received" in r.params["buffers_definition"]
+        assert r.params["validated"] and r.value > 0
+    b = ctx.build("ring", openmp=False, cc=mpi.mpicc)
+    with pytest.raises(KernelFailed, match="differ"):
+        M.run_mpi(mpi, bench.launch_spec(ctx, sparams), [str(b.path), *bench.kernel_args(sparams), "--corrupt=1"],
+                  timeout=60)
+
+
+@pytest.mark.integration
+def test_shared_buffers_three_ranks(mpi, live_probe) -> None:
+    """Three ranks (oversubscribed on a 2-core machine): passed-on data comes from the neighbour's
+    neighbour, a different rank in every ring, and validates."""
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=120, oversubscribe=True)
+    _, _, res = _run(ctx, ranks=3, seed=5, buffers="shared")
+    assert set(res) == set(METRICS) and all(r.params["buffers"] == "shared" and r.value > 0 for r in res.values())

@@ -9,6 +9,11 @@ warm-up (excluded) sets the iteration count from ``--time-budget``; the received
 against a pattern after the timed loop (outside it). The ``value`` is the loop figure (OSU's);
 ``params.all`` has min/median/p99/max over the single iterations, which are the ``samples``.
 
+Buffers (``--buffers``): separate send and receive buffers by default (OSU's and IMB's
+convention). ``--buffers shared``: each message is the data just received (an application passing
+on fresh data): in ``bibw`` each rank sends on the window it received in the previous iteration;
+one-way ``bw`` is the same in both, since its sender receives nothing it could pass on.
+
 Placement and transport as pingpong: two cpus on this node (default the first two cores), or
 rank 0 on the first and rank 1 on the second of ``--hosts``; both verified from the ranks' own
 report, and the transport proven from Open MPI's verbose output.
@@ -20,7 +25,7 @@ from typing import Any
 from clusterbench.errors import KernelFailed
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (PAIR_CPUS,
+from clusterbench.benchmarks.mpi.common import (BUFFERS, PAIR_CPUS, buffers_record,
     PAIR_HOSTFILE, PAIR_HOSTS, VALIDATE, WINDOW, KernelSession, MiB, MpiBenchmark,
     check_sizes, detect, launch_spec, max_size, place_pair, shared_cpu_warning, shares_cores, sizes,
     subsampled_times, time_budget)
@@ -49,6 +54,7 @@ class Bw(MpiBenchmark):
         WINDOW,
         PAIR_HOSTS, PAIR_HOSTFILE, PAIR_CPUS,
         VALIDATE,
+        BUFFERS,
         time_budget(0.25, "size and direction"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
@@ -73,13 +79,14 @@ class Bw(MpiBenchmark):
         sizes = params["size_list"]
         args = [str(b.path), f"--sizes={','.join(map(str, sizes))}", f"--modes={','.join(params['modes'])}",
                 f"--window={params['window']}", f"--time_budget={params['time_budget']}",
-                f"--validate={int(bool(params['validate']))}"]
+                f"--validate={int(bool(params['validate']))}", f"--buffers={params['buffers']}"]
         base: dict[str, Any] = {
             "transport": params["transport"], "pair": params["pair"], "cpus": list(params["cpus"]), "ranks": 2,
             "window": params["window"], "time_budget_s": params["time_budget"],
             "validated": bool(params["validate"]), "mpi": {"name": mpi.name, "version": mpi.version},
             "bandwidth_definition": "bytes per iteration x iterations / 1e6 / t, t = sum of the timed iterations "
-                                    "(1e6 B/s); bibw adds both directions"}
+                                    "(1e6 B/s); bibw adds both directions",
+            **buffers_record(params["buffers"])}
         out: list = []
         hosts = [mpimod.Host(*h) for h in params["host_list"]] if params["host_list"] else None
         crowded = shared_cpu_warning(params["places"], shares_cores(hosts))
@@ -96,6 +103,7 @@ class Bw(MpiBenchmark):
                    "iterations": kp.get("iterations"), "time_s": pair.get("time_s"),
                    "bytes_per_iteration": kp.get("bytes_per_iteration"), "rbuf_slots": kp.get("rbuf_slots"),
                    "loop_s": kp.get("loop_s"), "samples_kept": kp.get("samples_kept"),
+                   "buffers": kp.get("buffers", base["buffers"]),  # the kernel's own word
                    "all": {"n": pair.get("iterations"), **{k: pair.get(k) for k in
                                                             ("min", "median", "mean", "p99", "max")}}}
             samples = rec["samples"]

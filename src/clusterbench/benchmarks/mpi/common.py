@@ -50,6 +50,23 @@ def sizes(smallest: int = 1, note: str = "overrides --max-size") -> Param:
                  why="1 GiB at most")
 VALIDATE = Param("validate", bool, True, "check the received data after each size's timed loop (outside it)")
 
+#: what each message buffer convention models, stored with every figure (params.buffers_definition)
+BUFFER_CONVENTIONS = {
+    "separate": "separate send and receive buffers on every rank (the convention of OSU, IMB, NetPIPE and hpcc): "
+                "no message is data its sender has just received",
+    "shared": "one buffer per rank for sending and receiving: each message is the data just received (data freshly "
+              "written by the application, as when it passes on what it was given; on shared memory the lines "
+              "written by the receive must travel back to the other core on the next send)",
+}
+BUFFERS = Param("buffers", str, "separate", "message buffers: separate (send and receive buffers apart, the "
+                "OSU/IMB/NetPIPE convention) or shared (each message is the data just received, as an application "
+                "passing on fresh data)", tuple(BUFFER_CONVENTIONS))
+
+
+def buffers_record(buffers: str) -> dict[str, str]:
+    """The buffer convention of a run, for the params of every figure."""
+    return {"buffers": buffers, "buffers_definition": BUFFER_CONVENTIONS[buffers]}
+
 
 def sim_cluster_of(hosts: Sequence[mpimod.Host]) -> simcluster.SimCluster | None:
     """The virtual cluster, when every host is one of its nodes (else a real cluster)."""
@@ -129,8 +146,9 @@ def transport_note(bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall, 
 
 #: what a pingpong kernel figure means (pingpong and placement store it with every figure)
 PINGPONG_DEFINITIONS = {
-    "latency_definition": "half round trip of a blocking MPI_Send/MPI_Recv ping-pong, the average of the best of "
-                          "5 batch-timed loops (hpcc and NetPIPE also report the best of repeated loops; the "
+    "latency_definition": "half round trip of a blocking MPI_Send/MPI_Recv ping-pong (buffers as params.buffers: "
+                          "separate send and receive buffers by default, as OSU, IMB and NetPIPE), the average of "
+                          "the best of 5 batch-timed loops (hpcc and NetPIPE also report the best of repeated loops; the "
                           "average of all loops, OSU's and IMB's figure, is params.batch_mean; the per-iteration "
                           "distribution is params.all), us",
     "bandwidth_definition": "size / that half round trip, 1e6 B/s",
@@ -147,6 +165,8 @@ def pingpong_figure(rec: dict) -> tuple[int, float | None, dict[str, Any], list[
     prm = {"size_bytes": size, "iterations": kp.get("iterations"), "all": allst,
            "batch_mean": kp.get("batch_mean"), "batch_iterations": kp.get("batch_iterations"),
            "batch_loops": kp.get("batch_loops"), "samples_kept": kp.get("samples_kept")}
+    if kp.get("buffers"):  # the kernel's own word on the buffer convention it ran
+        prm["buffers"] = kp["buffers"]
     samples = rec["samples"]
     times = [2e-6 * s for s in samples] if latency else [2e-6 * size / s for s in samples if s > 0]
     return size, value, prm, times

@@ -25,6 +25,11 @@ Metrics (params ``pairs``, ``size_bytes``, ``placement``):
                        in ``max_pair_latency``)
 Samples are single iterations (mean over the pairs of that iteration); their spread is reported,
 not flagged.
+
+Buffers (``--buffers``): separate send and receive buffers by default (OSU's and IMB's
+convention). ``--buffers shared``: each message is the data just received (an application passing
+on fresh data): the latency ping-pong echoes the received buffer, ``bi`` sends on the window
+received in the previous iteration; one-way streaming is the same in both.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from typing import Any
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (VALIDATE, WINDOW, KernelSession, MiB, MpiBenchmark, check_sizes, detect, host_tuples,
+from clusterbench.benchmarks.mpi.common import (BUFFERS, VALIDATE, WINDOW, buffers_record, KernelSession, MiB, MpiBenchmark, check_sizes, detect, host_tuples,
     launch_spec, max_size, parse_host_params, shared_cpu_warning, shares_cores, sizes, subsampled_times,
     time_budget)
 from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus
@@ -99,6 +104,7 @@ class MultiPair(MpiBenchmark):
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N); the first two hosts are used"),
         Param("cpus", "intlist", None, "side A's cpus then side B's, an even count (default: from the topology)"),
         VALIDATE,
+        BUFFERS,
         time_budget(0.1, "size, mode and pair count"),
     )
     profiles = {"quick": {"time_budget": 0.03, "max_size": 1 * MiB}, "full": {"time_budget": 0.5}}
@@ -191,7 +197,8 @@ class MultiPair(MpiBenchmark):
         spec = self.launch_spec(ctx, params, k)
         args = [str(b.path), f"--sizes={','.join(map(str, params['size_list']))}",
                 f"--modes={','.join(params['modes'])}", f"--window={params['window']}",
-                f"--time_budget={params['time_budget']}", f"--validate={int(bool(params['validate']))}"]
+                f"--time_budget={params['time_budget']}", f"--validate={int(bool(params['validate']))}",
+                f"--buffers={params['buffers']}"]
         places = self.places(params, k)
         base: dict[str, Any] = {
             "pairs": k, "placement": params["placement"], "direction": params["direction"],
@@ -199,7 +206,7 @@ class MultiPair(MpiBenchmark):
             "cpus": [c for _, c in places], "hosts": list(params["sides"]) if params["host_list"] else None,
             "pairing": "rank i <-> rank i + pairs", "time_budget_s": params["time_budget"],
             "validated": bool(params["validate"]), "oversubscribed": bool(ctx.oversubscribe),
-            "mpi": {"name": mpi.name, "version": mpi.version}}
+            "mpi": {"name": mpi.name, "version": mpi.version}, **buffers_record(params["buffers"])}
         out: list = []
         hosts = [mpimod.Host(*h) for h in params["host_list"]] if params["host_list"] else None
         crowded = shared_cpu_warning(places, shares_cores(hosts))
@@ -215,7 +222,8 @@ class MultiPair(MpiBenchmark):
             size = int(kp.get("size", 0))
             common = {**base, "size_bytes": size, "iterations": kp.get("iterations"),
                       "bytes_per_iteration": kp.get("bytes_per_iteration"), "loop_s": kp.get("loop_s"),
-                      "samples_kept": kp.get("samples_kept")}
+                      "samples_kept": kp.get("samples_kept"),
+                      "buffers": kp.get("buffers", base["buffers"])}  # the kernel's own word
             samples = [float(s) for s in rec["samples"]]
             if metric in ("bw", "bibw"):
                 bws = [float(q["mbs"]) for q in pairs]

@@ -12,6 +12,14 @@ trips again in 5 loops, each timed as a whole with no timer call inside: the ``v
 loop's average (hpcc and NetPIPE report the best of repeated loops), ``params.batch_mean`` the
 average over all loops (what OSU and IMB report).
 
+Buffers (``--buffers``): by default each rank sends from a send buffer and receives into a
+separate receive buffer, the convention of OSU (osu_latency, osu_bw), IMB PingPong, NetPIPE and
+hpcc, so figures compare with theirs. ``--buffers shared`` sends from and receives into one buffer:
+each message is the data just received (data freshly written by the application, as when it
+passes on what it was given); on shared memory the written lines then travel back to the other
+core on every round trip, which can halve the mid-size bandwidth. Every figure records
+``params.buffers`` and what it means (``params.buffers_definition``).
+
 Placement is explicit and verified: locally the two ranks are pinned to two different cores
 (``--cpus``, default the first two of the placement order); with ``--hosts a,b`` (or a hostfile)
 rank 0 runs on the first host and rank 1 on the second (inter-node: refused if both land on one
@@ -29,9 +37,9 @@ from typing import Any
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (PAIR_CPUS, PAIR_HOSTFILE, PAIR_HOSTS, PINGPONG_DEFINITIONS, KernelSession,
-                                                MpiBenchmark, detect, launch_spec, max_size, pingpong_figure,
-                                                place_pair, sizes, time_budget)
+from clusterbench.benchmarks.mpi.common import (BUFFERS, PAIR_CPUS, PAIR_HOSTFILE, PAIR_HOSTS, PINGPONG_DEFINITIONS,
+                                                KernelSession, MpiBenchmark, buffers_record, detect, launch_spec,
+                                                max_size, pingpong_figure, place_pair, sizes, time_budget)
 from clusterbench.benchmarks.base import Metric, Param, RunContext
 
 MiB = 1 << 20
@@ -73,6 +81,7 @@ class PingPong(MpiBenchmark):
         Param("validate", bool, False, "check the data after each size's timed loop (outside it)"),
         Param("hugepages", bool, False, "message buffers on transparent huge pages (large-message "
               "bandwidth rises where the copy is page-bound; default: 4 KiB pages, like most applications)"),
+        BUFFERS,
         time_budget(0.1, "size (0.1: the full 0..16 MiB sweep in about 11 s)"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
@@ -110,13 +119,14 @@ class PingPong(MpiBenchmark):
         spec = self.launch_spec(ctx, params)
         sizes = params["size_list"]
         args = [str(b.path), f"--sizes={','.join(map(str, sizes))}", f"--time_budget={params['time_budget']}",
-                f"--validate={int(bool(params['validate']))}", f"--hugepages={int(bool(params['hugepages']))}"]
+                f"--validate={int(bool(params['validate']))}", f"--hugepages={int(bool(params['hugepages']))}",
+                f"--buffers={params['buffers']}"]
         out = []
         base = {"transport": params["transport"], "pair": params["pair"], "cpus": list(params["cpus"]),
                 "ranks": 2, "time_budget_s": params["time_budget"],
                 "validated": bool(params["validate"]), "hugepages": bool(params["hugepages"]),
                 "mpi": {"name": mpi.name, "version": mpi.version},
-                **PINGPONG_DEFINITIONS}
+                **PINGPONG_DEFINITIONS, **buffers_record(params["buffers"])}
         ctx.progress.start("pingpong", total=len(sizes))
 
         def on_result(rec: dict) -> None:

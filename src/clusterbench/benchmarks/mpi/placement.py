@@ -10,7 +10,8 @@ per class present: cpu 0 with the nearest cpu of each class.
 Each pair is one ``mpirun`` of the ``pingpong`` kernel (2 ranks pinned through a rankfile, the
 placement verified before any figure, the transport proven) at 8 B and 1 MiB; latency is the
 minimum half round trip over every iteration (us), bandwidth the maximum of size / half round
-trip (MB/s = 1e6 B/s), as ``pingpong``. Every result carries ``class``, ``cpu_a``, ``cpu_b``,
+trip (MB/s = 1e6 B/s), as ``pingpong``, with separate send and receive buffers by default (OSU's,
+IMB's and NetPIPE's convention; ``--buffers shared``: each message is the data just received). Every result carries ``class``, ``cpu_a``, ``cpu_b``,
 ``node_a`` and ``node_b`` (plus the cores, packages, NUMA nodes and shared caches behind the
 class), so ``results export`` gives the matrix.
 
@@ -26,8 +27,8 @@ from clusterbench.probe import pairs as pairs_mod
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (PINGPONG_DEFINITIONS,
-    KernelSession, MpiBenchmark, detect, launch_spec, parse_host_params,
+from clusterbench.benchmarks.mpi.common import (BUFFERS, PINGPONG_DEFINITIONS,
+    KernelSession, MpiBenchmark, buffers_record, detect, launch_spec, parse_host_params,
     pingpong_figure, sim_cluster_of, time_budget)
 from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus, placement
 
@@ -54,6 +55,7 @@ class Placement(MpiBenchmark):
         Param("hosts", str, None, "two hosts A,B: intra-node pairs on A, the node pair between A and B"),
         Param("hostfile", str, None, "Open MPI hostfile; its first two hosts are used"),
         Param("validate", bool, True, "check the data after each size's timed loop (outside it)"),
+        BUFFERS,
         time_budget(0.2, "size and pair"),
     )
     profiles = {"quick": {"time_budget": 0.05}, "full": {"time_budget": 1.0}}
@@ -129,7 +131,7 @@ class Placement(MpiBenchmark):
         mpi = detect(params)
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         args = [str(b.path), f"--sizes={LAT_SIZE},{BW_SIZE}", f"--time_budget={params['time_budget']}",
-                f"--validate={int(bool(params['validate']))}", "--hugepages=0"]
+                f"--validate={int(bool(params['validate']))}", "--hugepages=0", f"--buffers={params['buffers']}"]
         out: list = []
         summary: list[str] = []
         ctx.progress.start("placement", total=len(params["pair_list"]))
@@ -150,7 +152,7 @@ class Placement(MpiBenchmark):
             "cpus": [pair["cpu_a"], pair["cpu_b"]], "ranks": 2, "transport": params["transport"],
             "time_budget_s": params["time_budget"], "validated": bool(params["validate"]),
             "mpi": {"name": mpi.name, "version": mpi.version},
-            **PINGPONG_DEFINITIONS,
+            **PINGPONG_DEFINITIONS, **buffers_record(params["buffers"]),
         }
         if "topology" in pair:
             base["topology"] = pair["topology"]

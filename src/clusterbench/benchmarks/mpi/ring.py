@@ -16,6 +16,11 @@ for random rings the geometric mean over the rings of that measurement); ``value
 figure. ``params`` hold the ring permutations, each random ring's figure, the loop length, which
 implementation won, the placement of every rank and the transport proof.
 
+Buffers (``--buffers``): separate send and receive buffers by default (HPCC's convention, and
+OSU's and IMB's). ``--buffers shared``: each message is the data just received, passed on around
+the ring (what arrived from the left goes to the right next time), as an application forwarding
+fresh data.
+
 Ranks: default one per core of this node, or the slots of ``--hosts``/``--hostfile``; each rank is
 pinned (rankfile) and its placement verified. On the virtual cluster (whose nodes share this
 machine's cores) the ranks take distinct cores where there are enough.
@@ -27,7 +32,7 @@ from typing import Any
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (KernelSession, MpiBenchmark, detect, launch_spec, parse_host_params, sim_cluster_of)
+from clusterbench.benchmarks.mpi.common import (BUFFERS, buffers_record, KernelSession, MpiBenchmark, detect, launch_spec, parse_host_params, sim_cluster_of)
 from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus, available_memory, placement
 
 HPCC_LAT_SIZE = 8
@@ -80,6 +85,7 @@ class Ring(MpiBenchmark):
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
         Param("cpus", "intlist", None, "cpu of each rank on this node (default: one per core in placement order)"),
         Param("validate", bool, True, "check every byte of one extra exchange per ring (outside the timing)"),
+        BUFFERS,
     )
     profiles = {"quick": {"random_rings": 5, "measurements": 3, "loop_time": 0.001},
                 "full": {"random_rings": 30, "measurements": 8, "loop_time": 0.01}}
@@ -156,7 +162,7 @@ class Ring(MpiBenchmark):
         return [f"--lat_size={params['lat_size']}", f"--bw_size={params['bw_size']}",
                 f"--random_rings={params['random_rings']}", f"--measurements={params['measurements']}",
                 f"--seed={params['seed']}", f"--loop_time={params['loop_time']}",
-                f"--validate={int(bool(params['validate']))}"]
+                f"--validate={int(bool(params['validate']))}", f"--buffers={params['buffers']}"]
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
         mpi = detect(params)
@@ -171,7 +177,7 @@ class Ring(MpiBenchmark):
             "random_rings": params["random_rings"], "measurements": params["measurements"],
             "seed": params["seed"], "loop_time_s": params["loop_time"], "validated": bool(params["validate"]),
             "shared_cpus": bool(params["shared_cpus"]),
-            "mpi": {"name": mpi.name, "version": mpi.version},
+            "mpi": {"name": mpi.name, "version": mpi.version}, **buffers_record(params["buffers"]),
             "latency_definition": "ring time per message = loop time / (2 x loop length); max over ranks, "
                                   "min over measurements; random rings: geometric mean (HPCC b_eff), us",
             "bandwidth_definition": "size / time per message per process, 1e6 B/s (HPCC b_eff)",

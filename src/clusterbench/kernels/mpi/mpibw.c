@@ -28,23 +28,34 @@
  * count from --time_budget (between --min_iters and --max_iters) and broadcasts it; it also stops
  * the loop at 1.5 x the budget (after min_iters) when a busy machine stretches the iterations.
  *
+ * Buffers (--buffers): "separate" (default) is the convention of OSU (osu_bw, osu_bibw,
+ * osu_mbw_mr, osu_multi_lat) and IMB: every rank sends from a send buffer and receives into
+ * receive slots of its own, so no message is data the rank has just received. "shared": each
+ * message is the data just received, as an application forwarding what it was given: lat echoes
+ * the received buffer and the lower rank sends from the buffer its pong lands in (one buffer per
+ * rank); bibw sends, in each iteration, the window received in the previous one (two sets of
+ * receive slots, used in turn, so no buffer is sent from while a receive into it is pending); bw
+ * (one way) is the same in both, since its sender receives nothing it could send on.
+ *
  * Validation (--validate=1, default): each sender fills its buffer with a pattern that depends on
  * the size and its rank; receive buffers are cleared before the warm-up; after the timed loop
  * (outside it) every receiver checks every receive slot (the window's messages land in
- * min(W, --rbuf_cap / size) slots) and the ping-pong echo; rank 0 prints the validation record
- * before the size's result. --corrupt=1 (test hook) damages rank k's receive buffer after the
- * timed loop, so validation must fail.
+ * min(W, --rbuf_cap / size) slots) and the ping-pong's pong (the partner's data, or the rank's own
+ * echoed back when shared; shared bibw: the first set holds the partner's data, the second the
+ * rank's own, forwarded there and back); rank 0 prints the validation record before the size's
+ * result. --corrupt=1 (test hook) damages rank k's receive buffer after the timed loop, so
+ * validation must fail.
  *
  * Result per size and mode: metric "bw" | "bibw" (MB/s) | "latency" (us); samples: per iteration,
  * the mean over pairs (MB/s of that iteration, or half round trip in us), evenly subsampled to
  * --max_samples; params: size, window, pairs, iterations, bytes_per_iteration (per pair),
  * per-pair list {pair, ranks, iterations, time_s, mbs (bandwidth modes) or latency_us (mean half
  * round trip), and min/median/mean/p99/max over that pair's iterations}, aggregate_mbs (sum of
- * the pairs' MB/s), loop_s (wall time of rank 0's timed loop, synchronisation included).
+ * the pairs' MB/s), loop_s (wall time of rank 0's timed loop, synchronisation included), buffers.
  *
  * Args: --modes=bw,bibw,lat --bidir=0|1 --window=W --sizes=a,b --min_size=B --max_size=B
  *       --time_budget=S --min_iters=N --max_iters=N --warmup=N --max_samples=N --validate=0|1
- *       --rbuf_cap=B --corrupt=0|1 --hang_rank=R
+ *       --rbuf_cap=B --buffers=separate|shared --corrupt=0|1 --hang_rank=R
  */
 #include "cb_common.h"
 #include "cb_mpi.h"
@@ -67,6 +78,7 @@ typedef struct {
 } pairstat_t;
 
 static int rank, nranks;
+static int shared; /* --buffers=shared: each message is the data just received */
 
 #define die cb_mpi_die
 
@@ -92,8 +104,10 @@ static inline unsigned char pattern(long size, int src, long i) {
 static unsigned char *sbuf, *rbuf;
 static MPI_Request reqs[2 * MAX_WINDOW];
 
-static void iteration(int mode, int lower, int partner, long size, int window, long slots) {
+/* Iteration t (counted from the size's first warm-up iteration) of a mode. */
+static void iteration(int mode, int lower, int partner, long size, int window, long slots, long t) {
     int n = (int)size;
+    const size_t set = (size_t)slots * (size_t)size; /* bytes of one set of receive slots */
     char ack = 1;
     if (mode == MODE_BW) {
         if (lower) {
@@ -109,19 +123,24 @@ static void iteration(int mode, int lower, int partner, long size, int window, l
             MPI_Send(&ack, 1, MPI_BYTE, partner, TAG_ACK, MPI_COMM_WORLD);
         }
     } else if (mode == MODE_BIBW) {
+        /* shared: receive into set t % 2 and send on what set (t + 1) % 2 received last time */
+        unsigned char *into = rbuf + (shared ? (size_t)(t % 2) * set : 0);
+        unsigned char *from = shared ? rbuf + (size_t)((t + 1) % 2) * set : sbuf;
         for (int j = 0; j < window; j++)
-            MPI_Irecv(rbuf + (size_t)(j % slots) * (size_t)size, n, MPI_BYTE, partner, TAG_DATA,
+            MPI_Irecv(into + (size_t)(j % slots) * (size_t)size, n, MPI_BYTE, partner, TAG_DATA,
                       MPI_COMM_WORLD, &reqs[j]);
         for (int j = 0; j < window; j++)
-            MPI_Isend(sbuf, n, MPI_BYTE, partner, TAG_DATA, MPI_COMM_WORLD, &reqs[window + j]);
+            MPI_Isend(from + (shared ? (size_t)(j % slots) * (size_t)size : 0), n, MPI_BYTE, partner, TAG_DATA,
+                      MPI_COMM_WORLD, &reqs[window + j]);
         MPI_Waitall(2 * window, reqs, MPI_STATUSES_IGNORE);
     } else {
+        unsigned char *out = shared ? rbuf : sbuf; /* shared: send on what arrived (the echo) */
         if (lower) {
-            MPI_Send(sbuf, n, MPI_BYTE, partner, TAG_LAT, MPI_COMM_WORLD);
+            MPI_Send(out, n, MPI_BYTE, partner, TAG_LAT, MPI_COMM_WORLD);
             MPI_Recv(rbuf, n, MPI_BYTE, partner, TAG_LAT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
             MPI_Recv(rbuf, n, MPI_BYTE, partner, TAG_LAT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(rbuf, n, MPI_BYTE, partner, TAG_LAT, MPI_COMM_WORLD);
+            MPI_Send(out, n, MPI_BYTE, partner, TAG_LAT, MPI_COMM_WORLD);
         }
     }
 }
@@ -173,6 +192,7 @@ int main(int argc, char **argv) {
     long long rbuf_cap = cb_arg_ll(argc, argv, "rbuf_cap", 32LL << 20);
     int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
     int hang_rank = (int)cb_arg_ll(argc, argv, "hang_rank", -1);
+    const char *buffers = cb_arg(argc, argv, "buffers", "separate");
 
     /* ---- placement report (before anything can fail on a bad argument) ---- */
     const int k = nranks / 2;
@@ -184,6 +204,9 @@ int main(int argc, char **argv) {
     if (min_iters < 1) min_iters = 1;
     if (max_iters < min_iters) max_iters = min_iters;
     if (budget <= 0) die("--time_budget must be > 0");
+    if (strcmp(buffers, "separate") && strcmp(buffers, "shared"))
+        die("--buffers=%s: give separate or shared", buffers);
+    shared = !strcmp(buffers, "shared");
 
     int modes[3], nmodes;
     if (modes_arg) nmodes = parse_modes(modes_arg, modes);
@@ -219,7 +242,7 @@ int main(int argc, char **argv) {
     const int partner = lower ? rank + k : rank - k;
 
     sbuf = cb_alloc((size_t)maxb, -1);
-    rbuf = cb_alloc(rbytes, -1);
+    rbuf = cb_alloc(shared ? 2 * rbytes : rbytes, -1); /* shared bibw: two sets of receive slots */
     double *times = malloc(sizeof(double) * (size_t)max_iters);
     double *vals = malloc(sizeof(double) * (size_t)max_iters);
     double *sum = rank == 0 ? malloc(sizeof(double) * (size_t)max_iters) : NULL;
@@ -237,8 +260,12 @@ int main(int argc, char **argv) {
         for (int mi = 0; mi < nmodes; mi++) {
             const int mode = modes[mi];
             /* buffers: the sender's pattern, cleared receive slots (outside any timing) */
+            const size_t set = (size_t)slots * (size_t)size;
             for (long i = 0; i < size; i++) sbuf[i] = pattern(size, rank, i);
-            memset(rbuf, 0, mode == MODE_LAT ? (size_t)size : (size_t)slots * (size_t)size);
+            memset(rbuf, 0, mode == MODE_LAT ? (size_t)size : set);
+            if (shared && mode == MODE_LAT && lower) memcpy(rbuf, sbuf, (size_t)size); /* its first ping */
+            if (shared && mode == MODE_BIBW)                                          /* the first window */
+                for (long s = 0; s < slots; s++) memcpy(rbuf + set + (size_t)s * (size_t)size, sbuf, (size_t)size);
             const double bytes_iter = mode == MODE_LAT ? 2.0 * (double)size
                                       : (mode == MODE_BIBW ? 2.0 : 1.0) * (double)size * window;
 
@@ -247,11 +274,12 @@ int main(int argc, char **argv) {
             if (wu < 1) wu = 1;
             MPI_Barrier(MPI_COMM_WORLD);
             double w0 = MPI_Wtime();
+            long t = 0; /* iterations so far (shared bibw alternates its receive sets) */
             for (long i = 0; i < wu; i++) {
                 if (i == wu / 2) w0 = MPI_Wtime(); /* the first half settles connections and caches */
                 int go = 1, all_go;
                 MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-                iteration(mode, lower, partner, size, window, slots);
+                iteration(mode, lower, partner, size, window, slots, t++);
             }
             double est = (MPI_Wtime() - w0) / (double)(wu - wu / 2), est_max = 0;
             MPI_Reduce(&est, &est_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -272,7 +300,7 @@ int main(int argc, char **argv) {
                 MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
                 if (!all_go) break;
                 double t0 = MPI_Wtime();
-                iteration(mode, lower, partner, size, window, slots);
+                iteration(mode, lower, partner, size, window, slots, t++);
                 times[n++] = MPI_Wtime() - t0;
             }
             const double loop = MPI_Wtime() - start;
@@ -284,15 +312,18 @@ int main(int argc, char **argv) {
                 int receives = mode != MODE_BW || !lower; /* bw: only the upper rank receives */
                 if (corrupt && rank == k) rbuf[size / 2] ^= 0x5a;
                 if (receives) {
-                    long nslots = mode == MODE_LAT ? 1 : slots;
-                    int src = (mode == MODE_LAT && lower) ? rank : partner; /* the echo is our own data */
-                    for (long s = 0; s < nslots && !bad; s++)
+                    /* slots to check; shared bibw has two sets: the partner's data, then our own back */
+                    long nslots = mode == MODE_LAT ? 1 : (shared && mode == MODE_BIBW ? 2 * slots : slots);
+                    for (long s = 0; s < nslots && !bad; s++) {
+                        int own = shared && ((mode == MODE_LAT && lower) || (mode == MODE_BIBW && s >= slots));
+                        int src = own ? rank : partner;
                         for (long i = 0; i < size; i++)
                             if (rbuf[(size_t)s * (size_t)size + (size_t)i] != pattern(size, src, i)) {
                                 bad = 1;
                                 first_bad = s * size + i;
                                 break;
                             }
+                    }
                 }
             }
             int flag = bad ? rank + 1 : 0, worst = 0;
@@ -352,9 +383,10 @@ int main(int argc, char **argv) {
                 cb_json_str("metric", mode_metric[mode]);
                 cb_json_key("params");
                 printf("{\"size\":%ld,\"mode\":\"%s\",\"window\":%d,\"pairs\":%d,\"iterations\":%ld,"
-                       "\"bytes_per_iteration\":%.17g,\"rbuf_slots\":%ld,\"loop_s\":%.9g,\"samples_kept\":%ld,",
+                       "\"bytes_per_iteration\":%.17g,\"rbuf_slots\":%ld,\"loop_s\":%.9g,\"samples_kept\":%ld,"
+                       "\"buffers\":\"%s\",",
                        size, mode_name[mode], mode == MODE_LAT ? 1 : window, k, n, bytes_iter,
-                       mode == MODE_LAT ? 1L : slots, loop, m);
+                       mode == MODE_LAT ? 1L : slots, loop, m, shared ? "shared" : "separate");
                 if (mode == MODE_LAT) printf("\"mean_latency_us\":%.9g,", agg / k);
                 else printf("\"aggregate_mbs\":%.9g,", agg);
                 printf("\"pair\":[");

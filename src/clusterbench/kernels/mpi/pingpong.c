@@ -20,18 +20,27 @@
  * are the per-iteration values, evenly subsampled to at most --max_samples; params.all holds the
  * statistics over every iteration (n, min, median, mean, p99, max), computed here.
  *
- * Validation (--validate=1): rank 0 fills its buffer with a pattern that depends on the size,
- * rank 1 echoes what it received, and after the timed loop (outside it) rank 0 checks the echo
- * and rank 1 checks its copy; the validation record precedes the size's results. Without
- * --validate the record says "not checked" (ok) so the protocol holds.
+ * Buffers (--buffers): "separate" (default) is the convention of OSU (osu_latency, osu_bw's
+ * ping-pong), IMB PingPong, NetPIPE and hpcc: each rank sends from a send buffer and receives into
+ * a receive buffer of its own, so a round trip never writes the data the rank sends next. "shared"
+ * sends from and receives into one buffer per rank: each message is the data just received, as an
+ * application forwarding data it was just given (the lines written by the receive travel back to
+ * the other core on the next send, which roughly halves the mid-size bandwidth on shared memory).
+ * The send buffers are filled with a pattern of (size, sending rank) before each size, outside the
+ * timing, in both modes (rank 1's is not used in "shared" mode).
+ *
+ * Validation (--validate=1): receive buffers are cleared before each size; after the timed loops
+ * (outside them) rank 1 checks that it holds rank 0's pattern and rank 0 that it holds rank 1's
+ * ("separate") or its own echoed back ("shared"); the validation record precedes the size's
+ * results. Without --validate the record says "not checked" (ok) so the protocol holds.
  *
  * Args: --max_size=B --sizes=a,b,c --perturb=0|1 --time_budget=S --min_iters=N --max_iters=N
- *       --warmup=N --max_samples=N --validate=0|1
- *       --hugepages=0|1 (ask for transparent huge pages for the message buffer; default 4 KiB pages,
+ *       --warmup=N --max_samples=N --validate=0|1 --buffers=separate|shared
+ *       --hugepages=0|1 (ask for transparent huge pages for the message buffers; default 4 KiB pages,
  *                        as an application's malloc'd buffer under THP "madvise")
  *       --hang_rank=R (test hook: rank R sleeps forever after the placement report)
  *       --hang_at_exit=R (test hook: rank R sleeps forever after "done", before MPI_Finalize)
- *       --corrupt=1   (test hook: damage the echoed buffer after timing; validation must fail)
+ *       --corrupt=1   (test hook: damage rank 0's received data after timing; validation must fail)
  */
 #include "cb_common.h"
 #include "cb_mpi.h"
@@ -43,6 +52,7 @@
 #define TAG_LAST 3
 
 static int rank, nranks;
+static int shared; /* --buffers=shared: one buffer per rank for sending and receiving */
 #define BATCH_LOOPS 5 /* timed loops in the batch phase; the best one is the headline */
 
 #define die cb_mpi_die
@@ -71,8 +81,9 @@ static void emit(const char *metric, long size, const double *v, long n, long ma
     snprintf(params, sizeof params,
              "{\"size\":%ld,\"iterations\":%ld,\"all\":{\"n\":%ld,\"min\":%.9g,\"median\":%.9g,\"mean\":%.9g,"
              "\"p99\":%.9g,\"max\":%.9g},\"samples_kept\":%ld,\"loop_s\":%.9g,"
-             "\"batch\":%.9g,\"batch_mean\":%.9g,\"batch_iterations\":%ld,\"batch_loops\":%d}",
-             size, n, n, st[1], st[2], st[3], st[4], st[5], m, t_total, batch, batch_mean, batch_iters, BATCH_LOOPS);
+             "\"batch\":%.9g,\"batch_mean\":%.9g,\"batch_iterations\":%ld,\"batch_loops\":%d,\"buffers\":\"%s\"}",
+             size, n, n, st[1], st[2], st[3], st[4], st[5], m, t_total, batch, batch_mean, batch_iters, BATCH_LOOPS,
+             shared ? "shared" : "separate");
     cb_json_begin("result");
     cb_json_str("metric", metric);
     cb_json_raw("params", params);
@@ -80,7 +91,10 @@ static void emit(const char *metric, long size, const double *v, long n, long ma
     cb_json_end();
 }
 
-static inline unsigned char pattern(long size, long i) { return (unsigned char)((i * 131 + size * 7 + 1) & 0xff); }
+/* the byte i of a `size`-byte message sent by rank src */
+static inline unsigned char pattern(long size, int src, long i) {
+    return (unsigned char)((i * 131 + size * 7 + src * 29 + 1) & 0xff);
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -103,11 +117,15 @@ int main(int argc, char **argv) {
     int hang_at_exit = (int)cb_arg_ll(argc, argv, "hang_at_exit", -1);
     int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
     int hugepages = (int)cb_arg_ll(argc, argv, "hugepages", 0);
+    const char *buffers = cb_arg(argc, argv, "buffers", "separate");
 
     /* ---- placement report ---- */
     cb_mpi_report_placement(rank, nranks, NULL, NULL);
     if (rank == hang_rank) for (;;) pause(); /* test hook: a rank that hangs */
     if (nranks < 2) die("pingpong needs 2 ranks, got %d", nranks);
+    if (strcmp(buffers, "separate") && strcmp(buffers, "shared"))
+        die("--buffers=%s: give separate or shared", buffers);
+    shared = !strcmp(buffers, "shared");
 
     /* ---- sizes ---- */
     long sizes[MAX_SIZES];
@@ -134,13 +152,16 @@ int main(int argc, char **argv) {
     long maxb = 1;
     for (int i = 0; i < nsizes; i++) if (sizes[i] > maxb) maxb = sizes[i];
 
-    unsigned char *buf = cb_alloc((size_t)maxb, hugepages ? 1 : -1);
+    /* sb: what this rank sends; rb: where it receives (the same buffer when shared) */
+    unsigned char *sb = cb_alloc((size_t)maxb, hugepages ? 1 : -1);
+    unsigned char *rb = shared ? sb : cb_alloc((size_t)maxb, hugepages ? 1 : -1);
     double *times = malloc(sizeof(double) * (size_t)max_iters);
     double *bw = malloc(sizeof(double) * (size_t)max_iters);
     double *tmp = malloc(sizeof(double) * (size_t)max_iters);
     double *sub = malloc(sizeof(double) * (size_t)(max_samples > 0 ? max_samples : 1));
-    if (!buf || !times || !bw || !tmp || !sub) die("out of memory for %ld-byte buffers", maxb);
-    memset(buf, 0, (size_t)maxb);
+    if (!sb || !rb || !times || !bw || !tmp || !sub) die("out of memory for %ld-byte buffers", maxb);
+    memset(sb, 0, (size_t)maxb);
+    memset(rb, 0, (size_t)maxb);
     const int peer = 1 - (rank == 1 ? 1 : 0); /* rank 0 talks to 1, rank 1 to 0 */
     const int active = rank < 2;
 
@@ -148,7 +169,9 @@ int main(int argc, char **argv) {
         long size = sizes[si];
         int n = (int)size;
         long iters = 0;
-        if (validate && rank == 0) for (long i = 0; i < size; i++) buf[i] = pattern(size, i);
+        /* outside the timing: the send data, and cleared receive buffers to check against */
+        if (validate && (!shared || rank == 1)) memset(rb, 0, (size_t)size); /* shared rank 0: rb is sb */
+        if (!shared || rank == 0) for (long i = 0; i < size; i++) sb[i] = pattern(size, rank, i);
         MPI_Barrier(MPI_COMM_WORLD);
         /* warm-up, also estimates the round trip */
         double rtt = 0;
@@ -159,11 +182,11 @@ int main(int argc, char **argv) {
             for (long i = 0; i < wu; i++) {
                 if (i == wu / 2) w0 = MPI_Wtime(); /* the first half settles caches and connections */
                 if (rank == 0) {
-                    MPI_Send(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-                    MPI_Recv(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(sb, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                    MPI_Recv(rb, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 } else {
-                    MPI_Recv(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    MPI_Send(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                    MPI_Recv(rb, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(sb, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
                 }
             }
             rtt = wu > 1 ? (MPI_Wtime() - w0) / (double)(wu - wu / 2) : 0;
@@ -183,8 +206,8 @@ int main(int argc, char **argv) {
             long done = 0;
             for (long i = 0; i < iters; i++) {
                 int last = (i + 1 == iters) || (i + 1 >= min_iters && t - start > cap);
-                MPI_Send(buf, n, MPI_BYTE, peer, last ? TAG_LAST : TAG_PING, MPI_COMM_WORLD);
-                MPI_Recv(buf, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(sb, n, MPI_BYTE, peer, last ? TAG_LAST : TAG_PING, MPI_COMM_WORLD);
+                MPI_Recv(rb, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 double e = MPI_Wtime();
                 times[i] = e - t;
                 t = e;
@@ -196,8 +219,8 @@ int main(int argc, char **argv) {
         } else if (rank == 1) {
             for (;;) {
                 MPI_Status st;
-                MPI_Recv(buf, n, MPI_BYTE, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
-                MPI_Send(buf, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
+                MPI_Recv(rb, n, MPI_BYTE, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+                MPI_Send(sb, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
                 iters++;
                 if (st.MPI_TAG == TAG_LAST) break;
             }
@@ -217,8 +240,8 @@ int main(int argc, char **argv) {
                 long end = (biters - i < 2 * per) ? biters : i + per; /* the last loop takes the rest */
                 double b0 = MPI_Wtime();
                 for (long j = i; j < end; j++) {
-                    MPI_Send(buf, n, MPI_BYTE, peer, j + 1 == biters ? TAG_LAST : TAG_PING, MPI_COMM_WORLD);
-                    MPI_Recv(buf, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(sb, n, MPI_BYTE, peer, j + 1 == biters ? TAG_LAST : TAG_PING, MPI_COMM_WORLD);
+                    MPI_Recv(rb, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 }
                 double t = MPI_Wtime() - b0, rt = t / (double)(end - i);
                 batch += t;
@@ -228,8 +251,8 @@ int main(int argc, char **argv) {
         } else if (rank == 1) {
             for (;;) {
                 MPI_Status st;
-                MPI_Recv(buf, n, MPI_BYTE, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
-                MPI_Send(buf, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
+                MPI_Recv(rb, n, MPI_BYTE, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+                MPI_Send(sb, n, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
                 if (st.MPI_TAG == TAG_LAST) break;
             }
         }
@@ -237,9 +260,11 @@ int main(int argc, char **argv) {
         int bad_local = 0;
         long first_bad = -1;
         if (validate && active) {
-            if (corrupt && rank == 0 && size > 0) buf[size / 2] ^= 0x5a;
+            /* rank 1 holds rank 0's data; rank 0 holds rank 1's, or its own echoed back when shared */
+            const int src = (rank == 0 && !shared) ? 1 : 0;
+            if (corrupt && rank == 0 && size > 0) rb[size / 2] ^= 0x5a;
             for (long i = 0; i < size; i++)
-                if (buf[i] != pattern(size, i)) { bad_local = 1; first_bad = i; break; }
+                if (rb[i] != pattern(size, src, i)) { bad_local = 1; first_bad = i; break; }
         }
         int bad1 = 0;
         if (rank == 1) MPI_Send(&bad_local, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
@@ -248,12 +273,14 @@ int main(int argc, char **argv) {
             char detail[256];
             if (!validate)
                 snprintf(detail, sizeof detail, "%ld B: data not checked (use --validate)", size);
-            else if (bad_local || bad1)
-                snprintf(detail, sizeof detail, "%ld B: %s data differs from the pattern (rank 0 byte %ld)",
-                         size, bad_local ? "echoed" : "received", first_bad);
+            else if (bad_local)
+                snprintf(detail, sizeof detail, "%ld B: data received by rank 0 differs from the pattern at byte %ld",
+                         size, first_bad);
+            else if (bad1)
+                snprintf(detail, sizeof detail, "%ld B: data received by rank 1 differs from the pattern", size);
             else
-                snprintf(detail, sizeof detail, "%ld B: pattern intact on both ranks after %ld round trips",
-                         size, iters);
+                snprintf(detail, sizeof detail, "%ld B: pattern intact on both ranks after %ld round trips "
+                         "(%s buffers)", size, iters, shared ? "shared" : "separate");
             cb_json_begin("validation");
             cb_json_bool("ok", !(bad_local || bad1));
             cb_json_bool("checked", validate);

@@ -19,10 +19,19 @@
  * loop lasts at least --loop_time seconds on the slowest rank (HPCC grows it until 10 x MPI_Wtick);
  * all ranks agree on it through MPI_Allreduce, and it is kept for the following rings.
  *
+ * Buffers (--buffers): "separate" (default) is HPCC's convention (and OSU's and IMB's): every rank
+ * sends from two send buffers and receives into two receive buffers of its own, so no message is
+ * data the rank has just received. "shared": each message is the data just received, as an
+ * application passing data on around the ring: after every exchange the buffer that arrived from
+ * the left becomes the one sent to the right and the other way (the send and receive buffers of
+ * one exchange stay apart, as MPI requires).
+ *
  * Validation (--validate=1, outside the timed loops): after each ring's timed loops, one more
  * exchange with buffers filled with a pattern of (sender, direction, ring, measurement, byte);
- * receive buffers are cleared first, every byte is checked. --corrupt=1 (test hook) damages a
- * received byte on rank 0 before the check, so validation must fail.
+ * receive buffers are cleared first, every byte is checked. With shared buffers the received data
+ * is passed on once more, and what arrives then (the pattern of the neighbour's neighbour) is
+ * checked. --corrupt=1 (test hook) damages a received byte on rank 0 before the check, so
+ * validation must fail.
  *
  * Output (rank 0): an info record with the placement of every rank ({rank, host, node, cpus,
  * cpu}, node = env CB_SIM_NODE on the virtual cluster) before any timing; per size one
@@ -32,7 +41,8 @@
  * params.value: the HPCC figure (min over measurements, per ring, then the geometric mean).
  *
  * Args: --lat_size=B --bw_size=B --random_rings=N --measurements=M --seed=S --loop_lat=N
- *       --loop_bw=N --loop_time=S --validate=0|1 --corrupt=0|1 --max_list=N (rings listed in params)
+ *       --loop_bw=N --loop_time=S --validate=0|1 --buffers=separate|shared --corrupt=0|1
+ *       --max_list=N (rings listed in params)
  */
 #include "cb_common.h"
 #include "cb_mpi.h"
@@ -44,6 +54,7 @@
 #define PARAMS_LEN 4096
 
 static int rank, nranks;
+static int shared; /* --buffers=shared: pass on what was just received */
 
 #define die cb_mpi_die
 
@@ -78,6 +89,16 @@ static void nonblocking_once(bufs_t *b, int n, int left, int right) {
     MPI_Waitall(4, req, MPI_STATUSES_IGNORE);
 }
 
+/* Shared buffers: what came from the left goes to the right next time, and the other way. */
+static void pass_on(bufs_t *b) {
+    unsigned char *t = b->sr;
+    b->sr = b->rl;
+    b->rl = t;
+    t = b->sl;
+    b->sl = b->rr;
+    b->rr = t;
+}
+
 /* One timed loop: one untimed iteration, then `loop` timed ones (HPCC). Returns seconds. */
 static double timed_loop(int nonblocking, bufs_t *b, int n, int left, int right, long loop) {
     double start = 0;
@@ -85,6 +106,7 @@ static double timed_loop(int nonblocking, bufs_t *b, int n, int left, int right,
         if (i == 0) start = MPI_Wtime();
         if (nonblocking) nonblocking_once(b, n, left, right);
         else sendrecv_once(b, n, left, right);
+        if (shared) pass_on(b);
     }
     return MPI_Wtime() - start;
 }
@@ -124,12 +146,16 @@ int main(int argc, char **argv) {
     int validate = (int)cb_arg_ll(argc, argv, "validate", 1);
     int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
     int max_list = (int)cb_arg_ll(argc, argv, "max_list", 64);
+    const char *buffers = cb_arg(argc, argv, "buffers", "separate");
 
     cb_mpi_report_placement(rank, nranks, NULL, NULL);
     if (nranks < 2) die("the ring needs 2 or more ranks, got %d", nranks);
     if (nrand < 0 || nmeas < 1 || lat_size < 1 || bw_size < 1 || loop_lat < 1 || loop_bw < 1)
         die("bad arguments: random_rings >= 0, measurements >= 1, sizes >= 1, loops >= 1");
     if (bw_size > (1L << 30) || lat_size > (1L << 30)) die("message size above 1 GiB");
+    if (strcmp(buffers, "separate") && strcmp(buffers, "shared"))
+        die("--buffers=%s: give separate or shared", buffers);
+    shared = !strcmp(buffers, "shared");
 
     const int npat = nrand + 1;
     int *rings = malloc(sizeof(int) * (size_t)npat * (size_t)nranks);
@@ -148,13 +174,16 @@ int main(int argc, char **argv) {
     }
     MPI_Bcast(rings, npat * nranks, MPI_INT, 0, MPI_COMM_WORLD);
     int *left = malloc(sizeof(int) * (size_t)npat), *right = malloc(sizeof(int) * (size_t)npat);
-    if (!left || !right) die("out of memory");
+    int *left2 = malloc(sizeof(int) * (size_t)npat), *right2 = malloc(sizeof(int) * (size_t)npat);
+    if (!left || !right || !left2 || !right2) die("out of memory");
     for (int p = 0; p < npat; p++) {
         const int *r = rings + (size_t)p * nranks;
         for (int i = 0; i < nranks; i++)
             if (r[i] == rank) {
                 left[p] = r[(i - 1 + nranks) % nranks];
                 right[p] = r[(i + 1) % nranks];
+                left2[p] = r[(i - 2 + 2 * nranks) % nranks]; /* whose data arrives when passed on */
+                right2[p] = r[(i + 2) % nranks];
             }
     }
 
@@ -215,9 +244,18 @@ int main(int argc, char **argv) {
                     memset(b.rr, 0, (size_t)size);
                     MPI_Barrier(MPI_COMM_WORLD);
                     nonblocking_once(&b, n, L, R);
+                    int from_l = L, from_r = R; /* whose pattern must have arrived */
+                    if (shared) { /* pass the received data on once more: the neighbours' neighbours' */
+                        pass_on(&b);
+                        memset(b.rl, 0, (size_t)size);
+                        memset(b.rr, 0, (size_t)size);
+                        nonblocking_once(&b, n, L, R);
+                        from_l = left2[p];
+                        from_r = right2[p];
+                    }
                     if (corrupt && rank == 0) b.rl[size / 2] ^= 0x5a;
                     for (long i = 0; i < size; i++)
-                        if (b.rl[i] != pattern(L, 0, p, m, i) || b.rr[i] != pattern(R, 1, p, m, i)) {
+                        if (b.rl[i] != pattern(from_l, 0, p, m, i) || b.rr[i] != pattern(from_r, 1, p, m, i)) {
                             bad++;
                             if (first_bad_pat < 0) first_bad_pat = p;
                             break;
@@ -274,8 +312,9 @@ int main(int argc, char **argv) {
             size_t at = 0;
             at = app(params, params_len, at, "{\"size\":%ld,\"value\":%.17g,\"time_per_message_us\":%.17g,"
                      "\"loop_length\":%ld,\"measurements\":%d,\"random_rings\":%d,\"seed\":%llu,"
-                     "\"sendrecv_wins\":%ld,\"nonblocking_wins\":%ld,\"elapsed_s\":%.6g",
-                     size, value, t * 1e6, loop, nmeas, nrand, (unsigned long long)seed, tot[1], tot[2], elapsed);
+                     "\"sendrecv_wins\":%ld,\"nonblocking_wins\":%ld,\"elapsed_s\":%.6g,\"buffers\":\"%s\"",
+                     size, value, t * 1e6, loop, nmeas, nrand, (unsigned long long)seed, tot[1], tot[2], elapsed,
+                     shared ? "shared" : "separate");
             if (kind == 1) {
                 at = app(params, params_len, at, ",\"per_ring_us\":[");
                 for (int p = 1; p < npat; p++) at = app(params, params_len, at, p > 1 ? ",%.17g" : "%.17g", best[p] * 1e6);
