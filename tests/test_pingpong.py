@@ -171,7 +171,7 @@ def test_unknown_transport_in_list(ctx) -> None:
         get_benchmark("pingpong").resolve(ctx, {"transports": ["tcp", "carrier-pigeon"], "allow_root": True})
 
 
-# -- message buffers: separate (OSU/IMB/NetPIPE) by default, shared on request -------------------
+# -- message buffers: separate (OSU/IMB) by default, shared on request ----------------------------
 
 
 def test_buffers_parameter_declared_once_for_every_mpi_message_benchmark(ctx) -> None:

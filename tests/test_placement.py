@@ -189,7 +189,7 @@ def test_placement_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
 @pytest.mark.integration
 def test_placement_buffer_conventions(mpi, ctx) -> None:
     """The pingpong kernel's buffer convention, in its own words, with every pair's figures:
-    separate by default (OSU/IMB/NetPIPE), shared on request (validated either way)."""
+    separate by default (OSU/IMB), shared on request (validated either way)."""
     if len(allowed_cpus(ctx)) < 2:
         pytest.skip("placement needs two cpus")
     first = sorted(choose_pairs(ctx.probe, allowed_cpus(ctx)))[:1]

@@ -52,14 +52,15 @@ VALIDATE = Param("validate", bool, True, "check the received data after each siz
 
 #: what each message buffer convention models, stored with every figure (params.buffers_definition)
 BUFFER_CONVENTIONS = {
-    "separate": "separate send and receive buffers on every rank (the convention of OSU, IMB, NetPIPE and hpcc): "
+    "separate": "separate send and receive buffers on every rank (the convention of OSU, IMB and hpcc): "
                 "no message is data its sender has just received",
     "shared": "one buffer per rank for sending and receiving: each message is the data just received (data freshly "
               "written by the application, as when it passes on what it was given; on shared memory the lines "
-              "written by the receive must travel back to the other core on the next send)",
+              "written by the receive must travel back to the other core on the next send; NetPIPE's default, "
+              "one buffer without -I)",
 }
 BUFFERS = Param("buffers", str, "separate", "message buffers: separate (send and receive buffers apart, the "
-                "OSU/IMB/NetPIPE convention) or shared (each message is the data just received, as an application "
+                "OSU/IMB convention) or shared (each message is the data just received, as an application "
                 "passing on fresh data)", tuple(BUFFER_CONVENTIONS))
 
 
@@ -147,10 +148,10 @@ def transport_note(bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall, 
 #: what a pingpong kernel figure means (pingpong and placement store it with every figure)
 PINGPONG_DEFINITIONS = {
     "latency_definition": "half round trip of a blocking MPI_Send/MPI_Recv ping-pong (buffers as params.buffers: "
-                          "separate send and receive buffers by default, as OSU, IMB and NetPIPE), the average of "
-                          "the best of 5 batch-timed loops (hpcc and NetPIPE also report the best of repeated loops; the "
-                          "average of all loops, OSU's and IMB's figure, is params.batch_mean; the per-iteration "
-                          "distribution is params.all), us",
+                          "separate send and receive buffers by default, as OSU and IMB), the average of the "
+                          "best of 5 batch-timed loops (hpcc and NetPIPE also report the best of repeated loops; "
+                          "the average of all loops, OSU's and IMB's figure, is params.batch_mean; the "
+                          "per-iteration distribution is params.all), us",
     "bandwidth_definition": "size / that half round trip, 1e6 B/s",
 }
 

@@ -38,8 +38,8 @@ from typing import Any
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (BUFFERS, VALIDATE, WINDOW, buffers_record, KernelSession, MiB, MpiBenchmark, check_sizes, detect, host_tuples,
-    launch_spec, max_size, parse_host_params, shared_cpu_warning, shares_cores, sizes, subsampled_times,
+from clusterbench.benchmarks.mpi.common import (BUFFERS, VALIDATE, WINDOW, KernelSession, MiB, MpiBenchmark,
+    buffers_record, check_sizes, detect, host_tuples, launch_spec, max_size, parse_host_params, shared_cpu_warning, shares_cores, sizes, subsampled_times,
     time_budget)
 from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus
 

@@ -13,11 +13,12 @@ loop's average (hpcc and NetPIPE report the best of repeated loops), ``params.ba
 average over all loops (what OSU and IMB report).
 
 Buffers (``--buffers``): by default each rank sends from a send buffer and receives into a
-separate receive buffer, the convention of OSU (osu_latency, osu_bw), IMB PingPong, NetPIPE and
-hpcc, so figures compare with theirs. ``--buffers shared`` sends from and receives into one buffer:
-each message is the data just received (data freshly written by the application, as when it
-passes on what it was given); on shared memory the written lines then travel back to the other
-core on every round trip, which can halve the mid-size bandwidth. Every figure records
+separate receive buffer, the convention of OSU (osu_latency, osu_bw), IMB PingPong and hpcc, so
+figures compare with theirs. ``--buffers shared`` sends from and receives into one buffer: each
+message is the data just received (data freshly written by the application, as when it passes
+on what it was given); on shared memory the written lines then travel back to the other core on
+every round trip, which can halve the mid-size bandwidth. NetPIPE 3.7 by default (without ``-I``)
+uses one buffer, so it compares with ``--buffers shared``. Every figure records
 ``params.buffers`` and what it means (``params.buffers_definition``).
 
 Placement is explicit and verified: locally the two ranks are pinned to two different cores

@@ -10,10 +10,10 @@ per class present: cpu 0 with the nearest cpu of each class.
 Each pair is one ``mpirun`` of the ``pingpong`` kernel (2 ranks pinned through a rankfile, the
 placement verified before any figure, the transport proven) at 8 B and 1 MiB; latency is the
 minimum half round trip over every iteration (us), bandwidth the maximum of size / half round
-trip (MB/s = 1e6 B/s), as ``pingpong``, with separate send and receive buffers by default (OSU's,
-IMB's and NetPIPE's convention; ``--buffers shared``: each message is the data just received). Every result carries ``class``, ``cpu_a``, ``cpu_b``,
-``node_a`` and ``node_b`` (plus the cores, packages, NUMA nodes and shared caches behind the
-class), so ``results export`` gives the matrix.
+trip (MB/s = 1e6 B/s), as ``pingpong``, with separate send and receive buffers by default (the
+OSU/IMB convention; ``--buffers shared``: each message is the data just received). Every result
+carries ``class``, ``cpu_a``, ``cpu_b``, ``node_a`` and ``node_b`` (plus the cores, packages, NUMA
+nodes and shared caches behind the class), so ``results export`` gives the matrix.
 
 With ``--hosts A,B`` the intra-node pairs run on A, classified with this node's topology (the
 probe of the machine clusterbench runs on): run it on a node like A, as inside an allocation.

@@ -32,7 +32,8 @@ from typing import Any
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (BUFFERS, buffers_record, KernelSession, MpiBenchmark, detect, launch_spec, parse_host_params, sim_cluster_of)
+from clusterbench.benchmarks.mpi.common import (BUFFERS, KernelSession, MpiBenchmark, buffers_record, detect,
+                                                launch_spec, parse_host_params, sim_cluster_of)
 from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus, available_memory, placement
 
 HPCC_LAT_SIZE = 8

@@ -21,11 +21,12 @@
  * statistics over every iteration (n, min, median, mean, p99, max), computed here.
  *
  * Buffers (--buffers): "separate" (default) is the convention of OSU (osu_latency, osu_bw's
- * ping-pong), IMB PingPong, NetPIPE and hpcc: each rank sends from a send buffer and receives into
- * a receive buffer of its own, so a round trip never writes the data the rank sends next. "shared"
+ * ping-pong), IMB PingPong and hpcc: each rank sends from a send buffer and receives into a
+ * receive buffer of its own, so a round trip never writes the data the rank sends next. "shared"
  * sends from and receives into one buffer per rank: each message is the data just received, as an
  * application forwarding data it was just given (the lines written by the receive travel back to
  * the other core on the next send, which roughly halves the mid-size bandwidth on shared memory).
+ * NetPIPE 3.7 without -I uses one buffer ("shared"); with -I, separate pools flushed from cache.
  * The send buffers are filled with a pattern of (size, sending rank) before each size, outside the
  * timing, in both modes (rank 1's is not used in "shared" mode).
  *
