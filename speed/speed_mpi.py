@@ -42,10 +42,11 @@ BTL = {"shm": "self,vader", "tcp": "self,tcp"}
 PROBE = probe()
 
 
-def ours(transport: str, sizes: list[int] | None, budget: float, profile: str = "default") -> tuple[list, float]:
+def ours(transport: str, sizes: list[int] | None, budget: float, profile: str = "default",
+         **extra) -> tuple[list, float]:
     ctx = RunContext(probe=PROBE, profile=profile, timeout=600)
     b = get_benchmark("pingpong")
-    given = {"transport": transport, "allow_root": True, "cpus": [0, 1]}
+    given = {"transport": transport, "allow_root": True, "cpus": [0, 1], **extra}  # extra: e.g. buffers="shared"
     if sizes:
         given["sizes"] = sizes
     if budget:
