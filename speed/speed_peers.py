@@ -9,8 +9,9 @@ Bandwidth at 16 KiB, 64 KiB, 256 KiB and 1 MiB (MB = 1e6 B; size / half round tr
    the best of 5 batch-timed loops; ``batch_mean``, the average over all loops, is shown too);
  * the OSU/IMB convention, measured here by a ten-line MPI_Send/MPI_Recv ping-pong loop written in
    C below and compiled with mpicc: separate send and receive buffers on both ranks (osu_latency's
-   s_buf/r_buf, IMB PingPong's s_buffer/r_buffer), a warm-up excluded (OSU's skip: 100 round trips,
-   10 above 8 KiB), the average over the timed loop (OSU's and IMB's figure), half round trip;
+   s_buf/r_buf, page-aligned and touched as OSU allocates them; IMB PingPong's s_buffer/r_buffer),
+   a warm-up excluded (OSU's skip: 100 round trips, 10 above 8 KiB), the average over the timed loop
+   (OSU's and IMB's figure), half round trip;
    its loop is sized to about the same time as clusterbench's (OSU's fixed counts are shorter);
    IMB and OSU themselves are not Debian packages. Target: ours within +-10 % of it.
  * for contrast, clusterbench ``--buffers shared`` (each message is the data just received) and
@@ -54,12 +55,15 @@ REFERENCE_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 int main(int argc, char **argv) {
     int me; MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &me);
     int shared = !strcmp(argv[1], "shared"); double budget = atof(argv[2]);
     for (int a = 3; a < argc; a++) {
         int n = atoi(argv[a]); long skip = n > 8192 ? 10 : 100, iters = skip;
-        char *s = malloc(n + 1), *r = shared ? s : malloc(n + 1);
+        char *s, *r; long pg = sysconf(_SC_PAGESIZE);  /* page-aligned and touched, as OSU's buffers */
+        if (posix_memalign((void **)&s, pg, n + 1) || (!shared && posix_memalign((void **)&r, pg, n + 1))) return 1;
+        if (shared) r = s;
         memset(s, 'a', n + 1); memset(r, 'b', n + 1);
         for (int timed = 0; timed < 2; timed++) {  /* the warm-up (excluded) sizes the timed loop */
             MPI_Barrier(MPI_COMM_WORLD); double t0 = MPI_Wtime();
@@ -74,7 +78,8 @@ int main(int argc, char **argv) {
             long next = (long)(budget / (2 * half)); iters = next > 100 ? next : 100;
             MPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD);
         }
-        if (r != s) free(r); free(s);
+        if (r != s) free(r);
+        free(s);
     }
     MPI_Finalize(); return 0;
 }
@@ -114,11 +119,18 @@ def ratio_text(ratios: list[float]) -> str:
     return f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
-def one_round(exe: Path, budget: float) -> dict:
-    sep, _ = ours("shm", [LAT, *SIZES], budget)
-    ref = reference(exe, "separate", budget, [LAT, *SIZES])
-    shr, _ = ours("shm", SIZES, budget, buffers="shared")
-    ref_shared = reference(exe, "shared", budget, SIZES)
+def one_round(exe: Path, budget: float, flip: bool) -> dict:
+    """One of each; ``flip``: the reference loops before clusterbench (alternate rounds, so a slow
+    minute does not always fall on the same side)."""
+    got: dict = {}
+    steps = [("sep", lambda: ours("shm", [LAT, *SIZES], budget)[0]),
+             ("ref", lambda: reference(exe, "separate", budget, [LAT, *SIZES])),
+             ("shr", lambda: ours("shm", SIZES, budget, buffers="shared")[0]),
+             ("ref_shared", lambda: reference(exe, "shared", budget, SIZES))]
+    order = [steps[1], steps[0], steps[3], steps[2]] if flip else steps
+    for key, step in order:
+        got[key] = step()
+    sep, ref, shr, ref_shared = got["sep"], got["ref"], got["shr"], got["ref_shared"]
     np_bw = netpipe_bw(SIZES)
     np_lat = netpipe("shm")
     h = hpcc(2, 2000)
@@ -139,16 +151,18 @@ def one_round(exe: Path, budget: float) -> dict:
 def report(rows: list[dict], out) -> None:
     out("")
     out("ping-pong bandwidth, MB/s (1e6 B/s), best of the rounds; ratio = median of per-round ratios (range)")
-    out(f"{'size':>8} | {'ours':>8} {'mean':>8} | {'OSU/IMB':>8} | {'ours/OSU':>19} | {'ours sh':>8} "
+    out(f"{'size':>8} | {'ours':>8} {'mean':>8} | {'OSU/IMB':>8} | {'ours/OSU':>19} {'mean/OSU':>6} | {'ours sh':>8} "
         f"{'loop sh':>8} {'NetPIPE':>8} | {'ours sh/loop sh':>19} | {'ours sh/NetPIPE':>19}")
     for s in SIZES:
         best = {k: max(r[k][s] for r in rows if s in r[k]) for k in ("ours", "ours_mean", "ref", "ours_shared",
                                                                      "ref_shared", "netpipe")}
         r_osu = [r["ours"][s] / r["ref"][s] for r in rows]
+        r_mean = statistics.median(r["ours_mean"][s] / r["ref"][s] for r in rows)
         r_sh = [r["ours_shared"][s] / r["ref_shared"][s] for r in rows]
         r_np = [r["ours_shared"][s] / r["netpipe"][s] for r in rows if s in r["netpipe"]]
         out(f"{s // 1024:>5} KiB | {best['ours']:>8.0f} {best['ours_mean']:>8.0f} | {best['ref']:>8.0f} | "
-            f"{ratio_text(r_osu):>19} | {best['ours_shared']:>8.0f} {best['ref_shared']:>8.0f} {best['netpipe']:>8.0f} | "
+            f"{ratio_text(r_osu):>19} {r_mean:>8.3f} | {best['ours_shared']:>8.0f} {best['ref_shared']:>8.0f} "
+            f"{best['netpipe']:>8.0f} | "
             f"{ratio_text(r_sh):>19} | {ratio_text(r_np) if r_np else '-':>19}")
         out(f"{'':>8}   ours / OSU-IMB convention, best / best: {best['ours'] / best['ref']:.3f} (target 0.90-1.10); "
             f"separate / shared buffers (ours): {best['ours'] / best['ours_shared']:.2f} x")
@@ -188,7 +202,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         exe = build_reference(Path(d))
         for i in range(args.rounds):
-            r = one_round(exe, args.budget)
+            r = one_round(exe, args.budget, flip=bool(i % 2))
             rows.append(r)
             out(f"round {i}: " + "; ".join(
                 f"{s // 1024} KiB ours {r['ours'][s]:.0f} (mean {r['ours_mean'][s]:.0f}) osu-loop {r['ref'][s]:.0f} "
