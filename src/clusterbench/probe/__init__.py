@@ -24,7 +24,9 @@ Returned keys (JSON-serialisable)::
        microarchitecture, isa [..], sve_vector_bits, freq_nominal_mhz, freq_max_mhz, freq_source
   rpeak: dp_/sp_flops_per_cycle_per_core {label: n}, per_core {dp_gflops_nominal, dp_gflops_max,
          sp_gflops_nominal, sp_gflops_max}, per_kind [{kind, name, cores, ...same four...}],
-         node {...same four...}, clock_nominal_mhz, clock_max_mhz, basis, fma_units_ambiguous, notes
+         node {...same four...}, clock_nominal_mhz, clock_max_mhz, basis, fma_units_ambiguous, notes;
+         where cores share an FPU (AMD Bulldozer family): per_kind[].fpus, per_kind[].cores_per_fpu and
+         dp_flops_per_cycle_per_fpu {label: n} (Rpeak counts FPUs, the per-core rate is the FPU's share)
   environment: kernel, preemption, governor, turbo, smt_active, thp, thp_defrag, hypervisor,
                container, nics, mpi, blas, compilers, numa_balancing, cpu_mitigations
   notes: [str]             unknown: {dotted_path: reason}
@@ -39,7 +41,7 @@ from typing import Any
 from clusterbench.probe import hwloc as _hwloc
 from clusterbench.probe.cpu import model_name_ghz, read_cpu, HYBRID_INTEL
 from clusterbench.probe.environment import read_environment
-from clusterbench.probe.rpeak import compute_rpeak
+from clusterbench.probe.rpeak import compute_rpeak, fpu_count
 from clusterbench.probe.sysfs import FsRoot, RawTopology, read_meminfo, read_raw_topology, topology_from_raw
 from clusterbench.probe.topology import cache_sizes, cpu_order, l1d_bytes, llc_total_bytes
 
@@ -161,6 +163,10 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
                         n["memory_available_bytes"] = s.get("memory_available_bytes")
                         if n["memory_total_bytes"] is None:
                             n["memory_total_bytes"] = s.get("memory_total_bytes")
+    if raw.compute_units:
+        notes.append(f"AMD compute units: Linux lists the two cores of each of the {len(raw.compute_units)} "
+                     "modules as thread siblings with distinct core ids; counted as separate cores, as hwloc "
+                     "does (the two cores of a module share one FPU: Rpeak counts modules)")
     r = raw.restriction
     topo["restriction"] = ({"source": r.source, "cpus": sorted(r.cpus or []), "mems": sorted(r.mems or [])}
                            if r is not None else None)
@@ -205,8 +211,11 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
             kfreq = [k["freq_max_mhz"] for k in topo["core_kinds"] if k["kind"] == kind and k["freq_max_mhz"]]
             m = kfreq[0] if kfreq else None
         name = kind_names.get(kind) or ua
+        fpus, how = fpu_count(ua, g["pus"], topo["caches"], len(g["core_ids"]))
+        if how and how not in notes:
+            notes.append(how)
         glist.append({"kind": kind, "name": name if len(groups) > 1 else (ua or name), "uarch": ua,
-                      "cores": len(g["core_ids"]), "nominal_mhz": n, "max_mhz": m})
+                      "cores": len(g["core_ids"]), "nominal_mhz": n, "max_mhz": m, "fpus": fpus})
     rpeak, u = compute_rpeak(glist, flags, cpu.get("model_name"))
     unknown.update(u)
     if not glist:

@@ -97,6 +97,8 @@ def x86_uarch(vendor: str | None, family: int | None, model: int | None, steppin
             if model in models:
                 return name
     if vendor in ("AuthenticAMD", "HygonGenuine") and model is not None:
+        if family == 21:
+            return bulldozer_family(model)
         if family == 23:
             return "Zen" if model <= 0x2F else "Zen 2"
         if family == 25:
@@ -106,6 +108,20 @@ def x86_uarch(vendor: str | None, family: int | None, model: int | None, steppin
                 return "Zen 4"
         if family == 26:
             return "Zen 5"
+    return None
+
+
+def bulldozer_family(model: int) -> str | None:
+    """AMD family 15h by model: Bulldozer (01h), Piledriver (02h, 10h-1Fh), Steamroller
+    (30h-3Fh), Excavator (60h-7Fh)."""
+    if model <= 0x01:
+        return "Bulldozer"
+    if model == 0x02 or 0x10 <= model <= 0x1F:
+        return "Piledriver"
+    if 0x30 <= model <= 0x3F:
+        return "Steamroller"
+    if 0x60 <= model <= 0x7F:
+        return "Excavator"
     return None
 
 

@@ -1,5 +1,9 @@
 """Theoretical peak (Rpeak) = cores x clock x FLOPs/cycle/core, from a data table.
 
+Where cores share an FPU (AMD's Bulldozer family: one FPU per two-core module), the rate in
+the table is per FPU and Rpeak = FPUs x clock x FLOPs/cycle/FPU; the per-core rate reported is
+the FPU's rate divided among its cores (what each core gets when all of them compute).
+
 Why data-driven and explicit: FLOPs/cycle is a property of the core design and
 of the SIMD extensions actually enabled (a VM may hide AVX-512), so every rate
 carries its requirement and every deviation is written to ``notes``.  Unknown
@@ -51,12 +55,24 @@ DP_FLOPS: dict[str, tuple[int, str | None, str | None]] = {
     "Golden Cove": (16, "fma", "hybrid P-core with AVX-512 disabled: 2x256-bit FMA"),
     "Raptor Cove": (16, "fma", "hybrid P-core with AVX-512 disabled: 2x256-bit FMA"),
     "Gracemont": (8, "fma", "E-core: 2x128-bit FMA"),
+    # AMD Bulldozer family: rate per two-core module (one shared FPU, see SHARED_FPU)
+    "Bulldozer": (8, "fma4", "Bulldozer: one FPU per two-core module, 2x128-bit FMAC (FMA4): 8 DP FLOPs/cycle "
+                  "per module, 4 per core when both compute"),
+    "Piledriver": (8, "fma", "Piledriver: one FPU per two-core module, 2x128-bit FMAC: 8 DP FLOPs/cycle per "
+                   "module, 4 per core when both compute"),
+    "Steamroller": (8, "fma", "Steamroller: one FPU per two-core module, 2x128-bit FMAC: 8 DP FLOPs/cycle per "
+                    "module, 4 per core when both compute"),
+    "Excavator": (8, "fma", "Excavator: one FPU per two-core module, 2x128-bit FMAC: 8 DP FLOPs/cycle per "
+                  "module, 4 per core when both compute"),
     # Skylake-SP / Cascade Lake are decided by skx_fma_units()
 }
+#: cores that share one FPU, for the designs whose DP_FLOPS rate is per FPU
+SHARED_FPU: dict[str, int] = {"Bulldozer": 2, "Piledriver": 2, "Steamroller": 2, "Excavator": 2}
 #: the rate when the required flag is absent (e.g. a VM hides AVX-512 or FMA)
 FALLBACK_WITHOUT: dict[str, tuple[int, str]] = {
     "avx512f": (16, "avx512f absent: AVX2 2x256-bit FMA rate"),
     "fma": (0, "fma absent: rate halved (separate multiply and add)"),
+    "fma4": (0, "fma4 absent: rate halved (separate multiply and add)"),
 }
 
 
@@ -109,8 +125,26 @@ def _gf(cores: int, mhz: float | None, fpc: int | None) -> float | None:
     return round(cores * mhz * fpc / 1000.0, 3)
 
 
+def fpu_count(uarch: str | None, pus: list[int], caches: list[dict[str, Any]], cores: int) -> tuple[int | None, str | None]:
+    """FPUs serving ``pus`` where cores share them (None elsewhere), and how they were counted.
+
+    Every Bulldozer-family module has its own L2, shared by its two cores only, so the L2
+    instances are the modules whatever the kernel called the cores (two cores with distinct core
+    ids, or one core of two PUs)."""
+    per = SHARED_FPU.get(uarch or "")
+    if not per:
+        return None, None
+    mine = set(pus)
+    l2 = {frozenset(c["cpus"]) & mine for c in caches if c.get("level") == 2 and c.get("type") != "instruction"}
+    l2.discard(frozenset())
+    if l2 and set().union(*l2) == mine:
+        return len(l2), f"{uarch}: {len(l2)} FPUs, one per module (L2 instance) of {per} cores"
+    return -(-cores // per), f"{uarch}: module L2s unknown, FPUs counted as cores / {per}"
+
+
 def compute_rpeak(groups: list[dict[str, Any]], flags: set[str], model_name: str | None) -> tuple[dict[str, Any], dict[str, str]]:
-    """Rpeak from core groups ``{kind, name, uarch, cores, nominal_mhz, max_mhz}``.
+    """Rpeak from core groups ``{kind, name, uarch, cores, nominal_mhz, max_mhz}`` (plus ``fpus``
+    where cores share an FPU: see :func:`fpu_count`; missing, cores / cores-per-FPU).
 
     Returns (rpeak dict, unknown reasons).
     """
@@ -121,12 +155,21 @@ def compute_rpeak(groups: list[dict[str, Any]], flags: set[str], model_name: str
     sp_table: dict[str, int | None] = {}
     ambiguous = False
     candidates: dict[str, list[int]] = {}
+    fpu_table: dict[str, int | None] = {}
     for g in groups:
         rate, n, cand = dp_rate(g["uarch"], flags, model_name)
         notes.extend(x for x in n if x not in notes)
         label = g.get("name") or g["uarch"] or f"kind {g['kind']}"
-        dp_table[label] = rate
-        sp_table[label] = rate * 2 if rate else None
+        per = SHARED_FPU.get(g["uarch"] or "")
+        units = g["cores"]  # what the rate multiplies: cores, or the FPUs they share
+        if per:
+            units = g.get("fpus") or -(-g["cores"] // per)
+            fpu_table[label] = rate
+            rate_core = rate / per if rate else None
+            dp_table[label] = int(rate_core) if rate_core and rate_core == int(rate_core) else rate_core
+        else:
+            dp_table[label] = rate
+        sp_table[label] = dp_table[label] * 2 if dp_table[label] else None
         if cand:
             ambiguous = True
             candidates[label] = cand
@@ -137,13 +180,16 @@ def compute_rpeak(groups: list[dict[str, Any]], flags: set[str], model_name: str
         elif mx is None and nom is not None:
             notes.append(f"{label}: max clock unknown, nominal clock used for both")
             mx = nom
-        per_kind.append({
+        entry = {
             "kind": g["kind"], "name": label, "cores": g["cores"],
-            "dp_gflops_nominal": _gf(g["cores"], nom, rate), "dp_gflops_max": _gf(g["cores"], mx, rate),
-            "sp_gflops_nominal": _gf(g["cores"], nom, rate * 2 if rate else None),
-            "sp_gflops_max": _gf(g["cores"], mx, rate * 2 if rate else None),
+            "dp_gflops_nominal": _gf(units, nom, rate), "dp_gflops_max": _gf(units, mx, rate),
+            "sp_gflops_nominal": _gf(units, nom, rate * 2 if rate else None),
+            "sp_gflops_max": _gf(units, mx, rate * 2 if rate else None),
             "clock_nominal_mhz": nom, "clock_max_mhz": mx,
-        })
+        }
+        if per:
+            entry.update(fpus=units, cores_per_fpu=per)
+        per_kind.append(entry)
         if rate is None:
             unknown[f"rpeak.per_kind.{label}"] = "; ".join(n)
         elif nom is None:
@@ -171,4 +217,7 @@ def compute_rpeak(groups: list[dict[str, Any]], flags: set[str], model_name: str
     }
     if candidates:
         out["dp_flops_per_cycle_candidates"] = candidates
+    if fpu_table:  # cores share FPUs: the rate of one FPU, per kind
+        out["dp_flops_per_cycle_per_fpu"] = fpu_table
+        out["basis"] = "FPUs x clock x FLOPs/cycle (cores share an FPU)"
     return out, unknown

@@ -10,7 +10,12 @@ rules mirror hwloc's Linux backend so that both sources give the same answer:
   but a package stays if it holds an allowed NUMA node (hwloc keeps CPU-less
   allowed nodes and their packages);
 * core kinds are grouped by (cpu_capacity, cpuinfo_max_freq, base_frequency),
-  ranked from least to most powerful, as hwloc's ``cpukinds`` does.
+  ranked from least to most powerful, as hwloc's ``cpukinds`` does;
+* AMD compute units (Bulldozer family, cpuinfo vendor AuthenticAMD, family 21 or
+  22, hwloc's ``is_amd_with_CU``): older kernels list the two cores of a module
+  as thread siblings but give them distinct ``core_id``s.  hwloc then makes one
+  core per PU; so do we (:func:`split_compute_units`), keeping the modules in
+  ``RawTopology.compute_units`` (their two cores share one FPU: see rpeak).
 
 Every reader returns ``None`` for a missing file: snapshots, VMs and old kernels
 lack many entries and the probe must never crash.
@@ -209,6 +214,8 @@ class RawTopology:
     caches: list[dict[str, Any]] = field(default_factory=list)
     restriction: CgroupRestriction | None = None
     unknown: dict[str, str] = field(default_factory=dict)
+    #: AMD modules split into one core per PU (see :func:`split_compute_units`), lowest PU first
+    compute_units: list[frozenset[int]] = field(default_factory=list)
 
 
 def online_cpus(fs: FsRoot) -> list[int]:
@@ -284,6 +291,38 @@ def _read_caches(fs: FsRoot, cpus: Iterable[int]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def amd_with_compute_units(fs: FsRoot) -> bool:
+    """hwloc's ``is_amd_with_CU`` quirk switch: the first processor in /proc/cpuinfo is
+    AuthenticAMD of family 21 (0x15: Bulldozer, Piledriver, Steamroller, Excavator) or 22 (0x16)."""
+    from clusterbench.probe.cpu import parse_cpuinfo
+
+    procs, glob = parse_cpuinfo(fs.read("/proc/cpuinfo"))
+    first = procs[0] if procs else glob
+    return first.get("vendor_id") == "AuthenticAMD" and first.get("cpu family", "").strip() in ("21", "22")
+
+
+def split_compute_units(fs: FsRoot, raw: RawTopology) -> None:
+    """Make every PU of an AMD compute unit a core of its own, as hwloc's Linux backend does.
+
+    Why: on AMD family 15h, kernels that predate the CU-aware topology list the two cores of a
+    module as thread siblings but give each its own ``core_id``.  They are real cores (own
+    integer pipelines and L1d) sharing a front end, L2 and FPU, and hwloc counts them as cores.
+    hwloc decides once, on the first PU with siblings: if its ``core_id`` differs from that of its
+    first other sibling, every PU becomes a core; equal ids mean SMT, left as is.
+    """
+    first = next((c for c in sorted(raw.cpus) if len(raw.cpus[c].siblings) > 1), None)
+    if first is None:
+        return
+    me = raw.cpus[first]
+    other = min(s for s in me.siblings if s != first)
+    other_core = fs.read_int(f"/sys/devices/system/cpu/cpu{other}/topology/core_id")
+    if me.core_id == other_core:
+        return
+    raw.compute_units = sorted({c.siblings for c in raw.cpus.values() if len(c.siblings) > 1}, key=min)
+    for c in raw.cpus.values():
+        c.siblings = frozenset([c.pu])
+
+
 def read_raw_topology(fs: FsRoot) -> RawTopology:
     """Read PUs, cores, packages, NUMA nodes and caches from sysfs."""
     raw = RawTopology()
@@ -309,6 +348,8 @@ def read_raw_topology(fs: FsRoot) -> RawTopology:
             max_khz=fs.read_int(f"{f}/cpuinfo_max_freq"),
             base_khz=fs.read_int(f"{f}/base_frequency"),
         )
+    if amd_with_compute_units(fs):
+        split_compute_units(fs, raw)
     nodes = _numa_nodes(fs)
     if not nodes:
         # hwloc also invents one NUMA node holding all memory when /sys has none.
