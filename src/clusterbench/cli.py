@@ -361,9 +361,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     rows, doc = [], {}
     for name, cls in all_benchmarks().items():
-        doc[name] = {"help": cls.describe(), "metrics": [m.__dict__ for m in cls.metrics],
-                     "params": [{"name": p.name, "type": getattr(p.type, "__name__", p.type), "default": p.default,
-                                 "help": p.help, "choices": p.choices} for p in cls.params]}
+        doc[name] = cls.declaration()
         for m in cls.metrics:
             rows.append([name, m.name, m.unit, "higher" if m.higher_is_better else "lower", ",".join(m.limits)])
     if args.json:

@@ -308,6 +308,17 @@ class Benchmark:
         """The one-line help of ``clusterbench run NAME``."""
         return cls.help
 
+    @classmethod
+    def declaration(cls) -> dict[str, Any]:
+        """What this benchmark declares, as data (``clusterbench list --json``)."""
+        return {"help": cls.describe(), "family": cls.__module__.split(".")[-2],
+                "aliases": list(cls.aliases), "suites": dict(cls.suites), "key_params": list(cls.key_params),
+                "metrics": [dict(m.__dict__) for m in cls.metrics],
+                "params": [{"name": p.name, "type": getattr(p.type, "__name__", p.type), "default": p.default,
+                            "help": p.help, "choices": p.choices, "min": p.min, "max": p.max,
+                            "min_open": p.min_open, "why": p.why or None, "excludes": list(p.excludes)}
+                           for p in cls.params]}
+
     def metric(self, name: str) -> Metric:
         for m in self.metrics:
             if m.name == name:
