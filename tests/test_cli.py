@@ -185,13 +185,13 @@ def test_bad_timeout(capsys):
 
 @pytest.mark.integration
 def test_node_without_blas_says_how_to_skip(capsys, monkeypatch):
-    from clusterbench.benchmarks.node import dgemm
     from clusterbench.errors import EnvironmentProblem
+    from clusterbench.probe import blas
 
     def missing(choice):
         raise EnvironmentProblem(f"BLAS '{choice}' is not installed", "apt-get install libopenblas-dev")
 
-    monkeypatch.setattr(dgemm, "resolve_blas", missing)
+    monkeypatch.setattr(blas, "resolve_blas", missing)
     assert main(["run", "node", "--quick"]) == 3
     line = _one_line_error(capsys)
     assert "not installed" in line and "--skip dgemm" in line

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.node.dgemm import LATE_FRACTION, installed_blas, late_warning, resolve_blas
+from clusterbench.benchmarks.node.dgemm import LATE_FRACTION, late_warning
+from clusterbench.probe.blas import installed_blas, resolve_blas
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.session import run as session_run
 from clusterbench.store import Store
@@ -164,8 +165,8 @@ def test_dgemm_unknown_blas(ctx):
 
 
 def test_dgemm_missing_known_blas_names_package(ctx, monkeypatch):
-    import clusterbench.benchmarks.node.dgemm as d
-    monkeypatch.setattr(d, "installed_blas", lambda: {"openblas": "/x/libopenblas.so.0"})
+    import clusterbench.probe.blas as b
+    monkeypatch.setattr(b, "installed_blas", lambda: {"openblas": "/x/libopenblas.so.0"})
     with pytest.raises(EnvironmentProblem, match="apt-get install libmkl-rt"):
         get_benchmark("dgemm").resolve(ctx, {"blas": "mkl"})
 
@@ -176,8 +177,8 @@ def test_dgemm_not_a_blas_library(ctx):
                              "/lib64/libm.so.6") if os.path.exists(p)), None)
     if not libm:
         pytest.skip("no libm path known")
-    with pytest.raises(KernelFailed, match="neither cblas_dgemm nor dgemm_"):
-        _run(ctx, n=100, samples=1, blas=libm, mode="single")
+    with pytest.raises(EnvironmentProblem, match="without cblas_dgemm or dgemm_: not a BLAS"):
+        _run(ctx, n=100, samples=1, blas=libm, mode="single")  # refused before the kernel starts
 
 
 @pytest.mark.parametrize("given", [{"threads": 0}, {"threads": 100000}, {"samples": 0}, {"n": 0},

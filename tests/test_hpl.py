@@ -93,7 +93,7 @@ def test_solution_agrees_with_lapack_and_passes(mpi, live_probe, tmp_path, n, nb
 def test_hybrid_with_an_openmp_blas_reports_the_rank_cores(mpi, live_probe, tmp_path):
     """BLIS (OpenMP) with OMP_PROC_BIND binds the rank's main thread to its first place when it
     loads; the rank still reports (and is verified on) all the cores it was given."""
-    from clusterbench.benchmarks.node.dgemm import resolve_blas
+    from clusterbench.probe.blas import resolve_blas
 
     try:
         resolve_blas("blis")

@@ -206,7 +206,17 @@ def test_missing_engines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(EnvironmentProblem, match="not executable"):
         find_engine("xhpl", str(plain))
     plain.chmod(0o755)
-    assert find_engine("xhpl", str(tmp_path)) == str(plain)
+    with pytest.raises(EnvironmentProblem, match="not a compiled program"):
+        find_engine("xhpl", str(tmp_path))  # a wrapper script is not the engine
+    true = shutil.which("true")
+    assert true
+    with pytest.raises(EnvironmentProblem, match=r"is not xhpl \(it never mentions HPL.dat"):
+        find_engine("xhpl", true)
+    real = shutil.which("hpcc")
+    if real:  # the real engine, found through its directory
+        copy = tmp_path / "hpcc"
+        shutil.copy(real, copy)
+        assert find_engine("hpcc", str(tmp_path)) == str(copy)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(EnvironmentProblem) as e:
         find_engine("hpcc")

@@ -40,7 +40,7 @@ from typing import Any
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.node.dgemm import installed_blas, resolve_blas
+from clusterbench.probe.blas import installed_blas, resolve_blas
 from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, grids, hpl_flops
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.store import Store

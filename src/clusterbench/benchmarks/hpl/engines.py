@@ -357,11 +357,31 @@ def find_engine(engine: str, path: str | None = None) -> str:
             raise EnvironmentProblem(f"{engine} not found at {path}", fix)
         if not os.access(p, os.X_OK):
             raise EnvironmentProblem(f"{p} is not executable", f"chmod +x {p}, or {fix}")
+        check_engine_binary(engine, str(p.resolve()))
         return str(p.resolve())
     found = shutil.which(engine)
     if not found:
         raise EnvironmentProblem(f"{engine} not found on PATH", fix)
+    check_engine_binary(engine, str(Path(found).resolve()))
     return str(Path(found).resolve())
+
+
+def check_engine_binary(engine: str, path: str) -> None:
+    """EnvironmentProblem unless ``path`` is an ELF executable that reads the engine's input file
+    (so --engine-path /bin/true is refused before a run is opened, not after it failed)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise EnvironmentProblem(f"--engine-path {path} cannot be read ({exc.strerror})",
+                                 "check the path and its permissions") from exc
+    if data[:4] != b"\x7fELF":
+        raise EnvironmentProblem(f"--engine-path {path} is not a compiled program (not an ELF file): not {engine}",
+                                 f"give the {engine} executable itself, not a wrapper script; {ENGINE_FIX[engine]}")
+    if INPUT_FILE[engine].encode() not in data:  # every build names the input file it reads
+        raise EnvironmentProblem(f"--engine-path {path} is not {engine} (it never mentions "
+                                 f"{INPUT_FILE[engine]}, the input file {engine} reads)",
+                                 f"give the path of the {engine} executable; {ENGINE_FIX[engine]}")
 
 
 def _tail(text: str, n: int = OUTPUT_TAIL) -> str:

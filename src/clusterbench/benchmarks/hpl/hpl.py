@@ -50,7 +50,9 @@ from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_
                           host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores,
                           sim_cluster_of)
 from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
-from clusterbench.benchmarks.node.dgemm import OPENBLAS_OLD_CORES, blas_name_of, resolve_blas, thread_env
+from clusterbench.benchmarks.node.dgemm import thread_env
+from clusterbench.probe import blas as blasprobe
+from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
 from clusterbench.benchmarks.mpi.ring import assign_ranks
 
 TOPOLOGIES = ("pure", "hybrid")
@@ -389,7 +391,7 @@ class Hpl(Benchmark):
         self._place(ctx, p, hosts)
         self._grid(p)
         self._size(ctx, p, hosts)
-        p["blas_name"], p["blas_path"] = resolve_blas(p["blas"])
+        p["blas_name"], p["blas_path"] = blasprobe.resolve_blas(p["blas"])
         est = self.estimate_seconds(ctx, p)
         if est > ctx.timeout and not ctx.timeout_given:
             ctx.timeout = float(math.ceil(est * 2))

@@ -8,19 +8,18 @@ configuration string (openblas_get_config, bli_info_get_version_str) go into eve
 """
 from __future__ import annotations
 
-import glob
 import os
 import re
-import subprocess
-import sysconfig
 import time
 from typing import Any
 
 from clusterbench.analysis.warnings import Warning_
-from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.errors import UsageError
 from clusterbench.launch.local import KernelJob
 from clusterbench.analysis.summary import limit_fraction, limit_text, pick
 from clusterbench.benchmarks import register
+from clusterbench.probe import blas as blasprobe
+from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
 from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext, available_memory,
                    check_placement, cpulist, resolve_threads)
 
@@ -28,101 +27,6 @@ MODES = ("single", "star", "threaded", "all")
 #: star mode: a process that reached the common start later than this fraction of a sample
 #: overlapped the others only partly, so the aggregate is not fully concurrent
 LATE_FRACTION = 0.05
-
-#: name -> (candidate paths, {lib} = a multiarch library directory; Debian package to install)
-BLAS_CANDIDATES: dict[str, tuple[tuple[str, ...], str]] = {
-    "openblas": (("{lib}/openblas-pthread/libopenblas.so.0", "{lib}/openblas-openmp/libopenblas.so.0",
-                  "{lib}/openblas-serial/libopenblas.so.0", "{lib}/libopenblas.so.0", "{lib}/libopenblas.so"),
-                 "libopenblas0-pthread"),
-    "blis": (("{lib}/blis-openmp/libblis.so.4", "{lib}/blis-pthread/libblis.so.4", "{lib}/blis-serial/libblis.so.4",
-              "{lib}/libblis.so.4", "{lib}/libblis.so.3", "{lib}/libblis.so"), "libblis4-openmp"),
-    "mkl": (("{lib}/libmkl_rt.so.2", "{lib}/libmkl_rt.so", "/opt/intel/oneapi/mkl/latest/lib/intel64/libmkl_rt.so.2",
-             "/opt/intel/oneapi/mkl/latest/lib/libmkl_rt.so.2"), "libmkl-rt"),
-    "flexiblas": (("{lib}/libflexiblas.so.3",), "libflexiblas3"),
-    "atlas": (("{lib}/atlas/libblas.so.3",), "libatlas3-base"),
-    "netlib": (("{lib}/blas/libblas.so.3",), "libblas3"),
-    "system": (("{lib}/libblas.so.3",), "libopenblas0-pthread"),  # whatever update-alternatives selects
-}
-#: soname patterns found through LD_LIBRARY_PATH and ldconfig -p (module systems, /opt installs)
-SONAMES = {"openblas": r"libopenblas\w*\.so(\.\d+)*$", "blis": r"libblis\w*\.so(\.\d+)*$",
-           "mkl": r"libmkl_rt\.so(\.\d+)*$", "flexiblas": r"libflexiblas\.so(\.\d+)*$",
-           "system": r"libblas\.so\.3$"}
-#: OpenBLAS cores that mean "CPU not recognised, generic kernels" on a recent x86 CPU
-OPENBLAS_OLD_CORES = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Northwood")
-
-
-def _libdirs() -> list[str]:
-    dirs = []
-    multi = sysconfig.get_config_var("MULTIARCH")
-    if multi:
-        dirs += [f"/usr/lib/{multi}", f"/lib/{multi}"]
-    dirs += sorted(glob.glob("/usr/lib/*-linux-gnu*")) + ["/usr/lib64", "/usr/lib", "/usr/local/lib"]
-    seen: list[str] = []
-    for d in dirs:
-        if os.path.isdir(d) and os.path.realpath(d) not in [os.path.realpath(s) for s in seen]:
-            seen.append(d)
-    return seen
-
-
-def _ldconfig() -> list[str]:
-    for exe in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
-        try:
-            out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        return [m.group(1) for m in re.finditer(r"=>\s*(\S+)", out)]
-    return []
-
-
-def blas_name_of(path: str) -> str:
-    """Which BLAS a library path is (by its real name)."""
-    real = os.path.realpath(path).lower()
-    for key in ("openblas", "blis", "mkl", "flexiblas", "atlas", "armpl"):
-        if key in real:
-            return key
-    if "/blas/" in real:
-        return "netlib"
-    return "unknown"
-
-
-def installed_blas() -> dict[str, str]:
-    """BLAS libraries found on this machine: name -> path (first match of each)."""
-    found: dict[str, str] = {}
-    for name, (paths, _pkg) in BLAS_CANDIDATES.items():
-        for d in _libdirs():
-            for pat in paths:
-                p = pat.format(lib=d)
-                if name not in found and os.path.isfile(p):
-                    found[name] = p
-    extra = [os.path.join(d, f) for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if os.path.isdir(d)
-             for f in sorted(os.listdir(d))] + _ldconfig()
-    for path in extra:
-        base = os.path.basename(path)
-        for name, pat in SONAMES.items():
-            if name not in found and re.match(pat, base) and os.path.exists(path):
-                found[name] = path
-    return found
-
-
-def resolve_blas(choice: str) -> tuple[str, str]:
-    """``--blas NAME|PATH`` -> (name, path); UsageError / EnvironmentProblem naming what exists."""
-    choice = (choice or "openblas").strip()
-    if "/" in choice:
-        if not os.path.isfile(choice):
-            raise UsageError(f"--blas {choice}: no such file", "give the path of a BLAS shared library (.so)")
-        return blas_name_of(choice), choice
-    found = installed_blas()
-    have = ", ".join(f"{k} ({v})" for k, v in found.items()) or "none"
-    key = choice.lower()
-    if key in found:
-        return (blas_name_of(found[key]) if key == "system" else key), found[key]
-    if key in BLAS_CANDIDATES:
-        raise EnvironmentProblem(f"BLAS '{choice}' is not installed (installed: {have})",
-                                 f"install it (apt-get install {BLAS_CANDIDATES[key][1]}), load its module, "
-                                 "or pass --blas /path/to/lib.so")
-    raise UsageError(f"unknown --blas '{choice}' (installed: {have})",
-                     f"use one of {', '.join(found) or ', '.join(BLAS_CANDIDATES)} or a path to a .so")
-
 
 def thread_env(n: int, cpus: list[int]) -> dict[str, str]:
     env = {k: str(n) for k in ("OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -206,7 +110,7 @@ class Dgemm(KernelBenchmark):
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         params = resolve_threads(ctx, params)
-        name, path = resolve_blas(params["blas"])
+        name, path = blasprobe.resolve_blas(params["blas"])
         params["blas_name"], params["blas_path"] = name, path
         if params["n"] is None:
             rp = ((ctx.probe.get("rpeak") or {}).get("per_core") or {}).get("dp_gflops_nominal") or 20.0
