@@ -43,6 +43,7 @@ def text_file(tmp_path: Path) -> str:
     return str(p)
 
 
+@pytest.mark.integration  # installed_blas() asks ldconfig
 def test_check_blas_file_tells_the_cases_apart(text_file: str) -> None:
     with pytest.raises(EnvironmentProblem, match="not an ELF file"):
         check_blas_file(text_file)

@@ -11,7 +11,10 @@ import glob
 import os
 import re
 import subprocess
+import sys
 import sysconfig
+from dataclasses import dataclass
+from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, UsageError
 
@@ -143,3 +146,151 @@ def check_blas_file(path: str) -> None:
         raise EnvironmentProblem(f"--blas {path} is an ELF file without cblas_dgemm or dgemm_: not a BLAS",
                                  "give the path of a BLAS library (OpenBLAS, BLIS, MKL, netlib libblas.so.3) "
                                  "or a name: --blas openblas")
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenBLAS core type: the kernels a DYNAMIC_ARCH OpenBLAS picked, and a better one when it fell back
+# ---------------------------------------------------------------------------------------------
+#: OpenBLAS x86 core names (as openblas_get_corename reports them, lower-cased) -> the ISA level
+#: their kernels use: 0 SSE only, 1 AVX, 2 AVX2+FMA, 3 AVX-512
+OPENBLAS_CORE_LEVEL = {
+    **{c: 0 for c in ("katmai", "coppermine", "northwood", "prescott", "banias", "core2", "penryn", "dunnington",
+                      "nehalem", "atom", "athlon", "opteron", "opteron_sse3", "barcelona", "bobcat", "nano",
+                      "generic")},
+    **{c: 1 for c in ("sandybridge", "bulldozer", "piledriver", "steamroller", "excavator")},
+    **{c: 2 for c in ("haswell", "zen")},
+    **{c: 3 for c in ("skylakex", "cooperlake", "sapphirerapids")},
+}
+#: the ISA level OpenBLAS's core types of each level need from the CPU's flags
+_LEVEL_FLAGS = ((3, {"avx512f", "avx512vl", "avx512bw", "avx512dq"}), (2, {"avx2", "fma"}), (1, {"avx"}))
+
+
+def cpu_isa_level(flags: set[str]) -> int:
+    """0..3 as in :data:`OPENBLAS_CORE_LEVEL`, from /proc/cpuinfo flags."""
+    return next((lvl for lvl, need in _LEVEL_FLAGS if need <= flags), 0)
+
+
+def best_coretype(flags: set[str], vendor: str | None) -> str | None:
+    """The OpenBLAS core type whose kernels use the most of this CPU's ISA (None: nothing above SSE)."""
+    level = cpu_isa_level(flags)
+    amd = vendor in ("AuthenticAMD", "HygonGenuine")
+    if level == 3:
+        return "Cooperlake" if "avx512_bf16" in flags else "SkylakeX"
+    if level == 2:
+        return "Zen" if amd else "Haswell"
+    if level == 1:
+        return "Bulldozer" if amd else "SandyBridge"
+    return None
+
+
+def choose_coretype(flags: set[str], vendor: str | None, corename: str | None) -> str | None:
+    """``auto``: the core type to set, or None to keep OpenBLAS's own choice.
+
+    A better core is chosen only when OpenBLAS reports a core it knows (an x86 one) whose kernels
+    use a lower ISA level than the CPU has: Prescott on an AVX-512 Emerald Rapids (0.3.21 does not
+    know it) -> SkylakeX/Cooperlake. An unknown name (ARM, a future core) is kept: no guessing."""
+    level = OPENBLAS_CORE_LEVEL.get((corename or "").lower())
+    if level is None:
+        return None
+    best = best_coretype(flags, vendor)
+    if best is None or OPENBLAS_CORE_LEVEL[best.lower()] <= level:
+        return None
+    return best
+
+
+def corename_of(config: str | None) -> str | None:
+    """The core name in an OpenBLAS configuration string ("OpenBLAS 0.3.21 ... Cooperlake MAX_THREADS=64")."""
+    if not config or "openblas" not in config.lower():
+        return None
+    return next((w for w in config.split() if w.lower() in OPENBLAS_CORE_LEVEL), None)
+
+
+_REPORT = ("import ctypes, sys\n"
+           "lib = ctypes.CDLL(sys.argv[1])\n"
+           "f = getattr(lib, 'openblas_get_corename', None)\n"
+           "f is not None and setattr(f, 'restype', ctypes.c_char_p)\n"
+           "print((f() or b'').decode() if f is not None else '')\n")
+
+
+def openblas_corename(path: str, coretype: str | None = None) -> str | None:
+    """The core name the OpenBLAS at ``path`` reports when loaded (with OPENBLAS_CORETYPE set to
+    ``coretype``, or unset): asked in a child process, so this one never loads the library."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
+    try:
+        out = subprocess.run([sys.executable, "-c", _REPORT, path], capture_output=True, text=True, timeout=30,
+                             env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"could not load {path} to read its OpenBLAS core ({exc})",
+                                 "check the library, or pass --openblas-coretype none") from exc
+    if out.returncode != 0:
+        raise EnvironmentProblem(f"loading {path} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}",
+                                 "check the library, or pass --openblas-coretype none")
+    return out.stdout.strip() or None
+
+
+@dataclass(frozen=True)
+class CoreChoice:
+    """What ``--openblas-coretype`` did: recorded with every figure."""
+    requested: str            # auto, none or a core name
+    applied: str | None       # the OPENBLAS_CORETYPE set for the run (None: not set)
+    before: str | None        # the core OpenBLAS picks by itself
+    after: str | None         # the core it reports with ``applied`` set
+    note: str                 # one sentence for the run's notes
+
+    def env(self) -> dict[str, str]:
+        return {"OPENBLAS_CORETYPE": self.applied} if self.applied else {}
+
+    def params(self) -> dict[str, Any]:
+        if not self.requested or self.requested == "none" and self.before is None:
+            return {"openblas_coretype": self.requested} if self.requested else {}
+        decision = f"set {self.applied} (was {self.before})" if self.applied else f"kept {self.before}"
+        return {"openblas_coretype": self.requested, "openblas_coretype_applied": self.applied,
+                "openblas_corename_before": self.before, "openblas_corename_after": self.after,
+                "openblas_coretype_decision": decision}
+
+
+def settle_for(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Settle ``params["openblas_coretype"]`` once per run (prepare, or run when called alone):
+    stores the environment and the record in params, notes the decision; returns the record."""
+    if "openblas_record" not in params:
+        cpu = (ctx.probe.get("cpu") or {})
+        choice = settle_coretype(params.get("openblas_coretype"), params["blas_name"], params["blas_path"],
+                                 set(cpu.get("isa") or []), cpu.get("vendor"))
+        params["openblas_env"], params["openblas_record"] = choice.env(), choice.params()
+        if choice.note:
+            ctx.note(choice.note)
+    return params["openblas_record"]
+
+
+def settle_coretype(requested: str | None, blas_name: str, blas_path: str, flags: set[str],
+                    vendor: str | None) -> CoreChoice:
+    """Decide (auto), check (a name) or skip (none) OPENBLAS_CORETYPE for a run on ``blas_path``.
+
+    An explicit name OpenBLAS does not report back is refused (EnvironmentProblem); ``auto`` that
+    chose a core the library then does not report is refused too (the figure would be mislabelled)."""
+    req = (requested or "auto").strip()
+    if req.lower() == "none" or blas_name != "openblas":
+        if req.lower() not in ("none", "auto"):
+            raise EnvironmentProblem(f"--openblas-coretype {req} needs OpenBLAS, but --blas is {blas_name} "
+                                     f"({blas_path})", "use --blas openblas, or leave --openblas-coretype out")
+        return CoreChoice(req.lower() if blas_name == "openblas" else "", None, None, None, "")
+    before = openblas_corename(blas_path)
+    if req.lower() == "auto":
+        choice = choose_coretype(flags, vendor, before)
+        if choice is None:
+            return CoreChoice("auto", None, before, before, f"OpenBLAS core type: kept {before} (its own choice "
+                              "uses what this CPU has)")
+    else:
+        choice = req
+    after = openblas_corename(blas_path, choice)
+    if (after or "").lower() != choice.lower():
+        raise EnvironmentProblem(f"OPENBLAS_CORETYPE={choice} did not take effect: {blas_path} still reports "
+                                 f"{after or 'no core name'}", "give a core type this OpenBLAS knows (e.g. Haswell, "
+                                 "SkylakeX, Zen), or --openblas-coretype none")
+    why = (f"OpenBLAS picked {before}, below this CPU's ISA" if req.lower() == "auto"
+           else f"as asked (OpenBLAS itself picks {before})")
+    return CoreChoice(req if req.lower() != "auto" else "auto", choice, before, after,
+                      f"OpenBLAS core type: set OPENBLAS_CORETYPE={choice}, {why}; the library reports {after}")

@@ -20,6 +20,7 @@ from clusterbench.analysis.summary import limit_fraction, limit_text, pick
 from clusterbench.benchmarks import register
 from clusterbench.probe import blas as blasprobe
 from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
+from clusterbench.probe.blas import corename_of as blas_corename_of
 from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext, available_memory,
                    check_placement, cpulist, resolve_threads)
 
@@ -35,6 +36,17 @@ def thread_env(n: int, cpus: list[int]) -> dict[str, str]:
         env.update(OMP_PROC_BIND="close", OMP_PLACES=",".join("{%d}" % c for c in cpus))
     env["MKL_DYNAMIC"] = "FALSE"
     return env
+
+
+def coretype_warning(record: dict[str, Any], config: str) -> Warning_ | None:
+    """The core the kernel's own OpenBLAS reports differs from the one checked before the run."""
+    want = record.get("openblas_corename_after")
+    got = blas_corename_of(config)
+    if not want or not got or want.lower() == got.lower():
+        return None
+    return Warning_("openblas-coretype-differs",
+                    f"OpenBLAS reported core {got} in the run, {want} when checked before it: the figure is for "
+                    f"{got} kernels", "check OPENBLAS_CORETYPE in the environment and LD_PRELOAD")
 
 
 def late_warning(infos: dict[int, dict], results: dict[int, dict]) -> Warning_ | None:
@@ -102,7 +114,9 @@ class Dgemm(KernelBenchmark):
               "shape of HPL's trailing update"),
         Param("samples", int, 5, "timed products per run, after one warm-up that is excluded", min=1, max=1000),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, netlib, system... or a path to a .so"),
-        Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
+        Param("openblas_coretype", str, "auto", "OpenBLAS kernels: auto (a better core type when OpenBLAS fell "
+              "back below the CPU's ISA, e.g. Prescott on Emerald Rapids), none (the library's own choice), or a "
+              "core name (Haswell, SkylakeX, Zen...), checked"),
         THREADS, ORDER, SMT, CPUS,
         Param("corrupt", bool, False, "test hook: damage C after timing (validation must fail)"),
     )
@@ -130,6 +144,10 @@ class Dgemm(KernelBenchmark):
                              f"use --n {fit} or less")
         return params
 
+    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
+        super().prepare(ctx, params)
+        blasprobe.settle_for(ctx, params)  # before the run opens: a core type that does not take is refused
+
     def _modes(self, params: dict[str, Any]) -> list[str]:
         if params["mode"] == "all":
             return ["single", "star", "threaded"] if params["threads"] > 1 else ["single"]
@@ -152,7 +170,8 @@ class Dgemm(KernelBenchmark):
             base_args.append(f"--k={params['k']}")
         if params.get("corrupt"):
             base_args.append("--corrupt=1")
-        extra_env = {"OPENBLAS_CORETYPE": params["openblas_coretype"]} if params["openblas_coretype"] else {}
+        blasprobe.settle_for(ctx, params)
+        extra_env = params["openblas_env"]
         for mode in modes:
             if mode == "single":
                 jobs = [KernelJob(b, base_args + [f"--cpus={all_cpus[0]}"], {**thread_env(1, all_cpus[:1]), **extra_env})]
@@ -199,8 +218,7 @@ class Dgemm(KernelBenchmark):
              "blas_path": info.get("blas_path") or os.path.realpath(params["blas_path"]),
              "blas_config": config, "blas_loaded": info.get("blas_loaded"),
              "blas_symbol": info.get("blas_symbol"), "blas_threads_reported": info.get("blas_threads")}
-        if params["openblas_coretype"]:
-            p["openblas_coretype"] = params["openblas_coretype"]
+        p.update(params.get("openblas_record") or {})
         if mode == "star":
             p["late_s"] = [infos[i].get("late_s") for i in sorted(infos)]
         ws: list[Warning_ | None] = []
@@ -213,6 +231,7 @@ class Dgemm(KernelBenchmark):
                 f"OpenBLAS did not recognise this CPU and uses its {m.group(1)} kernels (no AVX2/AVX-512): "
                 "DGEMM runs several times below what the cores can do",
                 f"rerun with --openblas-coretype {better} (sets OPENBLAS_CORETYPE), or use a newer OpenBLAS or --blas blis"))
+        ws.append(coretype_warning(params.get("openblas_record") or {}, config))
         loaded = info.get("blas_loaded") or []
         if loaded and not any(os.path.realpath(x) == os.path.realpath(p["blas_path"]) for x in loaded):
             ws.append(Warning_("blas-not-loaded", f"asked for {p['blas_path']} but the process mapped {loaded}",
