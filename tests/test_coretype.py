@@ -89,3 +89,19 @@ def test_unknown_coretype_is_refused(db: str, capsys: pytest.CaptureFixture[str]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "OPENBLAS_CORETYPE=NoSuchCore did not take effect" in err[0]
     assert not os.path.exists(db) or not sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+@pytest.mark.integration
+@needs_openblas
+@pytest.mark.parametrize("engine", ["builtin", "hpcc"])
+def test_hpl_engines_run_with_the_core_type(engine: str, db: str) -> None:
+    import shutil
+
+    if engine == "hpcc" and not shutil.which("hpcc"):
+        pytest.skip("hpcc not installed")
+    assert main(["run", "hpl", "--engine", engine, "--ranks", "1", "--n", "400", "--allow-root",
+                 "--openblas-coretype", "Haswell"]) == 0
+    ps = _params(db)
+    assert ps and all(p["openblas_coretype_applied"] == "Haswell" for p in ps)
+    if engine == "builtin":  # the ranks' own library reports the core it ran
+        assert all(corename_of(p["blas_config"]) == "Haswell" for p in ps)

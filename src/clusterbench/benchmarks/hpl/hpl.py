@@ -244,8 +244,7 @@ class BuiltinEngine:
         env = thread_env(threads, params["rank_cpus"] if threads > 1 else [])
         if len(params.get("rank_cpu_groups") or []) > 1:  # ranks with different cores: places from each mask
             env.pop("OMP_PLACES", None)
-        if params.get("openblas_coretype"):
-            env["OPENBLAS_CORETYPE"] = params["openblas_coretype"]
+        env.update(params.get("openblas_env") or {})  # settled by Hpl.prepare/run (probe/blas.py)
         spec.env.update(env)
         if params["topology"] == "hybrid":
             # one rank per node, unbound by mpirun: the rank binds itself to the node's cores (--cpus)
@@ -364,7 +363,8 @@ class Hpl(Benchmark):
         Param("ranks", int, None, "MPI ranks (default: pure one per core, hybrid one per node; more than the "
               "cores only with --oversubscribe)", min=1),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, system... or a path to a .so"),
-        Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
+        Param("openblas_coretype", str, "auto", "OpenBLAS kernels for every engine: auto (a better core type when "
+              "OpenBLAS fell back below the CPU's ISA), none (the library's own choice), or a core name, checked"),
         Param("engine", str, "builtin", "HPL implementation: builtin (clusterbench's own); others (hpcc, xhpl) "
               "when their engine module is installed"),
         Param("engine_path", str, None, "the hpcc or xhpl executable (or its directory) for --engine hpcc|xhpl "
@@ -530,10 +530,14 @@ class Hpl(Benchmark):
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
         ENGINES[params["engine"]].prepare(ctx, params)
+        # hpcc/xhpl load the system BLAS themselves; the core type is checked on the --blas library
+        # (Debian: the same OpenBLAS behind libblas.so.3) and exported to every engine's ranks
+        blasprobe.settle_for(ctx, params)
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list[Result]:
         engine = ENGINES[params["engine"]]
+        blasprobe.settle_for(ctx, params)
         ctx.progress.start("hpl", total=1)
         out = engine.run(ctx, params)
         if not out.residual < THRESHOLD:  # engines raise on a failed check; this is the last guard
@@ -548,7 +552,7 @@ class Hpl(Benchmark):
             "threads_per_rank": params["threads_per_rank"], "cores": cores, "hosts": hosts,
             "cpus": [c for _, c in params["places"]] if params["topology"] == "pure" else [c for g in params["rank_cpu_groups"] for c in g],
             "blas": blas_name_of(out.params.get("blas_path") or params["blas_path"]),
-            "blas_requested": params["blas"], "openblas_coretype": params.get("openblas_coretype"),
+            "blas_requested": params["blas"], **(params.get("openblas_record") or {}),
             "seed": params["seed"], "n_from": params["n_from"], "time_s": out.time_s, "gflops": out.gflops,
             "residual": out.residual, "threshold": THRESHOLD, "passed": True,
             "breakdown_s": out.breakdown_s, "breakdown_of": out.breakdown_of,

@@ -76,7 +76,7 @@ class HplScaling(Benchmark):
               GRID_MODES),
         Param("topology", str, "pure", "pure: a rank per core; hybrid: a rank per node, threaded BLAS", TOPOLOGIES),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl... or a path to a .so"),
-        Param("openblas_coretype", str, None, "set OPENBLAS_CORETYPE (e.g. SkylakeX) when OpenBLAS misdetects the CPU"),
+        Param("openblas_coretype", str, None, "auto (default), none or an OpenBLAS core name, passed to every hpl run"),
         Param("engine", str, "builtin", "HPL implementation (as hpl's --engine)"),
         Param("seed", int, 42, "seed of the random matrix", min=0),
         TRANSPORT,
