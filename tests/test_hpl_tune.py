@@ -159,3 +159,22 @@ def test_hpl_scaling_one_rmax_per_node_count(mpi, live_probe, sim_cluster, tmp_p
 
 def test_env_is_restored() -> None:
     assert os.environ.get("CLUSTERBENCH_ALLOW_RUN_AS_ROOT") == "1"
+
+
+@pytest.mark.integration
+def test_stage0_measures_openblas_none_only_when_auto_changes_the_core(mpi, live_probe, tmp_path) -> None:
+    """openblas:auto vs openblas:none are rival candidates only when auto applied a core type."""
+    from clusterbench.probe.blas import choose_coretype, installed_blas, openblas_corename
+
+    path = installed_blas().get("openblas")
+    if not path:
+        pytest.skip("OpenBLAS not installed")
+    store = Store(tmp_path / "t.db")
+    rep = tune(Space(nbs=(32, 64), topologies=("pure",), blas=("openblas",)), n=N, budget_s=60,
+               store=store, probe=live_probe, top_k=1)
+    keys = [t.key for t in rep.trials if t.kind == "dgemm"]
+    cpu = live_probe["cpu"]
+    changes = choose_coretype(set(cpu.get("isa") or []), cpu.get("vendor"), openblas_corename(path)) is not None
+    assert any("/openblas/auto/" in k for k in keys)
+    assert any("/openblas/none/" in k for k in keys) == changes
+    assert rep.coretypes["openblas"] in (("auto", "none") if changes else ("auto",))

@@ -6,8 +6,13 @@ command, so a rerun of the same tune skips what is already stored):
 0. **dgemm against k = NB** (single core, C (m x m) += A (m x NB) B (NB x m), m ~ the local
    matrix size, through the same BLAS the ranks load): the rate of HPL's trailing update for each
    NB. NBs below :data:`NB_KEEP` x the best of their BLAS are pruned, and a BLAS whose best is
-   below :data:`BLAS_KEEP` x the best BLAS. OpenBLAS on generic kernels (it did not recognise the
-   CPU) is measured again with ``OPENBLAS_CORETYPE`` and the faster is kept. Two passes over
+   below :data:`BLAS_KEEP` x the best BLAS. The OpenBLAS core type is part of the BLAS choice:
+   ``openblas:auto`` (a better core type when OpenBLAS fell back below the CPU's ISA, see
+   probe/blas.py) and ``openblas:none`` (the library's own choice) are both measured only when
+   they differ, i.e. when auto applied a core type; the faster is kept for every later trial (auto
+   is a rule, not a measurement: on a CPU where the rule is wrong the tuner must not follow it
+   blindly; where they are the same kernels a second measurement would only add noise). An
+   explicit ``--openblas-coretype`` is used as given. Two passes over
    the NBs (the second reversed), best of both, because a shared node only ever slows a sample. A quick ``peak`` run
    is stored when none exists for the core count, so each result has its % of the measured peak.
 1. **short runs** at N_s ~ N/2 of every surviving (BLAS, NB, topology, grid, pmap), most
@@ -428,7 +433,8 @@ class _Tuner:
             return
         r = rs[0]
         trial.value = float(r["value"])
-        trial.params = {k: r["params"].get(k) for k in ("blas_config", "openblas_coretype", "cores", "threads",
+        trial.params = {k: r["params"].get(k) for k in ("blas_config", "openblas_coretype",
+                                                          "openblas_coretype_applied", "cores", "threads",
                                                           "percent_of_rpeak", "grid", "topology", "nb", "n", "k")
                         if k in r["params"]}
         lim = {x["name"]: x for x in r.get("limits") or []}
@@ -450,22 +456,22 @@ class _Tuner:
         ref_nb = min(nbs, key=lambda x: abs(x - 192))
         for blas, path in self.blas_paths.items():
             given = {"mode": "single", "n": m, "k": ref_nb, "samples": 5, "blas": path}
-            ct = self.base.get("openblas_coretype") if blas == "openblas" else None
+            ct = (self.base.get("openblas_coretype") or "auto") if blas == "openblas" else None
             if ct:
                 given["openblas_coretype"] = ct
             first = self._measure(Trial(f"0/dgemm/{blas}/{ct or '-'}/k{ref_nb}/m{m}", 0, "dgemm", None, m,
                                         note=f"k={ref_nb}"), "dgemm", given)
-            if blas == "openblas" and not ct and "blas-generic-kernels" in first.params.get("warnings", []):
-                flags = set((self.probe.get("cpu") or {}).get("isa") or [])
-                alt = "SkylakeX" if "avx512f" in flags else "Haswell"
-                second = self._measure(Trial(f"0/dgemm/{blas}/{alt}/k{ref_nb}/m{m}", 0, "dgemm", None, m,
-                                             note=f"k={ref_nb}, OPENBLAS_CORETYPE={alt}"), "dgemm",
-                                       {**given, "openblas_coretype": alt})
+            applied = first.params.get("openblas_coretype_applied")
+            if ct == "auto" and applied:  # auto changed the kernels: the library's own choice is the rival
+                second = self._measure(Trial(f"0/dgemm/{blas}/none/k{ref_nb}/m{m}", 0, "dgemm", None, m,
+                                             note=f"k={ref_nb}, OpenBLAS's own core type"), "dgemm",
+                                       {**given, "openblas_coretype": "none"})
                 if (second.value or 0) > (first.value or 0):
-                    ct = alt
-                    self.report.notes.append(
-                        f"OpenBLAS did not recognise this CPU (generic kernels, {first.value or 0:.1f} Gflop/s at "
-                        f"k={ref_nb}); OPENBLAS_CORETYPE={alt} gave {second.value:.1f} Gflop/s and is used")
+                    ct = "none"
+                self.report.notes.append(
+                    f"OpenBLAS core type: auto set OPENBLAS_CORETYPE={applied} ({first.value or 0:.1f} Gflop/s at "
+                    f"k={ref_nb}), the library's own choice gave {second.value or 0:.1f} Gflop/s: "
+                    f"openblas:{ct} is used")
             self.coretypes[blas] = ct
             if ct:
                 given["openblas_coretype"] = ct
