@@ -1,37 +1,5 @@
-"""Tune HPL: NB x grid x topology (x BLAS) within a time budget, every trial a stored ``hpl`` run.
-
-Stages (each trial is a normal run in the store, tagged ``--tune-id=ID --tune-trial=KEY`` in its
-command, so a rerun of the same tune skips what is already stored):
-
-0. **dgemm against k = NB** (single core, C (m x m) += A (m x NB) B (NB x m), m ~ the local
-   matrix size, through the same BLAS the ranks load): the rate of HPL's trailing update for each
-   NB. NBs below :data:`NB_KEEP` x the best of their BLAS are pruned, and a BLAS whose best is
-   below :data:`BLAS_KEEP` x the best BLAS. The OpenBLAS core type is part of the BLAS choice:
-   ``openblas:auto`` (a better core type when OpenBLAS fell back below the CPU's ISA, see
-   probe/blas.py) and ``openblas:none`` (the library's own choice) are both measured only when
-   they differ, i.e. when auto applied a core type; the faster is kept for every later trial (auto
-   is a rule, not a measurement: on a CPU where the rule is wrong the tuner must not follow it
-   blindly; where they are the same kernels a second measurement would only add noise). An
-   explicit ``--openblas-coretype`` is used as given. Two passes over
-   the NBs (the second reversed), best of both, because a shared node only ever slows a sample. A quick ``peak`` run
-   is stored when none exists for the core count, so each result has its % of the measured peak.
-1. **short runs** at N_s ~ N/2 of every surviving (BLAS, NB, topology, grid, pmap), most
-   promising (fastest dgemm) first.
-2. **confirmation** at full N of the best :data:`TOP_K` by the model; the best measured wins.
-
-Model (per configuration, from its one short run): HPL's time splits into the trailing update
-(2/3 N^3 flops) and the rest (panel factorisation ~ N^2 NB, broadcast and swaps ~ N^2, the solve
-~ N^2); the engine reports that split (the builtin engine's breakdown), so
-``t(N) = t_update(N_s) (N/N_s)^3 + t_rest(N_s) (N/N_s)^2``. It ignores the update's dgemm getting
-faster on larger blocks, so it underestimates; the first confirmed run gives the ratio measured /
-model, and later predictions are scaled by it (both are reported). Without a breakdown (external
-engines) the short run's rate is the prediction.
-
-Budget: before each trial its wall time is estimated from what was measured (launch overhead
-plus predicted kernel time); a trial that would not fit is not started and the report says so.
-Stage 1 keeps room for one confirmation. A budget too small for stage 0 and one short run is a
-UsageError before anything runs.
-"""
+"""The tuner: stage 0 (dgemm against k = NB), stage 1 (short runs), stage 2 (confirmation at
+full N) within a time budget; see the package docstring (clusterbench.tuning.hpl)."""
 from __future__ import annotations
 
 import hashlib
@@ -40,20 +8,18 @@ import math
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.probe.blas import installed_blas, resolve_blas
-from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, grids, hpl_flops
+from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, hpl_flops
 from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.probe.blas import installed_blas, resolve_blas
 from clusterbench.store import Store
+from clusterbench.tuning.hpl.model import Trial, TuneReport, predict_rmax
+from clusterbench.tuning.hpl.space import DEFAULT_BLAS, Config, Space, grid_options
 
-DEFAULT_NBS = (32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
-TOPOLOGIES = ("pure", "hybrid")
-#: BLAS libraries searched by default, when installed (the others are reference or wrappers)
-DEFAULT_BLAS = ("openblas", "blis", "mkl")
 #: stage 0: keep an NB whose dgemm rate is at least this fraction of its BLAS's best ...
 NB_KEEP = 0.85
 #: ... and at least this many NBs per BLAS whatever the rates (the dgemm is noisy on a shared node)
@@ -69,135 +35,6 @@ DGEMM_GUESS_S = 0.4
 SCHEMA = 1
 
 Progress = Callable[[dict], None]
-
-
-# ---------------------------------------------------------------------------------------------
-# The space
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True, order=True)
-class Config:
-    """One point of the space (what an ``hpl`` run is given besides N)."""
-
-    blas: str
-    topology: str
-    nb: int
-    p: int
-    q: int
-    pmap: str = "row"
-
-    @property
-    def grid(self) -> str:
-        return f"{self.p}x{self.q}"
-
-    def label(self) -> str:
-        return f"{self.blas}/{self.topology}/{self.grid}/{self.pmap}/nb{self.nb}"
-
-
-@dataclass
-class Space:
-    """What is searched. ``blas=None``: every installed library of :data:`DEFAULT_BLAS`."""
-
-    nbs: Sequence[int] = DEFAULT_NBS
-    topologies: Sequence[str] = TOPOLOGIES
-    blas: Sequence[str] | None = None
-    #: pmap both ways where P > 1 and Q > 1 (HPL's PMAP); row only otherwise (it makes no difference)
-    pmaps: bool = True
-
-    def check(self) -> None:
-        if not self.nbs:
-            raise UsageError("the NB list is empty", "give NBs like --nb-list 64,128,192")
-        bad = [nb for nb in self.nbs if not 1 <= int(nb) <= 4096]
-        if bad:
-            raise UsageError(f"NB {bad[0]} is not allowed", "use NBs from 1 to 4096 (HPL: 32 to 256)")
-        wrong = [t for t in self.topologies if t not in TOPOLOGIES]
-        if wrong or not self.topologies:
-            raise UsageError(f"topology {wrong[0] if wrong else '(none)'!r} is not one of {', '.join(TOPOLOGIES)}",
-                             "give --topologies pure,hybrid (or one of them)")
-
-
-def grid_options(ranks: int, pmaps: bool) -> list[tuple[int, int, str]]:
-    """Every P x Q = ranks with P <= Q (HPL's advice: Q at least P), both mappings where they differ."""
-    out = []
-    for p, q in grids(ranks):
-        out.append((p, q, "row"))
-        if pmaps and p > 1 and q > 1:
-            out.append((p, q, "col"))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Trials and the report
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class Trial:
-    """One measurement of the tune (a stored run), or one that was planned and not made."""
-
-    key: str
-    stage: int
-    kind: str  # "dgemm" | "hpl" | "peak"
-    config: Config | None
-    n: int | None
-    status: str = "planned"  # measured | reused | failed | skipped
-    value: float | None = None  # Gflop/s (hpl: Rmax; dgemm: single-core rate)
-    time_s: float | None = None  # hpl's timed part
-    wall_s: float | None = None  # the whole launch, as the budget sees it
-    run_id: str | None = None
-    percent_rpeak: float | None = None
-    percent_measured_peak: float | None = None
-    predicted: float | None = None  # Rmax predicted before it was measured (stage 2)
-    predicted_model: float | None = None  # the model's own figure, before calibration
-    breakdown_s: dict[str, float] | None = None
-    note: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def as_json(self) -> dict:
-        d = asdict(self)
-        d["config"] = asdict(self.config) if self.config else None
-        if self.config:
-            d["config"]["grid"] = self.config.grid
-        return d
-
-
-@dataclass
-class TuneReport:
-    tune_id: str
-    n: int
-    n_small: int
-    budget_s: float
-    configs: int  # size of the space before pruning
-    trials: list[Trial] = field(default_factory=list)
-    pruned: list[dict] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    coretypes: dict[str, str | None] = field(default_factory=dict)
-    dgemm: dict[str, dict[int, float]] = field(default_factory=dict)  # stage 0: BLAS -> NB -> Gflop/s
-    best: Trial | None = None
-    calibration: float | None = None  # measured / model for the first confirmation
-    elapsed_s: float = 0.0
-    budget_stopped: bool = False
-
-    @property
-    def confirmed(self) -> bool:
-        return self.best is not None and self.best.stage == 2
-
-    def best_params(self) -> dict[str, Any] | None:
-        """The ``hpl`` parameters of the best trial (what to run)."""
-        if not self.best or not self.best.config:
-            return None
-        c = self.best.config
-        out: dict[str, Any] = {"n": self.best.n, "nb": c.nb, "grid": c.grid, "pmap": c.pmap, "topology": c.topology,
-                               "blas": c.blas}
-        if self.coretypes.get(c.blas):
-            out["openblas_coretype"] = self.coretypes[c.blas]
-        return out
-
-    def document(self) -> dict:
-        return {"schema": SCHEMA, "tune": {
-            "id": self.tune_id, "n": self.n, "n_small": self.n_small, "budget_s": self.budget_s,
-            "elapsed_s": round(self.elapsed_s, 3), "budget_stopped": self.budget_stopped, "configs": self.configs,
-            "dgemm_gflops": self.dgemm,
-            "best": self.best.as_json() if self.best else None, "best_params": self.best_params(),
-            "confirmed_at_full_n": self.confirmed, "calibration": self.calibration, "coretypes": self.coretypes,
-            "pruned": self.pruned, "notes": self.notes, "trials": [t.as_json() for t in self.trials]}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,18 +402,8 @@ class _Tuner:
 
     # -- the model -------------------------------------------------------------------------------
     def predict(self, small: Trial, n: int | None = None) -> float:
-        """Rmax at N (default the tune's) from one short run: update ~ N^3, the rest ~ N^2."""
-        n = n or self.n
-        s = n / (small.n or n)
-        t = small.time_s or hpl_flops(small.n or n) / ((small.value or 1.0) * 1e9)
-        bd = small.breakdown_s or {}
-        upd = bd.get("update")
-        if isinstance(upd, (int, float)) and 0 < upd:
-            upd = min(float(upd), t)
-            tn = upd * s ** 3 + (t - upd) * s ** 2
-        else:
-            tn = t * s ** 3
-        return hpl_flops(n) / tn / 1e9
+        """Rmax at N (default the tune's) from one short run (model.predict_rmax)."""
+        return predict_rmax(small, n or self.n)
 
     # -- stage 2 ---------------------------------------------------------------------------------
     def stage2(self) -> None:
@@ -640,83 +467,3 @@ def tune(space: Space | None = None, n: int | None = None, budget_s: float | str
                    mem=mem, base=dict(base or {}), resume=resume, progress=progress, top_k=top_k, timeout=timeout,
                    oversubscribe=oversubscribe, argv=argv, n_small=n_small)
     return tuner.run(stop_after)
-
-
-# ---------------------------------------------------------------------------------------------
-# Text (the CLI prints this; seed 000's Tables 5.4/5.5 with the stage and the % of the limits)
-# ---------------------------------------------------------------------------------------------
-def _f(v: float | None, fmt: str = "{:.2f}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
-def table_rows(report: TuneReport) -> list[list[str]]:
-    """Every HPL trial: stage, BLAS, topology, grid, pmap, NB, N, Gflop/s, % Rpeak, % measured peak,
-    predicted, status."""
-    hpl = [t for t in report.trials if t.kind == "hpl" and t.config]
-    hpl.sort(key=lambda t: (t.stage, -(t.value or -1.0)))
-    rows = []
-    for t in hpl:
-        c = t.config
-        assert c is not None
-        star = " *" if t is report.best else ""
-        rows.append([str(t.stage), c.blas, c.topology, c.grid, c.pmap, str(c.nb), str(t.n), _f(t.value) + star,
-                     _f(t.percent_rpeak, "{:.1f}"), _f(t.percent_measured_peak, "{:.1f}"), _f(t.predicted),
-                     t.status if t.status != "failed" else f"failed: {(t.note or '')[:60]}"])
-    return rows
-
-
-TABLE_HEADER = ["stage", "blas", "topology", "grid", "pmap", "NB", "N", "Gflop/s", "%Rpeak", "%peak", "predicted",
-                "status"]
-
-
-def format_report(report: TuneReport) -> str:
-    import io
-
-    from clusterbench.ui import print_table
-
-    out = io.StringIO()
-    dg = [t for t in report.trials if t.kind == "dgemm"]
-    if dg:
-        out.write("stage 0: single-core dgemm, C (m x m) += A (m x k) B (k x m), k = NB\n")
-        print_table([[t.key.split("/")[2], str(t.key.split("/")[3]), str(t.n), t.note or "", _f(t.value),
-                      _f(t.percent_rpeak, "{:.1f}"), t.status] for t in dg],
-                    ["blas", "coretype", "m", "k", "Gflop/s", "%Rpeak", "status"], out)
-        out.write("\n")
-    for pr in report.pruned:
-        out.write(f"pruned: {pr['what']}: {pr['why']}\n")
-    out.write(f"\nHPL trials (stage 1 at N_s={report.n_small}, stage 2 at N={report.n}; * = best; %peak = of the "
-              "measured FMA peak)\n")
-    print_table(table_rows(report), TABLE_HEADER, out)
-    b = report.best
-    out.write("\n")
-    if b is None or b.config is None:
-        out.write("no HPL trial succeeded\n")
-    else:
-        c = b.config
-        bp = report.best_params() or {}
-        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in bp.items())
-        val = b.value or 0.0
-        out.write(f"best: NB={c.nb} grid {c.grid} ({c.pmap}) {c.topology} {c.blas}"
-                  + (f" (OPENBLAS_CORETYPE={report.coretypes[c.blas]})" if report.coretypes.get(c.blas) else "")
-                  + f": {val:.2f} Gflop/s at N={b.n}, {_f(b.percent_rpeak, '{:.1f}')}% of Rpeak (nominal clock), "
-                  f"{_f(b.percent_measured_peak, '{:.1f}')}% of the measured peak"
-                  + ("" if report.confirmed else " - a short run, NOT confirmed at full N") + "\n")
-        if b.predicted is not None and b.value is not None:
-            out.write(f"predicted {b.predicted:.2f} Gflop/s, measured {b.value:.2f} "
-                      f"({b.value / b.predicted:.2f}x); model before calibration {_f(b.predicted_model)}\n")
-        out.write(f"run it: clusterbench run hpl {opts}\n")
-    conf = [t for t in report.trials if t.stage == 2 and t.value and t.predicted]
-    if conf:
-        out.write("predicted vs measured at full N: " + "; ".join(
-            f"{t.config.label() if t.config else t.key}: {t.predicted:.2f} vs {t.value:.2f}" for t in conf) + "\n")
-    for note in report.notes:
-        out.write(f"note: {note}\n")
-    measured = sum(1 for t in report.trials if t.status == "measured")
-    reused = sum(1 for t in report.trials if t.status == "reused")
-    out.write(f"tune {report.tune_id}: {measured} trial(s) measured, {reused} taken from the store, "
-              f"{report.elapsed_s:.0f} s of a {report.budget_s:.0f} s budget; space {report.configs} configurations\n")
-    return out.getvalue()
-
-
-__all__ = ["Config", "Space", "Trial", "TuneReport", "tune", "parse_budget", "grid_options", "format_report",
-           "DEFAULT_NBS"]
