@@ -50,7 +50,7 @@ from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_
                           host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores,
                           sim_cluster_of)
 from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
-from clusterbench.benchmarks.node.dgemm import thread_env
+from clusterbench.benchmarks.node.dgemm import coretype_warning, thread_env
 from clusterbench.probe import blas as blasprobe
 from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
 from clusterbench.benchmarks.mpi.ring import assign_ranks
@@ -296,6 +296,7 @@ class BuiltinEngine:
                  "local_matrix_bytes_max": info.get("local_matrix_bytes_max")}
         ws = blas_warnings(ctx, info.get("blas_config") or "", info.get("blas_loaded") or [],
                            params["blas_path"], info.get("blas_threads"), threads)
+        ws.append(coretype_warning(params.get("openblas_record") or {}, info.get("blas_config") or ""))
         return HplOutcome(n=int(kp["n"]), nb=int(kp["nb"]), p=int(kp["p"]), q=int(kp["q"]), pmap=str(kp["pmap"]),
                           time_s=float(kp["time_s"]), gflops=float(kp["gflops"]), residual=float(kp["residual"]),
                           breakdown_s=kp.get("breakdown_s"), breakdown_of=kp.get("breakdown_of"), params=extra,
