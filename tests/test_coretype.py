@@ -105,3 +105,22 @@ def test_hpl_engines_run_with_the_core_type(engine: str, db: str) -> None:
     assert ps and all(p["openblas_coretype_applied"] == "Haswell" for p in ps)
     if engine == "builtin":  # the ranks' own library reports the core it ran
         assert all(corename_of(p["blas_config"]) == "Haswell" for p in ps)
+
+
+def test_coretype_warning_when_the_run_reports_another_core():
+    from clusterbench.benchmarks.node.dgemm import coretype_warning
+
+    cfg = "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64"
+    w = coretype_warning({"openblas_corename_after": "Haswell"}, cfg)
+    assert w is not None and w.code == "openblas-coretype-differs" and "Cooperlake" in w.message
+    assert coretype_warning({"openblas_corename_after": "Cooperlake"}, cfg) is None
+    assert coretype_warning({}, cfg) is None
+
+
+def test_coretype_name_needs_openblas():
+    from clusterbench.errors import EnvironmentProblem
+    from clusterbench.probe.blas import settle_coretype
+
+    with pytest.raises(EnvironmentProblem, match="--openblas-coretype Haswell needs OpenBLAS, but --blas is blis"):
+        settle_coretype("Haswell", "blis", "/x/libblis.so.4", set(), "GenuineIntel")
+    assert settle_coretype("auto", "blis", "/x/libblis.so.4", set(), "GenuineIntel").params() == {}
