@@ -116,7 +116,7 @@ def test_bad_hosts_input(ctx, tmp_path) -> None:
 @pytest.mark.skipif(not IS_ROOT, reason="the allow-run-as-root rule applies to root only")
 def test_root_without_allow_root(ctx, monkeypatch) -> None:
     monkeypatch.delenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", raising=False)
-    with pytest.raises(UsageError, match="as root, Open MPI needs --allow-run-as-root; add it"):
+    with pytest.raises(UsageError, match="running as root needs your consent, retype: clusterbench .*--allow-root"):
         get_benchmark("pingpong").resolve(ctx, {"sizes": [8]})
     monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
     assert get_benchmark("pingpong").resolve(ctx, {"sizes": [8]})["allow_root"] is True

@@ -157,6 +157,8 @@ def _tune_parser(cmds: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from clusterbench import config
+    config.set_argv(sys.argv[1:] if argv is None else argv)  # an error can show the command to retype
     try:
         return _dispatch(args)
     except ClusterbenchError as exc:
@@ -211,6 +213,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         dump_json(data)
     else:
         sys.stdout.write(format_probe(data))
+        if hasattr(os, "geteuid") and os.geteuid() == 0:  # say once, up front, how root consent is given
+            from clusterbench import config
+            sys.stdout.write(f"running as root: MPI benchmarks need --allow-root; {config.permanent_root_hint()}\n")
     return 0
 
 

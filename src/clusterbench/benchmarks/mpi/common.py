@@ -79,7 +79,9 @@ def sim_cluster_of(hosts: Sequence[mpimod.Host]) -> simcluster.SimCluster | None
 
 
 def allow_root_default() -> bool:
-    return os.environ.get("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "") in ("1", "yes", "true")
+    """Standing consent: CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1 or allow_run_as_root = true in the config file."""
+    from clusterbench import config
+    return config.allow_run_as_root()
 
 
 def starts_with_mpirun(p: dict[str, Any]) -> bool:
@@ -96,8 +98,9 @@ def check_allow_root(p: dict[str, Any]) -> None:
     if p.get("allow_root") is None:
         p["allow_root"] = allow_root_default()
     if hasattr(os, "geteuid") and os.geteuid() == 0 and not p["allow_root"] and starts_with_mpirun(p):
-        raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
-                         "pass --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), or run as a user")
+        from clusterbench import config
+        raise UsageError(f"running as root needs your consent, retype: {config.retype_with('--allow-root')}",
+                         config.permanent_root_hint())
 
 
 def power_sizes(max_size: int, min_size: int = 1) -> list[int]:

@@ -1,0 +1,70 @@
+"""The user's standing choices: ``$XDG_CONFIG_HOME/clusterbench/config.toml`` (or
+``~/.config/clusterbench/config.toml``) and the environment, plus the command line being run (so an
+error can print the exact command to retype)."""
+from __future__ import annotations
+
+import os
+import shlex
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clusterbench.errors import UsageError
+
+ROOT_ENV = "CLUSTERBENCH_ALLOW_RUN_AS_ROOT"
+
+#: the arguments of the command being run (after "clusterbench"); set by cli.main
+_argv: list[str] = []
+
+
+def set_argv(argv: Sequence[str]) -> None:
+    _argv[:] = list(argv)
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "clusterbench" / "config.toml"
+
+
+def load() -> dict[str, Any]:
+    """The config file's table ({} when there is none); a malformed file is a one-line UsageError."""
+    path = config_path()
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path} is not valid TOML ({exc})", f"fix or remove {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {path} ({exc.strerror})", f"fix or remove {path}") from None
+
+
+def allow_run_as_root() -> bool:
+    """Standing consent to run MPI as root: CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1 or
+    ``allow_run_as_root = true`` in the config file (the environment wins when set)."""
+    env = os.environ.get(ROOT_ENV)
+    if env is not None and env != "":
+        return env.lower() in ("1", "yes", "true")
+    value = load().get("allow_run_as_root", False)
+    if not isinstance(value, bool):
+        raise UsageError(f"allow_run_as_root in {config_path()} must be true or false, not {value!r}",
+                         f"write allow_run_as_root = true in {config_path()}")
+    return value
+
+
+def permanent_root_hint() -> str:
+    return (f"to make it permanent, export {ROOT_ENV}=1 or put allow_run_as_root = true in "
+            f"{config_path()}")
+
+
+def retype_with(flag: str) -> str:
+    """The command being run with ``flag`` added after the subcommand's operands, shell-quoted."""
+    args = list(_argv)
+    if "--" in args:  # keep a literal "--" tail where it was
+        i = args.index("--")
+        args = args[:i] + [flag] + args[i:]
+    else:
+        args.append(flag)
+    return shlex.join(["clusterbench", *args])
