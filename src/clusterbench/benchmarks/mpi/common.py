@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from clusterbench.analysis.warnings import Warning_
-from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.launch import simcluster
 from clusterbench.benchmarks.base import Benchmark, Param, RunContext
@@ -127,8 +127,84 @@ def check_sizes(p: dict[str, Any]) -> list[int]:
 
 
 def check_common(p: dict[str, Any]) -> None:
-    """What every MPI benchmark checks besides the declared bounds: the root rule."""
+    """What every MPI benchmark checks besides the declared bounds: the root rule, then (before
+    the run is opened, so a doomed run stores nothing) the environment the options need."""
     check_allow_root(p)
+    check_tcp_include(p)
+    check_rdma(p)
+    check_srun(p)
+
+
+def _local_only(p: dict[str, Any]) -> bool:
+    """Whether the ranks run on this machine only (what is here is what they will see)."""
+    return not p.get("hosts") and not p.get("hostfile")
+
+
+def check_tcp_include(p: dict[str, Any]) -> None:
+    """``--tcp-include``: each part a CIDR or, on a local run, an interface that exists here."""
+    value = p.get("tcp_include")
+    if not value:
+        return
+    mpimod._check_cidr(value)  # a malformed CIDR is a UsageError
+    have = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
+    for part in value.split(","):
+        if "/" not in part and _local_only(p) and part not in have:
+            raise EnvironmentProblem(f"--tcp-include {part} is neither a network (CIDR) nor an interface of "
+                                     f"this machine (interfaces: {', '.join(have) or 'none'})",
+                                     "give one of those interfaces or a network such as 10.0.0.0/8")
+
+
+def _ucx_transports() -> list[str]:
+    """The transports ``ucx_info -d`` lists ([] when ucx_info is missing or fails)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("ucx_info")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "-d"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    names = [ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.strip().startswith("# Transport:")]
+    return sorted(dict.fromkeys(names))
+
+
+RDMA_TLS = ("rc", "rc_verbs", "rc_mlx5", "ud", "ud_verbs", "ud_mlx5", "dc", "dc_mlx5")
+
+
+def check_rdma(p: dict[str, Any], ib_root: str = "/sys/class/infiniband") -> None:
+    """``--transport rdma`` on a local run needs an RDMA device (else Open MPI's UCX pml fails
+    with output that is not the kernel's)."""
+    if p.get("transport") != "rdma" or not _local_only(p):
+        return
+    devices = sorted(os.listdir(ib_root)) if os.path.isdir(ib_root) else []
+    tls = _ucx_transports()
+    if devices and (not tls or any(t in RDMA_TLS for t in tls)):
+        return
+    seen = f"; ucx_info -d transports: {', '.join(tls) or 'none'}" if tls else ""
+    raise EnvironmentProblem(f"--transport rdma: no RDMA device/transport found ({ib_root} "
+                             f"{'lists ' + ', '.join(devices) if devices else 'is empty or missing'}{seen})",
+                             "use --transport tcp or --transport shm, or bring the RDMA device up (ibv_devinfo)")
+
+
+def check_srun(p: dict[str, Any]) -> None:
+    """``--launcher srun`` needs srun and a PMI plugin the MPI speaks (pmix/pmi2)."""
+    if p.get("launcher") != "srun":
+        return
+    import shutil
+
+    srun = shutil.which("srun")
+    if srun is None:
+        raise EnvironmentProblem("--launcher srun: srun is not on PATH (no Slurm here)",
+                                 "use --launcher mpirun, or run inside a Slurm allocation")
+    plugins = mpimod.srun_mpi_plugins(srun)
+    kind = str(p.get("mpi") or "")
+    want = ("pmi2",) if "mpich" in kind or "hydra" in kind else ("pmix", "pmi2")
+    if not any(w in plugins for w in want):
+        raise EnvironmentProblem(f"--launcher srun: this Slurm offers no PMI plugin the MPI can use "
+                                 f"({'/'.join(want)}; srun --mpi=list: {', '.join(plugins) or 'none'})",
+                                 "use --launcher mpirun, or install Slurm's PMI plugins (slurm-wlm-basic-plugins)")
 
 
 def detect(params: dict[str, Any]) -> mpimod.MpiInstall:
