@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -54,9 +55,22 @@ def cache_dir() -> Path:
 
 
 def compiler(cc: str | None = None) -> str:
-    """The C compiler: ``cc`` if given (e.g. an MPI's ``mpicc``), else ``$CC`` or ``cc``; a clear
-    error when there is none."""
+    """The C compiler command, shell-quoted (see :func:`compiler_argv`)."""
+    return shlex.join(compiler_argv(cc))
+
+
+def compiler_argv(cc: str | None = None) -> list[str]:
+    """The C compiler: ``cc`` if given (e.g. an MPI's ``mpicc``), else ``$CC`` or ``cc``, split
+    as make does (``CC="ccache gcc"``), its first word resolved on PATH; a clear error when there
+    is none."""
     cc = cc or os.environ.get("CC", "cc")
+    try:
+        words = shlex.split(cc)
+    except ValueError as exc:
+        raise EnvironmentProblem(f"CC={cc!r} cannot be split into words ({exc})", "fix the quoting in CC") from None
+    if not words:
+        raise EnvironmentProblem("CC is set but empty", "unset CC or name a C compiler")
+    cc = words[0]
     path = shutil.which(cc)
     if not path:
         if os.path.basename(cc).startswith("mpi"):
@@ -66,13 +80,23 @@ def compiler(cc: str | None = None) -> str:
             f"no C compiler '{cc}' found",
             "install one (apt-get install build-essential) or load a compiler module and set CC",
         )
-    return path
+    return [path, *words[1:]]
+
+
+def is_program(path: Path | str) -> bool:
+    """A non-empty ELF file (what a finished compile leaves; an interrupted one or CC=/bin/true
+    leaves an empty or partial file)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF" and os.fstat(f.fileno()).st_size > 64
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=None)
 def _compiler_version(cc: str) -> str:
     try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"C compiler {cc} does not run ({exc})", "reinstall it or set CC") from exc
     return (out.stdout or out.stderr).splitlines()[0].strip() if (out.stdout or out.stderr) else "unknown"
@@ -83,11 +107,12 @@ def _wrapper_identity(cc: str) -> str:
     """For an MPI compiler wrapper, which MPI it wraps: its real path (``/usr/bin/mpicc`` is an
     alternatives link that may point at Open MPI's or MPICH's) and the command it runs
     (``-show``: include and library paths). A plain compiler: its real path only."""
-    real = os.path.realpath(cc)
-    if not os.path.basename(cc).startswith("mpi"):
+    words = shlex.split(cc)
+    real = " ".join([os.path.realpath(words[0]), *words[1:]])
+    if not os.path.basename(words[-1]).startswith("mpi"):
         return real
     try:
-        out = subprocess.run([cc, "-show"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run([*words, "-show"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return real
     return real + "\n" + (out.stdout or "").strip()
@@ -139,7 +164,8 @@ def build_kernel(
     src = kernel_source(name)
     if src is None:
         raise EnvironmentProblem(f"kernel source {name}.c is missing under {KERNEL_DIR}", "reinstall clusterbench")
-    cc = compiler(cc)
+    cc_argv = compiler_argv(cc)
+    cc = shlex.join(cc_argv)
     version = _compiler_version(cc)
     flags = ["-O3", *arch_flags(), *(["-fopenmp"] if openmp else []), *WARN_FLAGS, *extra_flags]
     link = [f"-l{lib}" for lib in libs] + ["-lm"]
@@ -159,8 +185,8 @@ def build_kernel(
         "cache_key": key,
         "binary": str(binary),
     }
-    if binary.is_file() and os.access(binary, os.X_OK):
-        return Build(name, binary, info)
+    if binary.is_file() and os.access(binary, os.X_OK) and is_program(binary):
+        return Build(name, binary, info)  # a partial or empty file (from an old version) is rebuilt
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -168,26 +194,41 @@ def build_kernel(
             f"cannot create the kernel cache {out_dir} ({exc.strerror})",
             "set CLUSTERBENCH_CACHE to a writable directory",
         ) from exc
-    # Build into a temporary name and rename: concurrent builds never see a half-written binary.
+    # Build into a temporary name and rename only a verified program: concurrent builds and a
+    # compile killed by Ctrl-C, SIGTERM or kill -9 never leave anything under the binary's name.
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
     os.close(fd)
-    cmd = [cc, *flags, "-I", str(INCLUDE_DIR), "-o", tmp, str(src), *link]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        os.unlink(tmp)
-        raise EnvironmentProblem(f"compiling kernel '{name}' with {cc} failed ({exc})",
-                                 "check the compiler (CC) and that the cache directory is usable") from exc
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise _build_error(name, cc, proc.stderr, libs, openmp)
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, binary)
+        proc, cmd = _compile(name, cc_argv, flags, tmp, src, link, libs, openmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, binary)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     (out_dir / "build.json").write_text(json.dumps({**info, "command": cmd, "warnings": proc.stderr}, indent=1))
     return Build(name, binary, info)
 
 
-def _build_error(name: str, cc: str, stderr: str, libs: tuple[str, ...], openmp: bool) -> EnvironmentProblem:
+def _compile(name: str, cc_argv: list[str], flags: list[str], tmp: str, src: Path, link: list[str],
+             libs: tuple[str, ...], openmp: bool) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run the compiler into ``tmp``; raise unless it exited 0 and left a program there."""
+    cc = shlex.join(cc_argv)
+    cmd = [*cc_argv, *flags, "-I", str(INCLUDE_DIR), "-o", tmp, str(src), *link]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"compiling kernel '{name}' with {cc} failed ({exc})",
+                                 "check the compiler (CC) and that the cache directory is usable") from exc
+    if proc.returncode != 0:
+        raise _build_error(name, cc, proc.stderr or proc.stdout, libs, openmp, proc.returncode)
+    if not is_program(tmp):
+        raise EnvironmentProblem(f"compiling kernel '{name}' with {cc}: the compiler produced no program "
+                                 "(it exited 0 but wrote no executable)", "set CC to a real C compiler (gcc, clang)")
+    return proc, cmd
+
+
+def _build_error(name: str, cc: str, stderr: str, libs: tuple[str, ...], openmp: bool,
+                 status: int = 1) -> EnvironmentProblem:
     for lib in libs:
         if f"-l{lib}" in stderr or f"lib{lib}" in stderr:
             pkg = LIB_PACKAGES.get(lib, f"lib{lib}-dev")
@@ -200,5 +241,9 @@ def _build_error(name: str, cc: str, stderr: str, libs: tuple[str, ...], openmp:
             f"compiler {cc} cannot build OpenMP code for kernel '{name}'",
             "use GCC or Clang with libomp (apt-get install build-essential)",
         )
-    first = next((ln for ln in stderr.splitlines() if "error" in ln), stderr.strip()[:200])
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "error" in ln), lines[0][:200] if lines else "")
+    if not first:  # say something: the compiler printed nothing
+        first = (f"{cc} printed nothing and exited with status {status}" if status >= 0
+                 else f"{cc} was killed by signal {-status}")
     return EnvironmentProblem(f"kernel '{name}' failed to compile: {first}", "check CC and compiler modules")
