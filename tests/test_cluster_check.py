@@ -295,3 +295,42 @@ def test_a_host_that_hangs_is_cut_off(monkeypatch, tmp_path) -> None:
     except FileNotFoundError:
         state = "gone"
     assert state in ("gone", "Z", "X")
+
+
+# --------------------------------------------------------------------------- --keep-going report (issue 14 defect 10)
+
+def _res(probes: dict, asked: list[str]) -> dict:
+    errors = {h: d["error"] for h, d in probes.items() if "error" in d}
+    return {"hosts": list(probes), "asked": asked, "answered": [h for h in probes if h not in errors],
+            "differences": consistency.diff(probes), "errors": errors}
+
+
+def test_keep_going_one_answered_claims_nothing() -> None:
+    lines = consistency.format_check(_res({"n1": _host(), "n2": {"error": "n2: ssh timed out"}}, ["n1", "n2"]))
+    text = "\n".join(lines)
+    assert lines[0] == "1 of 2 hosts answered: n1"
+    assert "did not answer: n2: n2: ssh timed out" in text
+    assert "no differences" not in text and "nothing compared" in text
+
+
+def test_keep_going_partial_comparison_names_its_scope() -> None:
+    probes = {"n1": _host(), "n2": _host(), "n3": {"error": "n3: unreachable"}}
+    lines = consistency.format_check(_res(probes, ["n1", "n2", "n3"]))
+    assert lines[0] == "2 of 3 hosts answered: n1, n2"
+    assert "no differences that change results across the 2 hosts that answered" in lines
+    probes["n2"] = _host(mtu=9000)
+    assert any(ln.startswith("NIC eno1 MTU") or "mtu" in ln.lower() for ln in
+               consistency.format_check(_res(probes, ["n1", "n2", "n3"])))
+
+
+@pytest.mark.integration
+def test_cli_keep_going_with_one_host_down(monkeypatch, tmp_path, capsys) -> None:
+    from clusterbench.cli import main
+
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
+    bad = "cb-no-such-host.invalid"
+    assert main(["cluster", "check", "--hosts", f"localhost,{bad}", "--keep-going", "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 of 2 hosts answered: localhost\n")
+    assert f"did not answer: {bad}" in out
+    assert "no differences" not in out and "2 hosts compared" not in out

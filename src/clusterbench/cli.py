@@ -304,15 +304,8 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, **res})
         return 0
-    diffs = res["differences"]
-    sys.stdout.write(f"{len(res['hosts'])} hosts compared: {', '.join(res['hosts'])}\n")
-    for host, err in (res.get("errors") or {}).items():
-        sys.stdout.write(f"not reached: {host}: {err}\n")
-    if not diffs:
-        sys.stdout.write("no differences that change results\n")
-    for d in diffs:
-        vals = ", ".join(f"{h}={v}" for h, v in d["values"].items())
-        sys.stdout.write(f"{d['what']}: {vals} - {d['why']}\n")
+    from clusterbench.probe.cluster import format_check
+    sys.stdout.write("".join(f"{line}\n" for line in format_check(res)))
     return 0
 
 

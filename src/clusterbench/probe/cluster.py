@@ -255,7 +255,31 @@ def check(hosts: Sequence[str], *, timeout: float | None = None, keep_going: boo
         kw["timeout"] = timeout
     probes = remote.gather_probes(list(hosts), **kw)
     errors = {h: d["error"] for h, d in probes.items() if isinstance(d, Mapping) and "error" in d}
-    return {"hosts": list(probes), "differences": diff(probes), "probes": probes, "errors": errors}
+    answered = [h for h in probes if h not in errors and _unwrap(probes[h]) is not None]
+    return {"hosts": list(probes), "asked": list(hosts), "answered": answered,
+            "differences": diff(probes), "probes": probes, "errors": errors}
+
+
+def format_check(res: Mapping[str, Any]) -> list[str]:
+    """The printed report of :func:`check`: how many answered of how many asked, those that did
+    not, and differences only across the hosts that were compared (never "no differences" when
+    fewer than two answered)."""
+    asked = list(res.get("asked") or res["hosts"])
+    errors = dict(res.get("errors") or {})
+    answered = list(res.get("answered") or [h for h in res["hosts"] if h not in errors])
+    lines = [f"{len(answered)} of {len(asked)} hosts answered: {', '.join(answered) or 'none'}"]
+    lines += [f"did not answer: {h}: {errors.get(h, 'no probe data')}" for h in asked if h not in answered]
+    if len(answered) < 2:
+        lines.append("nothing compared: at least two hosts must answer")
+        return lines
+    diffs = res["differences"]
+    scope = f"the {len(answered)} hosts that answered" if len(answered) < len(asked) else f"{len(answered)} hosts"
+    if not diffs:
+        lines.append(f"no differences that change results across {scope}")
+    for d in diffs:
+        vals = ", ".join(f"{h}={v}" for h, v in d["values"].items())
+        lines.append(f"{d['what']}: {vals} - {d['why']}")
+    return lines
 
 
 def provenance(hosts: Sequence[str], *, timeout: float | None = None) -> dict[str, Any]:
