@@ -90,7 +90,7 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
             if left <= 0:
                 name = jobs[0].build.name
                 raise KernelFailed(
-                    f"kernel '{name}' timed out after {timeout:.0f} s",
+                    f"kernel '{name}' timed out after {timeout:g} s",
                     "raise --timeout or choose a smaller size",
                 )
             for key, _ in sel.select(timeout=min(left, 1.0)):

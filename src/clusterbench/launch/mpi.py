@@ -285,6 +285,9 @@ def parse_hostfile(path: str | os.PathLike) -> list[Host]:
         text = p.read_text()
     except OSError as exc:
         raise UsageError(f"cannot read hostfile {p} ({exc.strerror})", "check the path") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"hostfile {p} is not text (byte {exc.start} is not UTF-8)",
+                         "pass a text file with one 'host [slots=N]' per line") from exc
     hosts = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -1085,7 +1088,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                     raise LaunchHung(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
                                        "check the hosts and the launch agent" if "exited" in msg else fix)
                 if now >= deadline:
-                    raise KernelFailed(f"kernel '{name}' timed out after {timeout:.0f} s (all its MPI processes "
+                    raise KernelFailed(f"kernel '{name}' timed out after {timeout:g} s (all its MPI processes "
                                        "were killed)", "raise --timeout or choose a smaller size")
                 wait = min(deadline, launch_deadline if not records else deadline) - now
                 for key, _ in sel.select(timeout=max(0.01, min(wait, 1.0))):
