@@ -123,7 +123,7 @@ def test_bad_input(ctx) -> None:
 def test_root_without_allow_root(ctx, monkeypatch) -> None:
     monkeypatch.delenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", raising=False)
     for name in ("bw", "multipair"):
-        with pytest.raises(UsageError, match="allow-run-as-root"):
+        with pytest.raises(UsageError, match=r"running as root needs your consent, pass allow_root=True"):
             get_benchmark(name).resolve(ctx, {"sizes": [8]})
 
 

@@ -116,8 +116,16 @@ def test_bad_hosts_input(ctx, tmp_path) -> None:
 @pytest.mark.skipif(not IS_ROOT, reason="the allow-run-as-root rule applies to root only")
 def test_root_without_allow_root(ctx, monkeypatch) -> None:
     monkeypatch.delenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", raising=False)
-    with pytest.raises(UsageError, match="running as root needs your consent, retype: clusterbench .*--allow-root"):
+    from clusterbench import config
+
+    with pytest.raises(UsageError, match="running as root needs your consent, pass allow_root=True"):
+        get_benchmark("pingpong").resolve(ctx, {"sizes": [8]})  # from Python: no command line to retype
+    monkeypatch.setattr(config, "_argv", ["run", "pingpong", "--sizes", "8"])
+    with pytest.raises(UsageError) as err:
         get_benchmark("pingpong").resolve(ctx, {"sizes": [8]})
+    assert str(err.value).startswith("running as root needs your consent, retype: clusterbench run pingpong "
+                                     "--sizes 8 --allow-root; to make it permanent, export "
+                                     "CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1")
     monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
     assert get_benchmark("pingpong").resolve(ctx, {"sizes": [8]})["allow_root"] is True
 

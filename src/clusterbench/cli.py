@@ -175,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"clusterbench: internal error: {type(exc).__name__}: {exc}; "
                          "rerun with CLUSTERBENCH_DEBUG=1 for a traceback and report it\n")
         return 1
+    finally:
+        config.set_argv([])
 
 
 def _dispatch(args: argparse.Namespace) -> int:

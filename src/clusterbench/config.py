@@ -59,9 +59,14 @@ def permanent_root_hint() -> str:
             f"{config_path()}")
 
 
-def retype_with(flag: str) -> str:
-    """The command being run with ``flag`` added after the subcommand's operands, shell-quoted."""
+def retype_with(flag: str) -> str | None:
+    """The command being run with ``flag`` added after the subcommand's operands, shell-quoted;
+    None when no command line is being run (clusterbench called from Python)."""
+    if not _argv:
+        return None
     args = list(_argv)
+    if flag in args:
+        return shlex.join(["clusterbench", *args])
     if "--" in args:  # keep a literal "--" tail where it was
         i = args.index("--")
         args = args[:i] + [flag] + args[i:]

@@ -99,8 +99,9 @@ def check_allow_root(p: dict[str, Any]) -> None:
         p["allow_root"] = allow_root_default()
     if hasattr(os, "geteuid") and os.geteuid() == 0 and not p["allow_root"] and starts_with_mpirun(p):
         from clusterbench import config
-        raise UsageError(f"running as root needs your consent, retype: {config.retype_with('--allow-root')}",
-                         config.permanent_root_hint())
+        retype = config.retype_with("--allow-root")
+        how = f"retype: {retype}" if retype else "pass allow_root=True (--allow-root on the command line)"
+        raise UsageError(f"running as root needs your consent, {how}", config.permanent_root_hint())
 
 
 def power_sizes(max_size: int, min_size: int = 1) -> list[int]:
