@@ -29,25 +29,45 @@ def _unit_tier(config: pytest.Config) -> bool:
     return expr == "notintegration"
 
 
-@pytest.fixture(autouse=True)
-def _no_processes_in_the_unit_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not _unit_tier(request.config) or request.node.get_closest_marker("integration"):
-        return
-    real = subprocess.Popen.__init__
+_REAL_POPEN_INIT = subprocess.Popen.__init__
 
-    def refuse(self: subprocess.Popen, args: object, *a: object, **k: object) -> None:
-        raise AssertionError(f"{request.node.nodeid} starts a process ({args!r}) in the unit tier: "
-                             "mark it @pytest.mark.integration")
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
-    request.addfinalizer(lambda: setattr(subprocess.Popen, "__init__", real))
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """In the unit tier, refuse processes from the start of a test's setup (so a module- or
+    session-scoped fixture that spawns one is caught too) to the end of its teardown."""
+    if _unit_tier(item.config) and not item.get_closest_marker("integration"):
+        if "live_probe" in getattr(item, "fixturenames", ()):
+            _probe_once()  # the machine is read once per session (hwloc's tools), before the guard
+
+        def refuse(self: subprocess.Popen, args: object, *a: object, **k: object) -> None:
+            raise AssertionError(f"{item.nodeid} starts a process ({args!r}) in the unit tier, in the test or "
+                                 "one of its fixtures: mark it @pytest.mark.integration")
+
+        subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):
+    yield
+    subprocess.Popen.__init__ = _REAL_POPEN_INIT  # type: ignore[method-assign]
+
+
+_PROBE: list[dict] = []
+
+
+def _probe_once() -> dict:
+    if not _PROBE:
+        from clusterbench.probe import probe
+
+        _PROBE.append(probe())
+    return _PROBE[0]
 
 
 @pytest.fixture(scope="session")
 def live_probe() -> dict:
-    from clusterbench.probe import probe
-
-    return probe()
+    return _probe_once()
 
 
 @pytest.fixture(autouse=True)

@@ -125,6 +125,7 @@ def test_more_ranks_than_slots() -> None:
         M.check_slots([M.Host("a", 2, 3)], 4, oversubscribe=True)
 
 
+@pytest.mark.integration
 # -- the command -----------------------------------------------------------------------------------
 def test_command_transports_rankfile_and_extras(tmp_path: Path, mpi: M.MpiInstall) -> None:
     if mpi.name != "openmpi":
@@ -152,6 +153,7 @@ def test_command_transports_rankfile_and_extras(tmp_path: Path, mpi: M.MpiInstal
         M.build_command(mpi, M.LaunchSpec(nranks=3, hosts=[M.Host("n1", 1)], allow_root=True), ["k"], tmp_path)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not IS_ROOT, reason="the allow-run-as-root rule applies to root only")
 def test_root_without_allow_root_is_a_usage_error(tmp_path: Path, mpi: M.MpiInstall) -> None:
     if mpi.name != "openmpi":

@@ -78,6 +78,7 @@ def test_pingpong_completes(runs, transport: str) -> None:
     assert any(f"btl {want}" in n for n in ctx.notes)
 
 
+@pytest.mark.integration
 def test_shm_latency_below_tcp(runs) -> None:
     shm = next(r for r in runs["shm"][3] if r.metric == "latency" and r.params["size_bytes"] == 8)
     tcp = next(r for r in runs["tcp"][3] if r.metric == "latency" and r.params["size_bytes"] == 8)

@@ -107,7 +107,9 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
                 r.buf += chunk
                 while b"\n" in r.buf:
                     line, r.buf = r.buf.split(b"\n", 1)
-                    if line.strip():
+                    if line.strip() and not is_record_line(line):
+                        r.stderr = (r.stderr + b"[stdout] " + line + b"\n")[-8192:]
+                    elif line.strip():
                         rec = _parse_line(r.job.build.name, line)
                         r.records.append(rec)
                         _check_record(r.job.build.name, rec, r)
@@ -136,7 +138,17 @@ def run_kernel(build: Build, args: Sequence[str], timeout: float, env: dict[str,
     return run_jobs([KernelJob(build, list(args), env or {})], timeout, cb)[0]
 
 
+def is_record_line(line: bytes | str) -> bool:
+    """The record protocol: a record is a line that starts with ``{``. Anything else a kernel's
+    stdout carries (UCX or Open MPI warnings printed by the library, not by the kernel) is
+    chatter: kept as evidence beside stderr, never a protocol error."""
+    text = line.lstrip()
+    return text.startswith(b"{" if isinstance(text, bytes) else "{")
+
+
 def _parse_line(name: str, line: bytes) -> Record:
+    """Parse a record line (see :func:`is_record_line`); one that starts with ``{`` but is not a
+    JSON object with a type is a protocol error."""
     try:
         rec = json.loads(line)
     except ValueError as exc:

@@ -46,7 +46,7 @@ from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import simcluster
-from clusterbench.launch.local import _check_record, _parse_line
+from clusterbench.launch.local import _check_record, _parse_line, is_record_line
 
 Record = dict
 
@@ -1112,6 +1112,9 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                     while b"\n" in outbuf:
                         line, outbuf = outbuf.split(b"\n", 1)
                         if not line.strip():
+                            continue
+                        if not is_record_line(line):  # the MPI library's chatter, not a record
+                            stderr_tail = (stderr_tail + b"[stdout] " + line + b"\n")[-16384:]
                             continue
                         rec = _parse_line(name, line)
                         records.append(rec)

@@ -183,7 +183,7 @@ class _Server:
     def _read_out(self) -> None:
         assert self.proc.stdout
         for line in self.proc.stdout:
-            if line.strip():
+            if line.strip() and local.is_record_line(line):  # other lines are a library's chatter
                 try:
                     rec = json.loads(line)
                 except ValueError:
