@@ -5,6 +5,7 @@ a sibling kills it and every thread or child it made.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import selectors
@@ -18,7 +19,57 @@ from clusterbench.errors import KernelFailed
 from clusterbench.kernels.build import Build
 
 Record = dict
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before any fork
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child receive ``sig`` when this process dies, however it
+    dies (kill -9 included). SIGTERM for a launcher (mpirun, mpiexec, srun) so that it tears down
+    its daemons and ranks on every node. Call from the thread that lives as long as the child
+    (the kernel sends the signal when the spawning *thread* exits)."""
+    if _prctl is None:
+        return None
+    parent = os.getpid()
+    prctl = _prctl
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 OnRecord = Callable[[int, Record], None]
+
+
+class Watchdog:
+    """A tiny shell in a session of its own that outlives clusterbench: it waits on a pipe whose
+    write end only clusterbench holds; when that closes without :meth:`disarm` (clusterbench died,
+    even by kill -9) it sends SIGTERM, then SIGKILL, to the launched process group and removes the
+    temporary folders. A parent-death signal covers the launcher; this also covers what it leaves
+    behind (its folders, a launcher that ignores SIGTERM)."""
+
+    _SCRIPT = ('read _ ; kill -TERM -"$1" 2>/dev/null; sleep 2; kill -KILL -"$1" 2>/dev/null; shift; '
+               'rm -rf -- "$@"')
+
+    def __init__(self, pgid: int, paths: Sequence[str] = ()) -> None:
+        r, self._w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(["sh", "-c", self._SCRIPT, "cb-watchdog", str(pgid), *paths], stdin=r,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True)
+        finally:
+            os.close(r)
+
+    def disarm(self) -> None:
+        """The launched group ended normally: stop the watchdog without it acting."""
+        self.proc.kill()
+        self.proc.wait()
+        os.close(self._w)
 
 
 @dataclass

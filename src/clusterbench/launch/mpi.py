@@ -46,7 +46,7 @@ from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import simcluster
-from clusterbench.launch.local import _check_record, _parse_line, is_record_line
+from clusterbench.launch.local import Watchdog, _check_record, _parse_line, die_with_parent, is_record_line
 
 Record = dict
 
@@ -1045,7 +1045,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
         env = {**os.environ, **env_add}
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    env=env, start_new_session=True)
+                                    env=env, start_new_session=True, preexec_fn=die_with_parent())
         except OSError as exc:
             raise EnvironmentProblem(f"cannot start {cmd[0]} ({exc.strerror})", INSTALL_FIX) from exc
         proof = proof_out if proof_out is not None else TransportProof()
@@ -1055,6 +1055,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
         stderr_tail = b""
         errbuf = b""
         outbuf = b""
+        watchdog = Watchdog(proc.pid, [wd])  # kill -9 of clusterbench: the group and wd go too
         need_proof = spec.prove_transport and (mpi.name == "openmpi" or mpi.device == "ch4:ucx")
         proof.local_shm = (mpi.name == "mpich" and env_add.get("MPIR_CVAR_NOLOCAL") != "1"
                            and _ranks_may_share_node(spec))
@@ -1146,6 +1147,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
             return MpiRun(records, proof, cmd, time.monotonic() - started, err_text[-4096:], finalize_hung)
         finally:
             _killgroup(proc)
+            watchdog.disarm()
             for stream in (proc.stdout, proc.stderr):
                 if stream:
                     stream.close()

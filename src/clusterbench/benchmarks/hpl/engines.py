@@ -41,6 +41,7 @@ from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
+from clusterbench.launch.local import Watchdog, die_with_parent
 
 ENGINES = ("hpcc", "xhpl")
 INPUT_FILE = {"hpcc": "hpccinf.txt", "xhpl": "HPL.dat"}
@@ -435,9 +436,11 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
     started = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, cwd=wd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **env_add}, start_new_session=True)
+                                stdin=subprocess.DEVNULL, env={**os.environ, **env_add}, start_new_session=True,
+                                preexec_fn=die_with_parent())
     except OSError as exc:
         raise EnvironmentProblem(f"cannot start {cmd[0]} ({exc.strerror})", mpimod.INSTALL_FIX) from exc
+    watchdog = Watchdog(proc.pid, [] if keep else [wd])  # kill -9 of clusterbench: the ranks and wd go too
     try:
         try:
             out_b, err_b = proc.communicate(timeout=timeout)
@@ -446,6 +449,7 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
                                "were killed)", "raise the timeout or choose a smaller N") from exc
     finally:
         mpimod._killgroup(proc)  # the ranks live in process groups of their own: end the session
+        watchdog.disarm()
         for stream in (proc.stdout, proc.stderr):
             if stream:
                 stream.close()
