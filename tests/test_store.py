@@ -60,6 +60,18 @@ def test_newer_schema_is_refused(tmp_path):
         Store(p)
 
 
+def test_schema_version_that_is_not_a_number_is_one_store_error(tmp_path):
+    p = tmp_path / "r.db"
+    Store(p).close()
+    con = sqlite3.connect(p)
+    con.execute("UPDATE meta SET value='two' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="records schema version 'two', not a number"):
+            Store(p, readonly=readonly)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write read-only files")
 def test_unwritable_store_nonroot(tmp_path):
     d = tmp_path / "ro"

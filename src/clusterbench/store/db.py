@@ -127,7 +127,11 @@ class Store:
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
         if has_meta:
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            found = int(row[0]) if row else None
+            try:
+                found = int(row[0]) if row else None
+            except (TypeError, ValueError):
+                raise StoreError(f"results store {self.path} records schema version {row[0]!r}, not a number",
+                                 "it was not written by clusterbench: " + _fix_for(self.path)) from None
             self.schema = found
             if found in UPGRADES and not readonly:
                 with self._tx():
