@@ -80,7 +80,9 @@ def test_interrupted_run_keeps_finished_results(sig):
     assert proc.returncode == 130, err
     assert "interrupted" in err and "incomplete" in err
     status, error, n = _run_row(db)
-    assert status == "incomplete" and "interrupted" in error
+    want = "interrupted (Ctrl-C)" if sig == signal.SIGINT else "interrupted (signal SIGTERM)"
+    assert status == "incomplete" and error == want, error
+    assert f"clusterbench: {want}" in err
     assert n >= 2
     time.sleep(0.2)
     assert _kernel_pids() == []

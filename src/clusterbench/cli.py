@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"clusterbench: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        sys.stderr.write(f"clusterbench: interrupted ({exc or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
+        sys.stderr.write(f"clusterbench: interrupted ({str(exc) or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
         return 130
     except BrokenPipeError:
         return 0

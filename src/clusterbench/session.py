@@ -154,7 +154,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
             bench.run(ctx, params)
             ctx.progress.overall_done(sum(estimates[: i + 1]))
     except KeyboardInterrupt as exc:
-        status, error = "incomplete", f"interrupted ({exc or 'Ctrl-C'})"
+        status, error = "incomplete", f"interrupted ({str(exc) or 'Ctrl-C'})"
         raise
     except ClusterbenchError as exc:
         status, error = "incomplete", str(exc)
