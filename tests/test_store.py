@@ -161,3 +161,35 @@ def test_newer_store_is_refused(tmp_path):
     db.close()
     with pytest.raises(StoreError, match="schema 99"):
         Store(p)
+
+
+def test_run_prefixes_are_literal_and_bad_ones_are_usage_errors(tmp_path, capsys):
+    from clusterbench.cli import main
+    from clusterbench.errors import UsageError
+
+    db = tmp_path / "r.db"
+    st = Store(db)
+    ids = []
+    for n in range(2):  # two ids sharing the prefix "abc"
+        rec = new_run_record(["clusterbench", "run", "stream"], {"hostname": "x"}, "quick")
+        rec["id"] = f"abc{n}" + rec["id"][4:]
+        rid = st.begin_run(rec)
+        st.finish_run(rid, "complete")
+        ids.append(rid)
+    assert st.resolve(ids[0][:12]) == ids[0]
+    suffix = ids[0][-6:]
+    for ref, message in ((f"%{suffix}", "no run"), ("%", "no run"), ("_", "no run"), ("\\", "no run"),
+                         ("", "empty run id"), ("  ", "empty run id"), ("zz", "no run")):
+        with pytest.raises(UsageError, match=message):  # wildcards are characters, not patterns
+            st.resolve(ref)
+    st.close()
+    # ambiguous and unknown prefixes exit 2 (usage), not 5 (store); --limit must be >= 1
+    assert main(["--db", str(db), "results", "show", "zz"]) == 2
+    assert main(["--db", str(db), "results", "show", "abc"]) == 2
+    assert "run prefix 'abc' is ambiguous (2 runs)" in capsys.readouterr().err
+    for bad in ("0", "-1"):
+        with pytest.raises(SystemExit) as ex:
+            main(["--db", str(db), "results", "list", "--limit", bad])
+        assert ex.value.code == 2
+    assert main(["--db", str(db), "results", "list", "--limit", "1", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 1

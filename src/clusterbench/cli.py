@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     rsub = res.add_subparsers(dest="action", required=True, parser_class=_Parser)
     ls = rsub.add_parser("list", help="list runs")
     ls.add_argument("--json", action="store_true")
-    ls.add_argument("--limit", type=int, default=None)
+    ls.add_argument("--limit", type=_positive_int, default=None, help="the newest N runs (N >= 1)")
     show = rsub.add_parser("show", help="show one run (id, unique prefix, or 'last')")
     show.add_argument("run")
     show.add_argument("--json", action="store_true")
@@ -153,6 +153,16 @@ def _tune_parser(cmds: Any) -> None:
     th.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before one trial is killed")
     th.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores")
     th.add_argument("--json", action="store_true", help="print the tune as one JSON document")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed; use 1 or more")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench import __version__
-from clusterbench.errors import StoreError
+from clusterbench.errors import StoreError, UsageError
 
 STORE_SCHEMA = 2
 #: older schemas this version reads, and upgrades when it writes
@@ -255,11 +255,14 @@ class Store:
         if ref == "last":
             rows = self._read("SELECT id FROM runs ORDER BY started DESC LIMIT 1")
         else:
-            rows = self._read("SELECT id FROM runs WHERE id LIKE ? ORDER BY started DESC", (ref + "%",))
+            if not ref.strip():
+                raise UsageError("an empty run id selects nothing", "give a run id, a unique prefix of one, or 'last'")
+            pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"  # a prefix, literally
+            rows = self._read("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started DESC", (pattern,))
         if not rows:
-            raise StoreError(f"no run '{ref}' in {self.path}", "see 'clusterbench results list'")
+            raise UsageError(f"no run '{ref}' in {self.path}", "see 'clusterbench results list'")
         if len(rows) > 1:
-            raise StoreError(f"run prefix '{ref}' is ambiguous ({len(rows)} runs)", "give more characters")
+            raise UsageError(f"run prefix '{ref}' is ambiguous ({len(rows)} runs)", "give more characters")
         return rows[0]["id"]
 
     def get_run(self, ref: str) -> dict:
