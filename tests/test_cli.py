@@ -131,7 +131,7 @@ def test_run_json_results_and_export(capsys, tmp_path):
 def test_unknown_run(capsys):
     main(["run", "fpu", "--quick", "--json"])
     capsys.readouterr()
-    assert main(["results", "show", "zzzz"]) == 5
+    assert main(["results", "show", "zzzz"]) == 2  # a usage error: the name given matches no run
     assert "no run 'zzzz'" in _one_line_error(capsys)
 
 
