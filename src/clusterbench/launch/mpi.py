@@ -32,9 +32,7 @@ import functools
 import ipaddress
 import os
 import re
-import selectors
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -46,7 +44,7 @@ from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import simcluster
-from clusterbench.launch.local import Watchdog, _check_record, _parse_line, die_with_parent, is_record_line
+from clusterbench.launch import process
 
 Record = dict
 
@@ -890,10 +888,6 @@ class MpiRun:
         return next((r for r in self.records if r.get("type") == "info"), {})
 
 
-class _State:
-    validated = False
-
-
 _NOISE_RE = re.compile(r"^\[[^\]]*:\d+\] |^-{10,}$|^\s*$|^\[\d+\.\d+\] \[")
 
 _KNOWN_ERRORS = (
@@ -926,57 +920,6 @@ def _explain(stderr: str, rc: int | None, what: str) -> tuple[str, str]:
     last = lines[-1] if lines else ""
     code = f"status {rc}" if rc is not None and rc >= 0 else f"signal {-(rc or 0)}"
     return f"{what} exited with {code}" + (f": {last}" if last else ""), "rerun with a smaller size or report it"
-
-
-def _session_pids(sid: int) -> list[int]:
-    """Live processes of session ``sid``. mpirun puts each rank in a process group of its own,
-    so killing mpirun's group alone would miss them; the session holds mpirun, its ranks and
-    the local ends of its launch agents (ssh, ip netns exec)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        # after the command: state ppid pgrp session ...
-        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
-            out.append(int(entry))
-    return out
-
-
-def _signal_session(sid: int, sig: int) -> int:
-    pids = _session_pids(sid)
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return len(pids)
-
-
-def _killgroup(proc: subprocess.Popen, grace: float = 2.0) -> None:
-    """End the run's whole session: SIGTERM first (mpirun forwards it and tears down its remote
-    daemons), SIGKILL to whatever is left after ``grace`` seconds."""
-    sid = proc.pid  # start_new_session: the session id is mpirun's pid
-    if proc.poll() is None or _session_pids(sid):
-        _signal_session(sid, signal.SIGTERM)
-        end = time.monotonic() + grace
-        while time.monotonic() < end and _session_pids(sid):
-            try:
-                proc.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                pass
-    for _ in range(50):
-        if not _signal_session(sid, signal.SIGKILL):
-            break
-        time.sleep(0.02)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _ranks_may_share_node(spec: LaunchSpec) -> bool:
@@ -1042,92 +985,66 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
     with tempfile.TemporaryDirectory(prefix="cb-mpi-") as wd:
         cmd, env_add = build_command(mpi, spec, program, wd)
         cmd = [*spec.prefix, *cmd]
-        env = {**os.environ, **env_add}
-        try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                    env=env, start_new_session=True, preexec_fn=die_with_parent())
+        try:  # kill -9 of clusterbench: the launcher, its ranks and wd go too
+            run = process.spawn(cmd, env={**os.environ, **env_add}, launcher=True, cleanup=[wd])
         except OSError as exc:
             raise EnvironmentProblem(f"cannot start {cmd[0]} ({exc.strerror})", INSTALL_FIX) from exc
         proof = proof_out if proof_out is not None else TransportProof()
-        records: list[Record] = []
+        out = process.Records(name, tail_bytes=16384)
         pending: list[Record] = []
-        state = _State()
-        stderr_tail = b""
-        errbuf = b""
-        outbuf = b""
-        watchdog = Watchdog(proc.pid, [wd])  # kill -9 of clusterbench: the group and wd go too
         need_proof = spec.prove_transport and (mpi.name == "openmpi" or mpi.device == "ch4:ucx")
         proof.local_shm = (mpi.name == "mpich" and env_add.get("MPIR_CVAR_NOLOCAL") != "1"
                            and _ranks_may_share_node(spec))
         released = not need_proof
-        sel = selectors.DefaultSelector()
-        try:
-            assert proc.stdout and proc.stderr
-            sel.register(proc.stdout, selectors.EVENT_READ, "out")
-            sel.register(proc.stderr, selectors.EVENT_READ, "err")
-            deadline = started + timeout
-            launch_deadline = started + launch_timeout
-            open_streams = 2
+        deadline = started + timeout
+        launch_deadline = started + launch_timeout
+        done_at: float | None = None
 
-            def release() -> None:
-                nonlocal released
-                if need_proof:
-                    check_transport(spec.transport, proof)
-                released = True
-                for rec in pending:
+        def release() -> None:
+            nonlocal released
+            if need_proof:
+                check_transport(spec.transport, proof)
+            released = True
+            for rec in pending:
+                if on_record:
+                    on_record(rec)
+            pending.clear()
+
+        def tick() -> float | None:
+            now = time.monotonic()
+            if done_at is not None and now >= done_at + FINALIZE_GRACE:
+                return None  # finished and validated: a teardown that hangs is killed, not waited for
+            if not out.records and now >= launch_deadline:
+                msg, fix = _explain(out.tail_text, None, name)
+                raise LaunchHung(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
+                                 "check the hosts and the launch agent" if "exited" in msg else fix)
+            if now >= deadline:
+                raise KernelFailed(f"kernel '{name}' timed out after {timeout:g} s (all its MPI processes "
+                                   "were killed)", "raise --timeout or choose a smaller size")
+            return min(deadline, launch_deadline if not out.records else deadline) - now
+
+        try:
+            for _, kind, line in process.read_lines([run.proc], tick):
+                if kind == "err":
+                    out.feed_err(line)
+                    proof.feed(line.decode(errors="replace"))
+                    if need_proof and (proof.pml is not None or proof.ucx):
+                        check_transport(spec.transport, proof)  # fail fast on a contradiction
+                    if not released and proof.covers(proof_ranks):
+                        release()
+                    continue
+                rec = out.feed_out(line)  # the MPI library's chatter is kept as evidence
+                if rec is None:
+                    continue
+                if rec["type"] == "done" and done_at is None:
+                    done_at = time.monotonic()
+                if released:
                     if on_record:
                         on_record(rec)
-                pending.clear()
-
-            done_at: float | None = None
-            while open_streams:
-                now = time.monotonic()
-                if done_at is not None and now >= done_at + FINALIZE_GRACE:
-                    break  # finished and validated: a teardown that hangs is killed, not waited for
-                if not records and now >= launch_deadline:
-                    msg, fix = _explain(stderr_tail.decode(errors="replace"), None, name)
-                    raise LaunchHung(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
-                                       "check the hosts and the launch agent" if "exited" in msg else fix)
-                if now >= deadline:
-                    raise KernelFailed(f"kernel '{name}' timed out after {timeout:g} s (all its MPI processes "
-                                       "were killed)", "raise --timeout or choose a smaller size")
-                wait = min(deadline, launch_deadline if not records else deadline) - now
-                for key, _ in sel.select(timeout=max(0.01, min(wait, 1.0))):
-                    chunk = os.read(key.fileobj.fileno(), 65536)  # type: ignore[union-attr]
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                        open_streams -= 1
-                        continue
-                    if key.data == "err":
-                        stderr_tail = (stderr_tail + chunk)[-16384:]
-                        errbuf += chunk
-                        while b"\n" in errbuf:
-                            line, errbuf = errbuf.split(b"\n", 1)
-                            proof.feed(line.decode(errors="replace"))
-                        if need_proof and (proof.pml is not None or proof.ucx):
-                            check_transport(spec.transport, proof)  # fail fast on a contradiction
-                        if not released and proof.covers(proof_ranks):
-                            release()
-                        continue
-                    outbuf += chunk
-                    while b"\n" in outbuf:
-                        line, outbuf = outbuf.split(b"\n", 1)
-                        if not line.strip():
-                            continue
-                        if not is_record_line(line):  # the MPI library's chatter, not a record
-                            stderr_tail = (stderr_tail + b"[stdout] " + line + b"\n")[-16384:]
-                            continue
-                        rec = _parse_line(name, line)
-                        records.append(rec)
-                        _check_record(name, rec, state)  # type: ignore[arg-type]
-                        if rec["type"] == "done" and done_at is None:
-                            done_at = time.monotonic()
-                        if released:
-                            if on_record:
-                                on_record(rec)
-                        else:
-                            pending.append(rec)
+                else:
+                    pending.append(rec)
             finalize_hung = False
+            proc = run.proc
             try:
                 wait_until = deadline if done_at is None else min(deadline, done_at + FINALIZE_GRACE)
                 proc.wait(timeout=max(1.0, wait_until - time.monotonic()))
@@ -1135,20 +1052,13 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                 if done_at is None:
                     raise KernelFailed(f"kernel '{name}' did not exit", "raise --timeout") from exc
                 finalize_hung = True
-                _killgroup(proc)
-            if errbuf:
-                proof.feed(errbuf.decode(errors="replace"))
-            err_text = stderr_tail.decode(errors="replace")
+                process.kill_session(proc, process.LAUNCHER_GRACE)
+            err_text = out.tail_text
             if proc.returncode != 0 and not finalize_hung:
                 msg, fix = _explain(err_text, proc.returncode, f"MPI kernel '{name}'")
                 raise KernelFailed(msg, fix)
             if not released:
                 release()
-            return MpiRun(records, proof, cmd, time.monotonic() - started, err_text[-4096:], finalize_hung)
+            return MpiRun(out.records, proof, cmd, time.monotonic() - started, err_text[-4096:], finalize_hung)
         finally:
-            _killgroup(proc)
-            watchdog.disarm()
-            for stream in (proc.stdout, proc.stderr):
-                if stream:
-                    stream.close()
-            sel.close()
+            run.end()

@@ -23,7 +23,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import simcluster
+from clusterbench.launch import process, simcluster
 
 TIMEOUT = 60.0
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
@@ -124,17 +123,6 @@ def transport(host: str, *, cluster: simcluster.SimCluster | None = None, python
                      python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or "python3")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def run_command(host: str | Transport, argv: Sequence[str], *, timeout: float = TIMEOUT,
                 cluster: simcluster.SimCluster | None = None) -> subprocess.CompletedProcess:
     """Run ``argv`` on ``host``; returns the completed process (text stdout/stderr).
@@ -151,20 +139,18 @@ def run_command(host: str | Transport, argv: Sequence[str], *, timeout: float = 
         full = [*t.prefix, *argv]
         env = {**os.environ, **t.env}
     try:
-        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
+        run = process.spawn(full, env=env, text=True)
     except FileNotFoundError as exc:
         raise EnvironmentProblem(f"cannot reach {t.host}: {exc.filename or full[0]} not found",
                                  "install it (ssh: openssh-client; ip: iproute2)") from exc
+    proc = run.proc
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
         raise EnvironmentProblem(f"{t.host} did not answer within {timeout:g} s",
                                  "check that the host is up and reachable (ssh HOST true)") from None
-    except BaseException:
-        _kill_group(proc)
-        raise
+    finally:
+        run.end()  # the whole session: nothing is left behind
     if t.kind == "ssh" and proc.returncode == 255:
         lines = [ln for ln in (err or "").strip().splitlines() if ln.strip()]
         why = lines[-1].strip() if lines else "ssh exit 255"

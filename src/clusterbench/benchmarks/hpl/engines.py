@@ -41,7 +41,7 @@ from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
-from clusterbench.launch.local import Watchdog, die_with_parent
+from clusterbench.launch import process
 
 ENGINES = ("hpcc", "xhpl")
 INPUT_FILE = {"hpcc": "hpccinf.txt", "xhpl": "HPL.dat"}
@@ -434,13 +434,12 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
     cmd, env_add = mpimod.build_command(mpi, spec, [exe], wd)
     cmd = [*spec.prefix, *cmd]
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(cmd, cwd=wd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **env_add}, start_new_session=True,
-                                preexec_fn=die_with_parent())
+    try:  # kill -9 of clusterbench: the launcher, the ranks and wd go too
+        run = process.spawn(cmd, cwd=wd, env={**os.environ, **env_add}, launcher=True,
+                            cleanup=[] if keep else [wd])
     except OSError as exc:
         raise EnvironmentProblem(f"cannot start {cmd[0]} ({exc.strerror})", mpimod.INSTALL_FIX) from exc
-    watchdog = Watchdog(proc.pid, [] if keep else [wd])  # kill -9 of clusterbench: the ranks and wd go too
+    proc = run.proc
     try:
         try:
             out_b, err_b = proc.communicate(timeout=timeout)
@@ -448,11 +447,7 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
             raise KernelFailed(f"{engine} timed out after {timeout:.0f} s at N={case.n} (all its MPI processes "
                                "were killed)", "raise the timeout or choose a smaller N") from exc
     finally:
-        mpimod._killgroup(proc)  # the ranks live in process groups of their own: end the session
-        watchdog.disarm()
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
+        run.end()  # the ranks live in process groups of their own: end the session
     wall = time.monotonic() - started
     out, err = out_b.decode(errors="replace"), err_b.decode(errors="replace")
     outfile = Path(wd, "hpccoutf.txt")

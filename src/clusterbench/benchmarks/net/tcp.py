@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.kernels.build import Build
-from clusterbench.launch import local
+from clusterbench.launch import process
 from clusterbench.launch import simcluster as sc
 from clusterbench.launch.local import KernelJob
 from clusterbench.benchmarks import register
@@ -168,11 +168,11 @@ class _Server:
         self.build = build
         self.cmd = [*ep.prefix, str(build.path), *args]
         try:
-            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.run = process.spawn(self.cmd)
         except OSError as exc:
             raise KernelFailed(f"cannot start the tcp server ({exc.strerror})",
                                "check that iproute2 is installed and the kernel cache is executable") from exc
+        self.proc = self.run.proc
         self.records: queue.Queue[dict | None] = queue.Queue()
         self.stderr = b""
         self._threads = [threading.Thread(target=self._read_out, daemon=True),
@@ -183,7 +183,7 @@ class _Server:
     def _read_out(self) -> None:
         assert self.proc.stdout
         for line in self.proc.stdout:
-            if line.strip() and local.is_record_line(line):  # other lines are a library's chatter
+            if line.strip() and process.is_record_line(line):  # other lines are a library's chatter
                 try:
                     rec = json.loads(line)
                 except ValueError:
@@ -244,12 +244,10 @@ class _Server:
         return out
 
     def kill(self) -> None:
-        local._kill(self.proc)  # the whole session: nothing is left behind
-        for t in self._threads:
+        process.kill_session(self.proc)  # the whole session: nothing is left behind
+        for t in self._threads:  # the readers see end-of-file once every process is gone
             t.join(timeout=2)
-        for s in (self.proc.stdout, self.proc.stderr):
-            if s:
-                s.close()
+        self.run.end()
 
 
 @register

@@ -1,0 +1,326 @@
+"""The one process-and-records layer: how clusterbench starts, reads, bounds and ends a process.
+
+Every process clusterbench starts (a local kernel, ``mpirun``/``mpiexec``/``srun``, an HPL engine, a
+command on a remote host, a TCP server in a namespace) goes through :func:`spawn`:
+
+* it runs in a **session of its own** (its pid is the session id), so ending it means ending the
+  session: :func:`kill_session` signals every live process of the session, which also reaches MPI
+  ranks that put themselves in process groups of their own;
+* a **launcher** (``launcher=True``) also gets a parent-death signal (:func:`die_with_parent`) and a
+  :class:`Watchdog` that outlives clusterbench, so ``kill -9`` of clusterbench still ends the
+  launcher, its ranks on every node, and removes its temporary folders;
+* its output is read by :func:`read_lines` (both streams, one selector, bounded waits) and a
+  kernel's stdout is interpreted by :class:`Records`: the JSON-lines protocol (a record is a line
+  starting with ``{``, everything else is a library's chatter kept as evidence; a result is only
+  accepted after the kernel validated what it computed; an ``error`` record or a failed validation
+  raises :class:`KernelFailed`).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from clusterbench.errors import KernelFailed
+
+Record = dict
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before any fork
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Starting and ending
+# ---------------------------------------------------------------------------------------------
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child receive ``sig`` when this process dies, however it
+    dies (kill -9 included). SIGTERM for a launcher (mpirun, mpiexec, srun) so that it tears down
+    its daemons and ranks on every node. Call from the thread that lives as long as the child
+    (the kernel sends the signal when the spawning *thread* exits)."""
+    if _prctl is None:
+        return None
+    parent = os.getpid()
+    prctl = _prctl
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+class Watchdog:
+    """A tiny shell in a session of its own that outlives clusterbench: it waits on a pipe whose
+    write end only clusterbench holds; when that closes without :meth:`disarm` (clusterbench died,
+    even by kill -9) it sends SIGTERM, then SIGKILL, to the launched process group and removes the
+    temporary folders. A parent-death signal covers the launcher; this also covers what it leaves
+    behind (its folders, a launcher that ignores SIGTERM)."""
+
+    _SCRIPT = ('read _ ; kill -TERM -"$1" 2>/dev/null; sleep 2; kill -KILL -"$1" 2>/dev/null; shift; '
+               'rm -rf -- "$@"')
+
+    def __init__(self, pgid: int, paths: Sequence[str] = ()) -> None:
+        r, self._w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(["sh", "-c", self._SCRIPT, "cb-watchdog", str(pgid), *paths], stdin=r,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True)
+        finally:
+            os.close(r)
+
+    def disarm(self) -> None:
+        """The launched group ended normally: stop the watchdog without it acting."""
+        if self._w < 0:
+            return
+        self.proc.kill()
+        self.proc.wait()
+        os.close(self._w)
+        self._w = -1
+
+
+def session_pids(sid: int) -> list[int]:
+    """Live (not zombie) processes of session ``sid``. mpirun puts each rank in a process group of
+    its own, so killing mpirun's group alone would miss them; the session holds mpirun, its ranks
+    and the local ends of its launch agents (ssh, ip netns exec)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # after the command: state ppid pgrp session ...
+        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
+            out.append(int(entry))
+    return out
+
+
+def signal_session(sid: int, sig: int) -> int:
+    """Send ``sig`` to every live process of session ``sid``; how many there were."""
+    pids = session_pids(sid)
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(pids)
+
+
+def kill_session(proc: subprocess.Popen, grace: float = 0.0) -> None:
+    """End ``proc``'s whole session (``proc`` was started with :func:`spawn`). With ``grace`` > 0,
+    SIGTERM first (mpirun forwards it and tears down its remote daemons), SIGKILL to whatever is
+    left after ``grace`` seconds; with 0, SIGKILL at once (a kernel has nothing to tear down)."""
+    sid = proc.pid  # start_new_session: the session id is the leader's pid
+    if grace > 0 and (proc.poll() is None or session_pids(sid)):
+        signal_session(sid, signal.SIGTERM)
+        end = time.monotonic() + grace
+        while time.monotonic() < end and session_pids(sid):
+            try:
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+    for _ in range(50):
+        if not signal_session(sid, signal.SIGKILL):
+            break
+        time.sleep(0.02)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@dataclass
+class Spawned:
+    """A process started by :func:`spawn`; :meth:`end` kills its session and tidies up. A launcher
+    is ended with SIGTERM first and ``grace`` seconds to tear down its daemons."""
+
+    proc: subprocess.Popen
+    watchdog: Watchdog | None = None
+    grace: float = 0.0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def end(self) -> None:
+        kill_session(self.proc, self.grace)
+        if self.watchdog is not None:
+            self.watchdog.disarm()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+
+    def __enter__(self) -> Spawned:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+
+
+#: seconds a launcher gets between SIGTERM and SIGKILL to tear down its daemons and ranks
+LAUNCHER_GRACE = 2.0
+
+
+def spawn(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | None = None,
+          launcher: bool = False, cleanup: Sequence[str] = (), text: bool = False) -> Spawned:
+    """Start ``cmd`` in a session of its own with stdout and stderr piped, stdin closed.
+
+    ``launcher``: an MPI launcher or anything that starts processes clusterbench does not see
+    (ranks, daemons on other nodes): it receives SIGTERM when clusterbench dies, a watchdog ends its
+    session and removes the ``cleanup`` folders if clusterbench is killed before :meth:`Spawned.end`,
+    and :meth:`Spawned.end` gives it :data:`LAUNCHER_GRACE` seconds after SIGTERM.
+    Raises OSError when ``cmd`` cannot be started (callers name the fix)."""
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env, cwd=cwd, text=text, start_new_session=True,
+                            preexec_fn=die_with_parent() if launcher else None)
+    if not launcher:
+        return Spawned(proc)
+    try:
+        return Spawned(proc, Watchdog(proc.pid, list(cleanup)), LAUNCHER_GRACE)
+    except BaseException:
+        kill_session(proc, LAUNCHER_GRACE)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+def read_lines(procs: Sequence[subprocess.Popen], tick: Callable[[], float | None]
+               ) -> Iterator[tuple[int, str, bytes]]:
+    """Yield ``(index, "out" | "err", line)`` for each complete line the processes print, without
+    the newline, until every stream has closed.
+
+    Before each wait ``tick()`` is called: it returns the longest wait in seconds (it is capped at
+    1 s), ``None`` to stop reading now, or raises (a timeout). The last unterminated stderr line is
+    yielded when the stream closes; an unterminated stdout line is dropped (a record is a whole line).
+    """
+    sel = selectors.DefaultSelector()
+    bufs: dict[tuple[int, str], bytes] = {}
+    try:
+        for idx, p in enumerate(procs):
+            assert p.stdout is not None and p.stderr is not None
+            for kind, stream in (("out", p.stdout), ("err", p.stderr)):
+                sel.register(stream, selectors.EVENT_READ, (idx, kind))
+                bufs[(idx, kind)] = b""
+        open_streams = len(bufs)
+        while open_streams:
+            wait = tick()
+            if wait is None:
+                return
+            for key, _ in sel.select(timeout=max(0.01, min(wait, 1.0))):
+                idx, kind = key.data
+                chunk = os.read(key.fileobj.fileno(), 65536)  # type: ignore[union-attr]
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    rest = bufs.pop((idx, kind))
+                    if kind == "err" and rest:
+                        yield idx, kind, rest
+                    continue
+                buf = bufs[(idx, kind)] + chunk
+                *lines, bufs[(idx, kind)] = buf.split(b"\n")
+                for line in lines:
+                    yield idx, kind, line
+    finally:
+        sel.close()
+
+
+def is_record_line(line: bytes | str) -> bool:
+    """The record protocol: a record is a line that starts with ``{``. Anything else a kernel's
+    stdout carries (UCX or Open MPI warnings printed by the library, not by the kernel) is
+    chatter: kept as evidence beside stderr, never a protocol error."""
+    text = line.lstrip()
+    return text.startswith(b"{" if isinstance(text, bytes) else "{")
+
+
+def parse_record(name: str, line: bytes | str) -> Record:
+    """Parse a record line (see :func:`is_record_line`); one that starts with ``{`` but is not a
+    JSON object with a type is a protocol error."""
+    try:
+        rec = json.loads(line)
+    except ValueError as exc:
+        raise KernelFailed(f"kernel '{name}' printed a line that is not JSON: {line[:120]!r}",
+                           "report this as a bug with the kernel's build info") from exc
+    if not isinstance(rec, dict) or "type" not in rec:
+        raise KernelFailed(f"kernel '{name}' printed a JSON line without a type: {line[:120]!r}",
+                           "report this as a bug")
+    return rec
+
+
+@dataclass
+class Records:
+    """One kernel's output as it arrives: its records, checked against the protocol, and a tail of
+    its stderr and stdout chatter (the evidence an error message quotes)."""
+
+    name: str
+    tail_bytes: int = 8192
+    records: list[Record] = field(default_factory=list)
+    validated: bool = False
+    tail: bytes = b""
+
+    def feed_err(self, line: bytes) -> None:
+        self.tail = (self.tail + line + b"\n")[-self.tail_bytes:]
+
+    def feed_out(self, line: bytes) -> Record | None:
+        """The record ``line`` carries (checked and kept), or None for a blank line or chatter."""
+        if not line.strip():
+            return None
+        if not is_record_line(line):
+            self.feed_err(b"[stdout] " + line)
+            return None
+        rec = parse_record(self.name, line)
+        self.records.append(rec)
+        self.check(rec)
+        return rec
+
+    def check(self, rec: Record) -> None:
+        """Enforce the protocol: errors and failed validations raise; a result is accepted only
+        after the kernel has validated what it computed ("validate, then print the results")."""
+        name = self.name
+        if rec["type"] == "validation" and rec.get("ok", False):
+            self.validated = True
+        if rec["type"] == "result":
+            if not self.validated:
+                raise KernelFailed(f"kernel '{name}' printed a result before validating it",
+                                   "report this as a bug: results are only trusted after validation")
+            if not isinstance(rec.get("samples"), list) or not rec.get("metric"):
+                raise KernelFailed(f"kernel '{name}' printed a malformed result record", "report this as a bug")
+        if rec["type"] == "error":
+            raise KernelFailed(f"kernel '{name}' failed: {rec.get('message', 'no message')}",
+                               "check the parameters (see --help)")
+        if rec["type"] == "validation" and not rec.get("ok", False):
+            raise KernelFailed(f"kernel '{name}' computed a wrong result: {rec.get('detail', '')}",
+                               "the results are not trustworthy; check the hardware (memory errors?) and the compiler")
+
+    @property
+    def tail_text(self) -> str:
+        return self.tail.decode(errors="replace")
+
+    def last_line(self) -> str:
+        lines = self.tail_text.strip().splitlines()
+        return lines[-1] if lines else ""
+
+
+def exit_problem(name: str, returncode: int, last: str) -> KernelFailed | None:
+    """The error for a kernel that exited with ``returncode`` (None when it succeeded)."""
+    if returncode == 0:
+        return None
+    if returncode < 0:
+        sig = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ \
+            else str(-returncode)
+        return KernelFailed(f"kernel '{name}' was killed by {sig}" + (f": {last}" if last else ""),
+                            "if memory ran out, choose a smaller size; otherwise rerun and report it")
+    return KernelFailed(f"kernel '{name}' exited with status {returncode}" + (f": {last}" if last else ""),
+                        "rerun with a smaller size or report it")
