@@ -277,7 +277,7 @@ def test_teardown_that_hangs_after_done_keeps_the_results(mpi: M.MpiInstall, ker
     """A rank that never returns from the end of the kernel (after "done", before MPI_Finalize, as
     a transport's disconnect can hang): after FINALIZE_GRACE the run is killed, nothing is left,
     and the validated results stand (finalize_hung is set for the caller's note)."""
-    monkeypatch.setattr(M, "FINALIZE_GRACE", 2.0)
+    monkeypatch.setattr(M.run, "FINALIZE_GRACE", 2.0)  # read by launch/mpi/run.py
     t0 = time.monotonic()
     run = M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=8", "--time_budget=0.01", "--hang_at_exit=1"],
                     timeout=60, name="pingpong")

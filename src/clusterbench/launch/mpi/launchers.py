@@ -1,0 +1,95 @@
+"""Launchers, registered: each turns a :class:`LaunchSpec` into the command that starts the ranks.
+
+``mpirun`` (Open MPI, :mod:`.openmpi`), ``mpiexec`` (MPICH's Hydra, :mod:`.mpich`) and ``srun``
+(Slurm's direct launch, :mod:`.srun`) register themselves with :func:`register_launcher`;
+:func:`build_command` checks the spec and hands it to the one that serves the ``--launcher`` choice
+(:func:`resolve_launcher`) for this MPI. A new launcher is one module with one decorated function
+(and its import at the end of this module). Local kernels need no launcher: they are started by the
+process layer directly (:mod:`clusterbench.launch.local`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterbench.errors import UsageError
+from clusterbench.launch.mpi.detect import MpiInstall
+from clusterbench.launch.mpi.hosts import check_slots
+from clusterbench.launch.mpi.spec import LaunchSpec, _check_cidr
+from clusterbench.launch.mpi.transport import TRANSPORTS
+
+#: the command for ``program`` (files it needs written into the work folder; ``env`` updated with
+#: the variables the ranks must see)
+CommandFn = Callable[[MpiInstall, LaunchSpec, Sequence[str], Path, dict], list]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    name: str                 # mpirun, mpiexec, srun
+    serves: str               # the --launcher choice it serves: mpirun (the MPI's own) or srun
+    mpi: tuple[str, ...]      # the MPI kinds it starts (empty: any)
+    command: CommandFn
+
+
+REGISTRY: dict[str, Launcher] = {}
+
+
+def register_launcher(name: str, *, serves: str, mpi: tuple[str, ...] = ()) -> Callable[[CommandFn], CommandFn]:
+    """Register the decorated command builder as launcher ``name``."""
+    def deco(fn: CommandFn) -> CommandFn:
+        REGISTRY[name] = Launcher(name, serves, mpi, fn)
+        return fn
+    return deco
+
+
+LAUNCHERS = ("auto", "mpirun", "srun")
+
+
+def resolve_launcher(spec: LaunchSpec) -> str:
+    """``srun`` when asked, or for ``auto`` inside a Slurm allocation (``SLURM_JOB_ID``) off the
+    virtual cluster; else ``mpirun`` (the MPI's own launcher: mpirun or Hydra's mpiexec)."""
+    if spec.launcher not in LAUNCHERS:
+        raise UsageError(f"--launcher {spec.launcher!r} is not one of {', '.join(LAUNCHERS)}", "pick one of those")
+    if spec.launcher == "srun" and (spec.sim is not None or spec.prefix):
+        raise UsageError("--launcher srun cannot start ranks on the virtual cluster", "use --launcher mpirun there")
+    if spec.launcher == "auto":
+        inside = bool(os.environ.get("SLURM_JOB_ID")) and spec.sim is None and not spec.prefix
+        return "srun" if inside and shutil.which("srun") else "mpirun"
+    return spec.launcher
+
+
+
+def launcher_for(mpi: MpiInstall, spec: LaunchSpec) -> Launcher:
+    """The registered launcher for this spec's ``--launcher`` choice and this MPI."""
+    choice = resolve_launcher(spec)
+    for launcher in REGISTRY.values():
+        if launcher.serves == choice and (not launcher.mpi or mpi.name in launcher.mpi):
+            return launcher
+    raise UsageError(f"no launcher for {mpi.name} with --launcher {choice}", "use --launcher auto")
+
+
+def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], workdir: str | os.PathLike
+                  ) -> tuple[list[str], dict[str, str]]:
+    """The launcher's argv and the environment changes for running ``program`` as described.
+
+    Files the command needs (hostfile, rankfile) are written into ``workdir``."""
+    if spec.transport not in TRANSPORTS:
+        raise UsageError(f"--transport {spec.transport!r} is not one of {', '.join(TRANSPORTS)}", "pick one of those")
+    if spec.nranks < 1:
+        raise UsageError(f"{spec.nranks} ranks is not allowed", "run 1 or more ranks")
+    if spec.places is not None and len(spec.places) != spec.nranks:
+        raise UsageError(f"placement lists {len(spec.places)} ranks, {spec.nranks} requested", "give one per rank")
+    if spec.hosts:
+        check_slots(spec.hosts, spec.nranks, spec.oversubscribe)
+    if spec.tcp_include:
+        _check_cidr(spec.tcp_include)
+    wd = Path(workdir)
+    env: dict[str, str] = dict(spec.env)
+    return launcher_for(mpi, spec).command(mpi, spec, program, wd, env), env
+
+
+# the launchers register themselves on import
+from clusterbench.launch.mpi import mpich, openmpi, srun  # noqa: E402,F401

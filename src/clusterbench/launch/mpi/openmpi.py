@@ -1,0 +1,84 @@
+"""Open MPI's ``mpirun``: a hostfile written from the parsed hosts, an explicit rankfile (physical cpu
+numbers) from the per-rank placement, the transport's MCA settings, the verbose switches that prove
+the transport, ``--allow-run-as-root`` only when the caller asks, and the virtual cluster's agent."""
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import simcluster
+from clusterbench.launch.mpi.detect import MpiInstall
+from clusterbench.launch.mpi.launchers import register_launcher
+from clusterbench.launch.mpi.spec import LaunchSpec
+from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@register_launcher("mpirun", serves="mpirun", mpi=("openmpi",))
+def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path,
+                   env: dict[str, str]) -> list[str]:
+    """``mpirun -np N --hostfile ... --rankfile ... --mca ... -x VAR ... program``."""
+    cmd = [mpi.mpirun]
+    if _is_root():
+        if not spec.allow_root:
+            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
+                             "or run clusterbench as an ordinary user")
+        cmd.append("--allow-run-as-root")
+    cmd += ["-np", str(spec.nranks)]
+    # Session directories of this run only: every daemon on a host (and on every node of the
+    # virtual cluster, which share one file system and host name) starts from a clean slate.
+    cmd += ["--mca", "orte_tmpdir_base", str(wd)]
+    if spec.hosts:
+        hf = wd / "hostfile"
+        hf.write_text("".join(f"{h.name} slots={h.slots}" + (f" max_slots={h.max_slots}" if h.max_slots else "")
+                              + "\n" for h in spec.hosts))
+        cmd += ["--hostfile", str(hf)]
+    if spec.places and all(p.cpu is not None for p in spec.places):
+        local = socket.gethostname()
+        rf = wd / "rankfile"
+        rf.write_text("".join(f"rank {i}={p.host or local} slot={p.cpu}\n" for i, p in enumerate(spec.places)))
+        cmd += ["--rankfile", str(rf), "--mca", "rmaps_rank_file_physical", "1"]
+    elif spec.places and any(p.cpu is not None for p in spec.places):
+        raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    else:
+        cmd += ["--map-by", "core", "--bind-to", "core"]
+    if spec.oversubscribe:
+        cmd.append("--oversubscribe")
+    if spec.report_bindings:
+        cmd.append("--report-bindings")
+    if spec.transport == "rdma":
+        if not mpi.has_ucx:
+            raise EnvironmentProblem("--transport rdma needs Open MPI's UCX pml, which this Open MPI lacks",
+                                     "install an Open MPI built with UCX, or use --transport tcp")
+        env["UCX_TLS"] = spec.ucx_tls
+    cmd += OMPI_TRANSPORT_MCA[spec.transport]
+    if spec.transport == "tcp" and spec.tcp_include:
+        cmd += ["--mca", "btl_tcp_if_include", spec.tcp_include]
+    if spec.prove_transport:
+        cmd += PROOF_ARGS
+    for key in sorted(env):
+        cmd += ["-x", key]
+    if spec.sim is not None:
+        cmd += _without_mca(simcluster.mpirun_args(spec.sim), cmd)
+    cmd += list(spec.extra_args)
+    return cmd + list(program)
+
+
+def _without_mca(args: list[str], cmd: list[str]) -> list[str]:
+    """``args`` less the ``--mca NAME VALUE`` triples whose NAME ``cmd`` already sets (mpirun
+    refuses a parameter given twice, e.g. btl_tcp_if_include from --tcp-include and the cluster)."""
+    have = {cmd[i + 1] for i, a in enumerate(cmd[:-1]) if a == "--mca"}
+    out, i = [], 0
+    while i < len(args):
+        if args[i] == "--mca" and i + 2 < len(args) and args[i + 1] in have:
+            i += 3
+            continue
+        out.append(args[i])
+        i += 1
+    return out

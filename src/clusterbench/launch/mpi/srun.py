@@ -1,0 +1,106 @@
+"""Slurm's ``srun``: ranks started by slurmd through PMIx or PMI-2 (no mpirun), the transport as
+environment, placement as ``--cpu-bind=map_cpu`` (or a per-rank wrapper when nodes differ)."""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch.mpi.detect import MpiInstall, _run_text
+from clusterbench.launch.mpi.launchers import register_launcher
+from clusterbench.launch.mpi.mpich import _mpich_bind_wrapper, mpich_transport_env
+from clusterbench.launch.mpi.spec import LaunchSpec
+from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS
+
+def srun_mpi_plugins(srun: str) -> tuple[str, ...]:
+    """``srun --mpi=list``: the PMI plugins this Slurm has (``pmix``, ``pmi2``, ...); asked at every
+    launch (it reads the Slurm configuration in force, ``$SLURM_CONF``)."""
+    text = _run_text([srun, "--mpi=list"])
+    return tuple(ln.strip() for ln in text.splitlines()[1:] if ln.startswith(("\t", " ")) and ln.strip())
+
+
+def srun_pmi(mpi: MpiInstall, srun: str) -> str:
+    """The PMI both sides speak: Open MPI 4.1 uses PMIx (Slurm's pmix plugin), PMI-2 otherwise;
+    MPICH's Hydra-built library speaks PMI-1, which Slurm's pmi2 plugin also serves."""
+    plugins = srun_mpi_plugins(srun)
+    want = ("pmix", "pmi2") if mpi.name == "openmpi" else ("pmi2",)
+    for name in want:
+        if name in plugins:
+            return name
+    raise EnvironmentProblem(f"this Slurm offers no PMI plugin {mpi.name} can use ({'/'.join(want)}; "
+                             f"srun --mpi=list: {', '.join(plugins) or 'none'})",
+                             "build Slurm with PMIx or PMI-2 (Debian: slurm-wlm-basic-plugins)")
+
+
+def _mca_env(args: Sequence[str]) -> dict[str, str]:
+    """``--mca NAME VALUE`` pairs as Open MPI's ``OMPI_MCA_NAME`` variables (for direct launch)."""
+    return {f"OMPI_MCA_{args[i + 1]}": args[i + 2] for i in range(0, len(args) - 2, 3) if args[i] == "--mca"}
+
+
+def _srun_cpu_map(spec: LaunchSpec) -> list[int] | None:
+    """One ``map_cpu`` list for every node (Slurm applies it to each node's local task ids), or
+    None when the ranks of two nodes want different cpus at the same local id."""
+    assert spec.places
+    per_node: dict[str | None, int] = {}
+    cpus: list[int] = []
+    for p in spec.places:
+        local = per_node.get(p.host, 0)
+        per_node[p.host] = local + 1
+        if local == len(cpus):
+            cpus.append(p.cpu)  # type: ignore[arg-type]
+        elif cpus[local] != p.cpu:
+            return None
+    return cpus
+
+
+@register_launcher("srun", serves="srun")
+def _srun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path,
+                  env: dict[str, str]) -> list[str]:
+    """``srun --mpi=PMI -n N --cpu-bind=map_cpu:... [--distribution=arbitrary] program``: ranks
+    started by slurmd (no mpirun), the transport as environment (srun exports it to every task)."""
+    srun = shutil.which("srun")
+    if not srun:
+        raise EnvironmentProblem("--launcher srun: srun is not on PATH", "install slurm-client or load Slurm's module")
+    if mpi.name == "openmpi":
+        mca = list(OMPI_TRANSPORT_MCA[spec.transport])
+        if spec.transport == "rdma":
+            if not mpi.has_ucx:
+                raise EnvironmentProblem("--transport rdma needs Open MPI's UCX pml, which this Open MPI lacks",
+                                         "install an Open MPI built with UCX, or use --transport tcp")
+            env.setdefault("UCX_TLS", spec.ucx_tls)
+        if spec.transport == "tcp" and spec.tcp_include:
+            mca += ["--mca", "btl_tcp_if_include", spec.tcp_include]
+        if spec.prove_transport:
+            mca += PROOF_ARGS
+        tenv = _mca_env(mca)
+    else:
+        tenv = mpich_transport_env(mpi, spec)
+    env.update({k: v for k, v in tenv.items() if k not in spec.env})
+    cmd = [srun, f"--mpi={srun_pmi(mpi, srun)}", "-n", str(spec.nranks), "--kill-on-bad-exit=1",
+           "--job-name=clusterbench"]
+    if spec.places and all(p.host for p in spec.places):
+        hf = wd / "slurm-hostfile"  # one line per rank, in rank order
+        hf.write_text("".join(f"{p.host}\n" for p in spec.places))
+        env["SLURM_HOSTFILE"] = str(hf)
+        cmd += ["--distribution=arbitrary"]
+    elif spec.hosts:
+        cmd += ["--nodelist=" + ",".join(h.name for h in spec.hosts)]
+    else:
+        cmd += ["--nodes=1"]  # "this node": the ranks share one node of the allocation
+    if spec.oversubscribe:
+        cmd.append("--overcommit")
+    wrapper: list[str] = []
+    if spec.places and all(p.cpu is not None for p in spec.places):
+        cpu_map = _srun_cpu_map(spec)
+        if cpu_map is not None:
+            cmd.append("--cpu-bind=map_cpu:" + ",".join(map(str, cpu_map)))
+        else:
+            cmd.append("--cpu-bind=none")
+            wrapper = _mpich_bind_wrapper(spec, wd, rank_var="SLURM_PROCID")
+    elif spec.places and any(p.cpu is not None for p in spec.places):
+        raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    else:
+        cmd.append("--cpu-bind=cores")
+    cmd += list(spec.extra_args)
+    return cmd + wrapper + list(program)
