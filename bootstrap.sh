@@ -14,7 +14,7 @@ ACTION="${1:-characterise}"
 shift || true
 
 APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv
-          openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc)
+          openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc libfftw3-dev libfftw3-mpi-dev)
 # the test suite also runs MPICH beside Open MPI and a real one-node Slurm (tests/test_mpich.py,
 # tests/test_slurm.py); slurm-wlm pulls slurmctld, slurmd, slurm-client and the PMIx/PMI-2 plugins
 [ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge)
