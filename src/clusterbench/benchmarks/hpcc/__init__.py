@@ -1,0 +1,1 @@
+"""HPC Challenge benchmarks beyond HPL/DGEMM/STREAM: PTRANS, RandomAccess, FFT (issue 9)."""

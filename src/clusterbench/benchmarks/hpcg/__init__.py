@@ -1,0 +1,1 @@
+"""HPCG: the conjugate-gradient benchmark with a multigrid preconditioner (issue 9)."""
