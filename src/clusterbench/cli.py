@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     csub = clu.add_subparsers(dest="action", required=True, parser_class=_Parser)
     chk = csub.add_parser("check", help="list every difference between nodes that changes results")
     chk.add_argument("--hosts", required=True, help="hosts, e.g. node1,node2 or cbsim-n1,cbsim-n2 (the virtual cluster)")
-    chk.add_argument("--keep-going", action="store_true", help="compare the hosts that answer; list the others")
+    chk.add_argument("--keep-going", action="store_true", help="compare the hosts that answer; list the others (exit 3 if fewer than two answer)")
     chk.add_argument("--timeout", type=float, default=60.0, help="seconds per host (default 60)")
     chk.add_argument("--remote-python", help="python with clusterbench installed on the hosts (default python3)")
     chk.add_argument("--json", action="store_true")
@@ -313,12 +313,13 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     if len(hosts) < 2:
         raise UsageError("--hosts needs at least two hosts to compare", "e.g. --hosts node1,node2")
     res = check(hosts, timeout=args.timeout, keep_going=args.keep_going, python=args.remote_python)
+    compared = len(res.get("answered") or []) >= 2  # with --keep-going fewer may answer: nothing compared
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, **res})
-        return 0
+        return 0 if compared else 3
     from clusterbench.probe.cluster import format_check
     sys.stdout.write("".join(f"{line}\n" for line in format_check(res)))
-    return 0
+    return 0 if compared else 3
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
