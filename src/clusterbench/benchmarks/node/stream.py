@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import subprocess
 from typing import Any
 
@@ -70,7 +71,7 @@ def numa_header(cc: str) -> bool:
     if any(os.path.exists(os.path.join(d, "numa.h")) for d in ("/usr/include", "/usr/local/include")):
         return True
     try:
-        r = subprocess.run([cc, "-E", "-x", "c", "-o", os.devnull, "-"], input="#include <numa.h>\n",
+        r = subprocess.run([*shlex.split(cc), "-E", "-x", "c", "-o", os.devnull, "-"], input="#include <numa.h>\n",
                            capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
