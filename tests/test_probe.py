@@ -53,8 +53,13 @@ def test_empty_root_gives_unknowns_not_crash(tmp_path):
 
 @pytest.mark.integration
 def test_empty_root_with_hwloc_does_not_crash(tmp_path):
+    """An empty snapshot: nothing is invented (no cores, no Rpeak), and every gap says why."""
     p = probe(sysfs_root=str(tmp_path), use_hwloc=True)
     json.dumps(p)
+    assert p["source"] == "sysfs"  # a snapshot root is read from its files, never by hwloc on this machine
+    assert p["topology"]["cores"] == 0 and p["topology"]["pus"] == 0
+    assert p["rpeak"]["node"]["dp_gflops_nominal"] is None
+    assert "cpu.microarchitecture" in p["unknown"] and p["unknown"]["cpu.microarchitecture"]
 
 
 def test_rpeak_a72_pi4(tmp_path):
