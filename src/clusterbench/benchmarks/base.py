@@ -34,6 +34,28 @@ class Metric:
     provides: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class HpccKey:
+    """An HPC Challenge summary key (hpccoutf.txt's ``Begin of Summary section``) that figures of
+    one metric map to: a result of ``metric`` whose params satisfy ``when`` carries
+    ``params.hpcc_key`` and ``params.hpcc_value`` (the value in hpcc's unit: ``value * scale``,
+    divided by ``params[per]`` when hpcc reports a per-process figure), so a run compares key by key
+    with published HPCC tables and ``results export --format hpccoutf`` writes them back."""
+
+    key: str
+    metric: str
+    when: Callable[[dict], bool] = lambda params: True
+    scale: float = 1.0
+    per: str | None = None
+
+    def applies(self, metric: str, params: dict) -> bool:
+        return metric == self.metric and bool(self.when(params))
+
+    def hpcc_value(self, value: float, params: dict) -> float:
+        v = value * self.scale
+        return v / float(params[self.per]) if self.per else v
+
+
 _LIST_TYPES = ("intlist", "strlist")
 
 
@@ -247,9 +269,15 @@ class RunContext:
             raise KernelFailed(f"benchmark '{bench.name}' produced no valid samples for {metric}",
                                "rerun; report it if it persists")
         summary = summarize(clean, m.higher_is_better)
+        best = float(summary["best"] if value is None else value)
+        params = dict(params)
+        for hk in bench.hpcc_keys:  # HPC Challenge's name for this figure (first that applies)
+            if hk.applies(m.name, params):
+                params.update(hpcc_key=hk.key, hpcc_value=hk.hpcc_value(best, params))
+                break
         res = Result(
-            benchmark=bench.name, metric=m.name, value=float(summary["best"] if value is None else value),
-            unit=m.unit, higher_is_better=m.higher_is_better, params=dict(params), samples=clean,
+            benchmark=bench.name, metric=m.name, value=best,
+            unit=m.unit, higher_is_better=m.higher_is_better, params=params, samples=clean,
             summary=summary, kernel=kernel or bench.kernel,
         )
         ws: list[warn.Warning_ | None] = [warn.unstable(summary["cv"]) if check_cv and len(clean) > 1 else None]
@@ -302,6 +330,8 @@ class Benchmark:
     #: ("what holds it back"), as small rules over result dicts (see :mod:`analysis.findings`)
     headlines: ClassVar[tuple[Callable[[list[dict]], list[str]], ...]] = ()
     findings: ClassVar[tuple[Callable[[list[dict]], list[str]], ...]] = ()
+    #: HPC Challenge summary keys its figures map to (``params.hpcc_key``; see :class:`HpccKey`)
+    hpcc_keys: ClassVar[tuple[HpccKey, ...]] = ()
 
     @classmethod
     def describe(cls) -> str:
@@ -313,6 +343,7 @@ class Benchmark:
         """What this benchmark declares, as data (``clusterbench list --json``)."""
         return {"help": cls.describe(), "family": cls.__module__.split(".")[-2],
                 "aliases": list(cls.aliases), "suites": dict(cls.suites), "key_params": list(cls.key_params),
+                "hpcc_keys": [k.key for k in cls.hpcc_keys],
                 "metrics": [dict(m.__dict__) for m in cls.metrics],
                 "params": [{"name": p.name, "type": getattr(p.type, "__name__", p.type), "default": p.default,
                             "help": p.help, "choices": p.choices, "min": p.min, "max": p.max,

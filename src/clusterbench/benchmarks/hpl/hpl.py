@@ -49,7 +49,7 @@ from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, KernelSession, check_allow_root,
                           host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores,
                           sim_cluster_of)
-from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
+from clusterbench.benchmarks.base import Benchmark, HpccKey, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
 from clusterbench.benchmarks.node.dgemm import coretype_warning, thread_env
 from clusterbench.probe import blas as blasprobe
 from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
@@ -222,7 +222,6 @@ class BuiltinEngine:
     """clusterbench's own HPL (kernels/hpl.c), launched through launch/mpi.py."""
 
     name = "builtin"
-    key_params = ('n', 'nb', 'grid', 'topology', 'blas')
     kernel = "hpl"
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
@@ -342,6 +341,9 @@ class Hpl(Benchmark):
     name = "hpl"
     help = "High Performance Linpack: LU with partial pivoting on a P x Q grid, HPL's Gflop/s and residual check"
     kernel = "hpl"
+    key_params = ('n', 'nb', 'grid', 'topology', 'blas')
+    suites = {"hpcc": 10}
+    hpcc_keys = (HpccKey("HPL_Tflops", "rmax", scale=1e-3),)
     metrics = (
         Metric("rmax", "Gflop/s", True, "HPL's rate: (2/3 N^3 + 3/2 N^2) / t / 1e9, t = factorisation + solve "
                "(wall); only runs whose scaled residual is below 16", ("rpeak", "measured_peak", "rpeak_max")),

@@ -41,7 +41,7 @@ from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (BUFFERS, PAIR_CPUS, PAIR_HOSTFILE, PAIR_HOSTS, PINGPONG_DEFINITIONS,
                                                 KernelSession, MpiBenchmark, buffers_record, detect, launch_spec,
                                                 max_size, pingpong_figure, place_pair, sizes, time_budget)
-from clusterbench.benchmarks.base import Metric, Param, RunContext
+from clusterbench.benchmarks.base import HpccKey, Metric, Param, RunContext
 
 MiB = 1 << 20
 
@@ -63,8 +63,13 @@ def sweep_sizes(max_size: int, perturb: bool) -> list[int]:
 @register
 class PingPong(MpiBenchmark):
     name = "pingpong"
-    suites = {"mpi": 10}
+    suites = {"mpi": 10, "hpcc": 70}
     key_params = ('transport_used', 'pair', 'size_bytes')
+    #: HPCC's ping-pong: 8 B latency, 2,000,000 B bandwidth (GB/s = 1e9 B/s); one pair here, so
+    #: its best figure is hpcc's Min latency and Max bandwidth over pairs
+    hpcc_keys = (HpccKey("MinPingPongLatency_usec", "latency", lambda p: p.get("size_bytes") == 8),
+                 HpccKey("MaxPingPongBandwidth_GBytes", "bandwidth", lambda p: p.get("size_bytes") == 2_000_000,
+                         scale=1e-3))
     help = "MPI ping-pong latency and bandwidth between two ranks, 0 B to 16 MiB (OSU/IMB/NetPIPE)"
     kernel = "pingpong"
     metrics = (

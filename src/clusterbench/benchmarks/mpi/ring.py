@@ -34,7 +34,7 @@ from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (BUFFERS, KernelSession, MpiBenchmark, buffers_record, detect,
                                                 launch_spec, parse_host_params, sim_cluster_of)
-from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus, available_memory, placement
+from clusterbench.benchmarks.base import HpccKey, Metric, Param, RunContext, allowed_cpus, available_memory, placement
 
 HPCC_LAT_SIZE = 8
 HPCC_BW_SIZE = 2_000_000
@@ -57,8 +57,12 @@ def assign_ranks(hosts: list[mpimod.Host], nranks: int) -> list[str]:
 @register
 class Ring(MpiBenchmark):
     name = "ring"
-    suites = {"mpi": 40}
+    suites = {"mpi": 40, "hpcc": 80}
     key_params = ('class', 'transport_used', 'message_bytes', 'processes')
+    hpcc_keys = (HpccKey("NaturallyOrderedRingLatency_usec", "natural_ring_latency"),
+                 HpccKey("RandomlyOrderedRingLatency_usec", "random_ring_latency"),
+                 HpccKey("NaturallyOrderedRingBandwidth_GBytes", "natural_ring_bandwidth", scale=1e-3),
+                 HpccKey("RandomlyOrderedRingBandwidth_GBytes", "random_ring_bandwidth", scale=1e-3))
     help = "HPCC b_eff ring: naturally and randomly ordered ring latency (8 B) and bandwidth (2 MB)"
     kernel = "ring"
     metrics = (

@@ -21,7 +21,7 @@ from clusterbench.benchmarks import register
 from clusterbench.probe import blas as blasprobe
 from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
 from clusterbench.probe.blas import corename_of as blas_corename_of
-from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext, available_memory,
+from clusterbench.benchmarks.base import (KernelBenchmark, HpccKey, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext, available_memory,
                    check_placement, cpulist, resolve_threads)
 
 MODES = ("single", "star", "threaded", "all")
@@ -93,8 +93,10 @@ def _findings(rs: list[dict]) -> list[str]:
 @register
 class Dgemm(KernelBenchmark):
     name = "dgemm"
-    suites = {"node": 60}
+    suites = {"node": 60, "hpcc": 20}
     key_params = ('mode', 'blas', 'n', 'threads')
+    hpcc_keys = (HpccKey("SingleDGEMM_Gflops", "gflops", lambda p: p.get("mode") == "single"),
+                 HpccKey("StarDGEMM_Gflops", "gflops_per_core", lambda p: p.get("mode") == "star"))
     headlines = (_headlines,)
     findings = (_findings,)
     help = "BLAS DGEMM Gflop/s: one core, every core its own copy (HPCC StarDGEMM), all cores threaded"

@@ -56,7 +56,7 @@ from clusterbench.kernels.build import Build, compiler
 from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
-from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext,
+from clusterbench.benchmarks.base import (KernelBenchmark, HpccKey, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext,
                    allowed_cpus, check_placement, cpulist, resolve_threads)
 
 BW_LIMITS = ("best_bandwidth", "dram_theoretical")
@@ -166,8 +166,19 @@ def _findings(rs: list[dict]) -> list[str]:
 @register
 class Stream(KernelBenchmark):
     name = "stream"
-    suites = {"node": 30}
+    suites = {"node": 30, "hpcc": 30}
     key_params = ('variant', 'threads', 'order', 'cpu_node', 'mem_node')
+    #: HPCC's Single (1 process) and Star (every core, per process) STREAM in GB/s
+    hpcc_keys = (
+        HpccKey("SingleSTREAM_Copy", "copy", lambda p: p.get("threads") == 1, scale=1e-3),
+        HpccKey("StarSTREAM_Copy", "copy", lambda p: (p.get("threads") or 1) > 1, scale=1e-3, per="threads"),
+        HpccKey("SingleSTREAM_Scale", "scale", lambda p: p.get("threads") == 1, scale=1e-3),
+        HpccKey("StarSTREAM_Scale", "scale", lambda p: (p.get("threads") or 1) > 1, scale=1e-3, per="threads"),
+        HpccKey("SingleSTREAM_Add", "add", lambda p: p.get("threads") == 1, scale=1e-3),
+        HpccKey("StarSTREAM_Add", "add", lambda p: (p.get("threads") or 1) > 1, scale=1e-3, per="threads"),
+        HpccKey("SingleSTREAM_Triad", "triad", lambda p: p.get("threads") == 1, scale=1e-3),
+        HpccKey("StarSTREAM_Triad", "triad", lambda p: (p.get("threads") or 1) > 1, scale=1e-3, per="threads"),
+    )
     headlines = (_headlines,)
     findings = (_findings,)
     help = "STREAM copy/scale/add/triad memory bandwidth, pinned, sized from the topology (MB/s = 1e6)"

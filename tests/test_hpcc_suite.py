@@ -1,0 +1,65 @@
+"""`run hpcc`: hpcc's summary keys on clusterbench's figures (unit tier: declarations, the emit hook,
+a real hpcc output read back into clusterbench's units)."""
+from pathlib import Path
+
+import pytest
+
+from clusterbench.benchmarks import all_benchmarks, get_benchmark
+from clusterbench.benchmarks.base import HpccKey, RunContext
+from clusterbench.benchmarks.hpcc.suite import from_hpcc_summary
+from clusterbench.benchmarks.hpl.engines import parse_hpcc_output
+
+DATA = Path(__file__).parent / "data" / "hpcc"
+
+
+def test_emit_puts_hpccs_key_and_value_in_hpccs_unit_on_the_figure() -> None:
+    ctx = RunContext(probe={})
+    stream = get_benchmark("stream")
+    one = ctx.emit(stream, "triad", [30000.0, 31000.0], {"threads": 1})
+    star = ctx.emit(stream, "triad", [60000.0, 62000.0], {"threads": 2})
+    assert one.params["hpcc_key"] == "SingleSTREAM_Triad" and one.params["hpcc_value"] == pytest.approx(31.0)
+    # hpcc's Star figures are per process: 62,000 MB/s over 2 threads is 31 GB/s each
+    assert star.params["hpcc_key"] == "StarSTREAM_Triad" and star.params["hpcc_value"] == pytest.approx(31.0)
+    pp = get_benchmark("pingpong")
+    lat = ctx.emit(pp, "latency", [0.4], {"size_bytes": 8})
+    mid = ctx.emit(pp, "latency", [0.9], {"size_bytes": 1024})
+    assert lat.params["hpcc_key"] == "MinPingPongLatency_usec" and "hpcc_key" not in mid.params
+
+
+def test_hpcc_keys_are_declared_once_and_name_real_metrics() -> None:
+    seen: dict[str, str] = {}
+    for name, cls in all_benchmarks().items():
+        metrics = {m.name for m in cls.metrics}
+        for hk in cls.hpcc_keys:
+            assert isinstance(hk, HpccKey) and hk.metric in metrics, (name, hk.key)
+            assert hk.key not in seen, f"{hk.key} declared by {seen.get(hk.key)} and {name}"
+            seen[hk.key] = name
+    for key in ("HPL_Tflops", "SingleDGEMM_Gflops", "StarDGEMM_Gflops", "StarSTREAM_Triad", "SingleSTREAM_Triad",
+                "MinPingPongLatency_usec", "MaxPingPongBandwidth_GBytes", "RandomlyOrderedRingBandwidth_GBytes"):
+        assert key in seen, key
+
+
+def test_the_suite_runs_hpl_dgemm_stream_and_the_mpi_figures() -> None:
+    members = get_benchmark("hpcc").members()
+    assert members[:3] == ("hpl", "dgemm", "stream")
+    assert {"pingpong", "ring"} <= set(members)
+
+
+def test_a_real_hpcc_summary_reads_back_in_clusterbench_units() -> None:
+    summary = parse_hpcc_output((DATA / "hpccoutf-1x2-n1000-nb64.txt").read_text())["summary"]
+    got = {hk.key: (bench, hk.metric, params, value) for bench, hk, params, value in from_hpcc_summary(summary, 2)}
+    bench, metric, _, value = got["HPL_Tflops"]
+    assert (bench, metric) == ("hpl", "rmax") and value == pytest.approx(13.2256)  # Gflop/s
+    bench, metric, params, value = got["StarSTREAM_Triad"]
+    assert (bench, metric, params["threads"]) == ("stream", "triad", 2)
+    assert value == pytest.approx(24.1067 * 1000 * 2)  # MB/s over both processes
+    assert got["SingleDGEMM_Gflops"][3] == pytest.approx(9.2979)
+    assert got["StarDGEMM_Gflops"][1] == "gflops_per_core"
+    assert got["MaxPingPongBandwidth_GBytes"][3] == pytest.approx(7847.66)  # MB/s
+    assert got["RandomlyOrderedRingLatency_usec"][3] == pytest.approx(0.354308)
+    # what a run of the suite with --engine hpcc stores: each value carries the same key back
+    ctx = RunContext(probe={})
+    for key, (bench, metric, params, value) in got.items():
+        r = ctx.emit(get_benchmark(bench), metric, [value], params, check_cv=False)
+        assert r.params["hpcc_key"] == key
+        assert r.params["hpcc_value"] == pytest.approx(summary[key], rel=1e-9)
