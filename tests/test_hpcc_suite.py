@@ -63,3 +63,24 @@ def test_a_real_hpcc_summary_reads_back_in_clusterbench_units() -> None:
         r = ctx.emit(get_benchmark(bench), metric, [value], params, check_cv=False)
         assert r.params["hpcc_key"] == key
         assert r.params["hpcc_value"] == pytest.approx(summary[key], rel=1e-9)
+
+
+def test_hpccoutf_export_reads_back_with_hpccs_own_parser() -> None:
+    """The export is parsed by the same reader as a real hpccoutf.txt, key by key, best figure per key."""
+    from clusterbench.report.hpccoutf import hpccoutf
+
+    ctx = RunContext(probe={})
+    rs = [ctx.emit(get_benchmark("hpl"), "rmax", [80.0, 82.5], {"n": 9600, "nb": 192, "grid": "1x2"}),
+          ctx.emit(get_benchmark("stream"), "triad", [40000.0], {"threads": 2, "variant": "regular"}),
+          ctx.emit(get_benchmark("stream"), "triad", [42000.0], {"threads": 2, "variant": "nt"}),
+          ctx.emit(get_benchmark("pingpong"), "latency", [0.2, 0.17], {"size_bytes": 8}),
+          ctx.emit(get_benchmark("pingpong"), "latency", [0.5], {"size_bytes": 1024})]
+    run = {"id": "abc", "status": "complete", "host": "h", "clusterbench_version": "0.3"}
+    text = hpccoutf(run, [r.as_json() for r in rs])
+    summary = parse_hpcc_output(text)["summary"]
+    assert summary["HPL_Tflops"] == pytest.approx(0.0825) and summary["HPL_N"] == 9600
+    assert (summary["HPL_nprow"], summary["HPL_npcol"]) == (1, 2)
+    assert summary["StarSTREAM_Triad"] == pytest.approx(21.0)  # the better of the two, per process
+    assert summary["MinPingPongLatency_usec"] == pytest.approx(0.17)
+    assert summary["Success"] == 1
+    assert "Success=0" in hpccoutf({**run, "status": "incomplete"}, [r.as_json() for r in rs])

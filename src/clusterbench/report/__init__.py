@@ -1,0 +1,1 @@
+"""Reports: what a stored run looks like outside clusterbench (export formats; soon HTML)."""

@@ -1,0 +1,74 @@
+"""``results export --format hpccoutf``: a stored run as hpcc's ``hpccoutf.txt`` summary section, so
+scripts written for HPC Challenge output read clusterbench's figures unchanged.
+
+Only the ``Begin of Summary section.`` .. ``End of Summary section.`` block is written (the part
+such scripts parse), one ``Key=value`` line per HPC Challenge key found in the run's results
+(``params.hpcc_key``, value in hpcc's unit from ``params.hpcc_value``). Where a run holds several
+figures for one key (e.g. the regular and the non-temporal-store STREAM), the best one is written,
+as hpcc reports the best of its repetitions. The HPL problem (``HPL_N``, ``HPL_NB``, ``HPL_nprow``,
+``HPL_npcol``) and ``PTRANS_n``/``PTRANS_nb`` come from the figures' parameters; ``Success`` is 1 only
+for a complete run. Pure: no store, no process.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def _grid(params: dict[str, Any]) -> tuple[int, int] | None:
+    p, q = params.get("p"), params.get("q")
+    if isinstance(p, int) and isinstance(q, int):
+        return p, q
+    grid = str(params.get("grid") or "")
+    if "x" in grid:
+        a, _, b = grid.partition("x")
+        if a.isdigit() and b.isdigit():
+            return int(a), int(b)
+    return None
+
+
+def summary_keys(results: list[dict]) -> dict[str, float | int | str]:
+    """hpcc's summary keys from stored results (see the module docstring)."""
+    best: dict[str, tuple[float, dict]] = {}
+    for r in results:
+        params = r.get("params") or {}
+        key = params.get("hpcc_key")
+        if not key:
+            continue
+        value = float(params.get("hpcc_value", r["value"]))
+        old = best.get(key)
+        better = old is None or (value > old[0] if r.get("higher_is_better", True) else value < old[0])
+        if better:
+            best[key] = (value, params)
+    out: dict[str, float | int | str] = {}
+    if "HPL_Tflops" in best:
+        params = best["HPL_Tflops"][1]
+        if params.get("n"):
+            out["HPL_N"] = int(params["n"])
+        if params.get("nb"):
+            out["HPL_NB"] = int(params["nb"])
+        grid = _grid(params)
+        if grid:
+            out["HPL_nprow"], out["HPL_npcol"] = grid
+    if "PTRANS_GBs" in best:
+        params = best["PTRANS_GBs"][1]
+        for k in ("n", "nb"):
+            if params.get(k):
+                out[f"PTRANS_{k}"] = int(params[k])
+    for key in sorted(best):
+        out[key] = best[key][0]
+    return out
+
+
+def hpccoutf(run: dict, results: list[dict]) -> str:
+    """The text of an hpccoutf.txt summary section for ``run`` and its ``results``."""
+    keys = summary_keys(results)
+    lines = [f"clusterbench {run.get('clusterbench_version', '')} run {run.get('id', '')} "
+             f"({run.get('status', '')}) on {run.get('host', '')}, started {run.get('started', '')}",
+             f"command: {run.get('command', '')}",
+             "Begin of Summary section.",
+             "VersionMajor=1", "VersionMinor=5", "VersionMicro=0", "VersionRelease=clusterbench",
+             f"Success={1 if run.get('status') == 'complete' else 0}"]
+    for k, v in keys.items():
+        lines.append(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}")
+    lines.append("End of Summary section.")
+    return "\n".join(lines) + "\n"
