@@ -84,7 +84,7 @@ def test_unwritable_store_nonroot(tmp_path):
 def test_unwritable_store_path(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(StoreError, match="cannot open"):
+    with pytest.raises(StoreError, match="is not a folder"):
         Store(f / "r.db")  # parent is a regular file
 
 
@@ -110,8 +110,9 @@ def test_results_are_json(tmp_path):
     rid = st.begin_run(new_run_record(["c"], {}, "default"))
     st.add_result(rid, _result())
     row = st.db.execute("SELECT params, samples, summary FROM results").fetchone()
-    for col in row:
-        json.loads(col)
+    assert json.loads(row["params"]) == {"threads": 1}
+    assert json.loads(row["samples"]) == [1.0, 0.9]
+    assert json.loads(row["summary"])["best"] == 1.0
 
 
 _SCHEMA1_RUNS = """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -127,29 +128,38 @@ CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL
     measured_at TEXT NOT NULL);
 INSERT INTO meta VALUES ('schema_version', '1');
 INSERT INTO runs (id, started, ended, status, command, argv, host, pid, clusterbench_version, probe)
-    VALUES ('old-run', '2026-11-21T00:00:00Z', '2026-11-21T00:01:00Z', 'complete', 'clusterbench run stream',
+    VALUES ('old-run', '2026-11-21T00:00:00Z', '2026-11-21T00:01:00Z', 'complete', 'clusterbench run bandwidth',
             '[]', 'h', 1, '0.1', '{}');
+INSERT INTO results (run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples, summary,
+    limits, warnings, measured_at)
+    VALUES ('old-run', 0, 'bandwidth', 'read', 9000.0, 'MB/s', 1, '{"threads": 1}', '[9000.0]', '{"best": 9000.0}',
+            '[]', '[]', '2026-11-21T00:00:30Z');
 """
 
 
 def test_schema1_store_is_read_then_upgraded(tmp_path):
-    """A store written by schema 1 reads as it is read-only, and is upgraded in place (one ALTER)
-    when opened for writing; old runs read back with an empty cluster record."""
+    """A store written by schema 1 reads as it is read-only, and is upgraded in place (1 -> 2 -> 3)
+    when opened for writing; old runs read back with an empty cluster record, and the memory
+    benchmark's old name 'bandwidth' is stored as 'membw'."""
     p = tmp_path / "old.db"
     db = sqlite3.connect(p)
     db.executescript(_SCHEMA1_RUNS)
     db.close()
     ro = Store(p, readonly=True)
     assert ro.schema == 1 and ro.get_run("old-run")["cluster"] == {}
+    assert ro.results("old-run")[0]["benchmark"] == "bandwidth"  # read-only: read as it is
     ro.close()
     st = Store(p)
-    assert st.schema == STORE_SCHEMA == 2
+    assert st.schema == STORE_SCHEMA == 3
+    assert st.results("old-run")[0]["benchmark"] == "membw" and st.results("old-run")[0]["value"] == 9000.0
+    cols = {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
+    assert {"cluster", "pid_start", "boot_id"} <= cols
     assert st.get_run("old-run")["cluster"] == {}
     rec = new_run_record(["clusterbench"], {}, "quick")
     rec["cluster"] = {"hosts": ["a", "b"], "nodes": {}}
     st.begin_run(rec)
     assert st.get_run(rec["id"])["cluster"]["hosts"] == ["a", "b"]
-    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
 
 
 def test_newer_store_is_refused(tmp_path):

@@ -9,14 +9,22 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 
 * ``meta(key PRIMARY KEY, value)`` - ``schema_version``, ``created_by``.
 * ``runs(id, started, ended, status, error, command, argv, host, pid, clusterbench_version,
-  profile, probe, builds, warnings, notes, cluster)`` - probe, builds, warnings, notes and cluster
-  are JSON. ``cluster`` (schema 2) is ``{}`` for a run on this node only; for a run across hosts it
-  holds the cluster definition and every node's probe and NIC settings (see
-  :func:`clusterbench.probe.cluster.provenance`).
+  profile, probe, builds, warnings, notes, cluster, pid_start, boot_id)`` - probe, builds, warnings,
+  notes and cluster are JSON. ``cluster`` (schema 2) is ``{}`` for a run on this node only; for a run
+  across hosts it holds the cluster definition and every node's probe and NIC settings (see
+  :func:`clusterbench.probe.cluster.provenance`). ``pid_start`` (schema 3) is the recording process's
+  start time (``/proc/PID/stat`` field 22, clock ticks since boot) and ``boot_id`` the kernel's boot id:
+  a ``running`` run reads as running only while that very process lives (same host, same boot, same pid
+  *and* start time), so a reused pid never keeps a killed run "running".
 
-Schema history: 1 (first release); 2 adds ``runs.cluster``. A schema-1 file is upgraded in place
-when it is opened for writing (one ``ALTER TABLE``; old runs read back with ``cluster = {}``) and
-read as it is when opened read-only.
+Schema history: 1 (first release); 2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and
+``runs.boot_id`` and renames stored ``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3).
+An older file is upgraded in place when it is opened for writing and read as it is when opened
+read-only.
+
+Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
+``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, an unwritable file or folder, a full
+disk, and only a file SQLite cannot parse is "corrupted".
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
@@ -36,9 +44,16 @@ from typing import Any
 from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 
-STORE_SCHEMA = 2
-#: older schemas this version reads, and upgrades when it writes
-UPGRADES = {1: ("ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT '{}'",)}
+STORE_SCHEMA = 3
+#: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
+UPGRADES = {
+    1: ("ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT '{}'",),
+    2: ("ALTER TABLE runs ADD COLUMN pid_start INTEGER",
+        "ALTER TABLE runs ADD COLUMN boot_id TEXT",
+        "UPDATE results SET benchmark='membw' WHERE benchmark='bandwidth'"),
+}
+#: seconds to wait for another process's lock (CLUSTERBENCH_DB_TIMEOUT overrides)
+DEFAULT_TIMEOUT = 30.0
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,7 +73,9 @@ CREATE TABLE IF NOT EXISTS runs (
     builds TEXT NOT NULL DEFAULT '{}',
     warnings TEXT NOT NULL DEFAULT '[]',
     notes TEXT NOT NULL DEFAULT '[]',
-    cluster TEXT NOT NULL DEFAULT '{}'
+    cluster TEXT NOT NULL DEFAULT '{}',
+    pid_start INTEGER,
+    boot_id TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -99,27 +116,93 @@ def _fix_for(path: Path) -> str:
     return f"move {path} aside or set CLUSTERBENCH_DB (or --db) to another file"
 
 
+def busy_timeout() -> float:
+    """Seconds to wait for another process's lock: ``$CLUSTERBENCH_DB_TIMEOUT`` or 30."""
+    raw = os.environ.get("CLUSTERBENCH_DB_TIMEOUT")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise UsageError(f"CLUSTERBENCH_DB_TIMEOUT={raw!r} is not a number of seconds >= 0",
+                         "set it to e.g. 30, or unset it")
+    return value
+
+
+def _store_error(path: Path, exc: sqlite3.Error, waited: float) -> StoreError:
+    """What an SQLite error means for the user, in one line: only a file SQLite cannot parse is
+    'corrupted' (moving it aside is advice that can lose data, so it is never given for a lock)."""
+    text = str(exc)
+    low = text.lower()
+    if "locked" in low or "busy" in low:
+        return StoreError(f"results store {path} is locked by another process (waited {waited:g} s)",
+                          "wait for the other clusterbench to finish, then retry "
+                          "(CLUSTERBENCH_DB_TIMEOUT sets how long to wait)")
+    if "readonly" in low or "read-only" in low:
+        return StoreError(f"results store {path} is read-only ({text})",
+                          "make the file and its folder writable, or choose another file with --db")
+    if "unable to open" in low:
+        return StoreError(f"cannot open the results store {path} ({text})",
+                          "check that its folder exists and is writable, or choose another file with --db")
+    if "full" in low or "disk i/o" in low:
+        return StoreError(f"cannot write the results store {path} ({text})",
+                          "free space on its file system, or choose another file with --db")
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return StoreError(f"results store {path} is unreadable or corrupted ({text})", _fix_for(path))
+    return StoreError(f"results store {path}: {text}", "retry; if it persists, " + _fix_for(path))
+
+
+def _check_path(path: Path, readonly: bool) -> None:
+    """Refuse, before SQLite does in its own words, what is plainly not a store file to use."""
+    if path.is_dir():
+        raise StoreError(f"results store {path} is a directory, not a file",
+                         "give the path of a file (e.g. --db results.db), or set CLUSTERBENCH_DB")
+    if readonly:
+        if not os.access(path, os.R_OK):
+            raise StoreError(f"cannot read the results store {path} (permission denied)",
+                             "ask its owner for read access, or choose another file with --db")
+        return
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise StoreError(f"results store {path} is not writable (permission denied)",
+                             "make it writable, or choose another file with --db")
+        folder = path.parent
+    else:
+        folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), path.parent)
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"cannot create the results store {path}: {folder} is not a folder",
+                             "choose another file with --db")
+    if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot write the results store {path}: its folder {folder} is not writable "
+                         "(permission denied)", "choose a file in a writable folder with --db")
+
+
 class Store:
     """A handle on the results store. Every write is its own transaction."""
 
     def __init__(self, path: str | Path | None = None, readonly: bool = False) -> None:
         self.path = Path(path) if path else default_path()
+        self.timeout = busy_timeout()
         if readonly and not self.path.exists():
             raise StoreError(f"no results store at {self.path}", "run a benchmark first, or pass --db")
+        _check_path(self.path, readonly)
         try:
             if not readonly:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
-            self.db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            self.db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA foreign_keys = ON")
             self._check_schema(readonly)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"results store {self.path} is unreadable or corrupted ({exc})",
-                             _fix_for(self.path)) from exc
+        except StoreError:
+            raise
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, self.timeout) from exc
         except OSError as exc:
             raise StoreError(f"cannot open the results store {self.path} ({exc.strerror})",
-                             _fix_for(self.path)) from exc
+                             "choose a file in a writable folder with --db") from exc
 
     # -- schema -------------------------------------------------------------------------------
     def _check_schema(self, readonly: bool) -> None:
@@ -172,13 +255,8 @@ class Store:
                 self.db.execute("ROLLBACK")
                 raise
             self.db.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            if "readonly" in str(exc) or "unable to open" in str(exc) or "disk" in str(exc):
-                raise StoreError(f"cannot write the results store {self.path} ({exc})",
-                                 _fix_for(self.path)) from exc
-            raise StoreError(f"results store {self.path}: {exc}", _fix_for(self.path)) from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"results store {self.path} is corrupted ({exc})", _fix_for(self.path)) from exc
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, self.timeout) from exc
 
     def check_writable(self) -> None:
         """Fail early (before measuring) when the store cannot be written."""
@@ -188,13 +266,16 @@ class Store:
     # -- writing ------------------------------------------------------------------------------
     def begin_run(self, record: dict) -> str:
         """Insert a run record (see :func:`clusterbench.session.new_run_record`) as ``running``."""
+        pid = int(record["pid"])
         with self._tx():
             self.db.execute(
                 "INSERT INTO runs (id, started, status, command, argv, host, pid, clusterbench_version,"
-                " profile, probe, builds, cluster) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " profile, probe, builds, cluster, pid_start, boot_id)"
+                " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record["id"], record["started"], record["command"], json.dumps(record["argv"]), record["host"],
-                 record["pid"], record["clusterbench_version"], record["profile"], json.dumps(record["probe"]),
-                 json.dumps(record.get("builds") or {}), json.dumps(record.get("cluster") or {})))
+                 pid, record["clusterbench_version"], record["profile"], json.dumps(record["probe"]),
+                 json.dumps(record.get("builds") or {}), json.dumps(record.get("cluster") or {}),
+                 process_start(pid), boot_id()))
         return str(record["id"])
 
     def add_build(self, run_id: str, name: str, info: dict) -> None:
@@ -228,7 +309,7 @@ class Store:
     # -- reading ------------------------------------------------------------------------------
     def _run_dict(self, row: sqlite3.Row, full: bool) -> dict:
         status, error = row["status"], row["error"]
-        if status == "running" and row["host"] == socket.gethostname() and not _alive(row["pid"]):
+        if status == "running" and row["host"] == socket.gethostname() and not _recorder_alive(row):
             status, error = "incomplete", error or "the process running it died (killed or crashed)"
         d = {
             "id": row["id"], "started": row["started"], "ended": row["ended"], "status": status,
@@ -285,8 +366,8 @@ class Store:
     def _read(self, q: str, args: tuple = ()) -> list[sqlite3.Row]:
         try:
             return self.db.execute(q, args).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"results store {self.path} is corrupted ({exc})", _fix_for(self.path)) from exc
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, self.timeout) from exc
 
     def close(self) -> None:
         self.db.close()
@@ -301,6 +382,39 @@ def _result_dict(r: sqlite3.Row) -> dict:
         "limits": json.loads(r["limits"]), "warnings": json.loads(r["warnings"]),
         "kernel": r["kernel"], "measured_at": r["measured_at"],
     }
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (``/proc/PID/stat`` field 22, clock ticks since boot), or None.
+    The command name (field 2) may hold spaces and parentheses: fields are counted after the last ')'."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            rest = fh.read().rsplit(b")", 1)[1].split()
+        return int(rest[19])  # rest[0] is field 3 (state)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def _recorder_alive(row: sqlite3.Row) -> bool:
+    """Whether the process that recorded a ``running`` run is still that process: same boot, same
+    pid and the same start time (a pid reused by another process does not count). Rows written
+    before schema 3 carry no start time and fall back to the pid alone."""
+    keys = row.keys()
+    recorded_boot = row["boot_id"] if "boot_id" in keys else None
+    if recorded_boot and boot_id() and recorded_boot != boot_id():
+        return False
+    started = row["pid_start"] if "pid_start" in keys else None
+    if started is not None:
+        return process_start(row["pid"]) == started
+    return _alive(row["pid"])
 
 
 def _alive(pid: int) -> bool:

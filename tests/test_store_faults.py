@@ -1,0 +1,200 @@
+"""The store under faults (issue 14 #5, #6): real SQLite locks held by a second process, a directory or
+an unwritable folder as --db, and a recorded process whose pid now belongs to someone else."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterbench.errors import StoreError, UsageError
+from clusterbench.session import new_run_record
+from clusterbench.store import Store
+from clusterbench.store.db import process_start
+
+CLI = [sys.executable, "-m", "clusterbench"]
+
+
+def _cli(*args: str, env: dict | None = None, user: int | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, user=user,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def store_file(tmp_path: Path) -> Path:
+    p = tmp_path / "r.db"
+    st = Store(p)
+    st.finish_run(st.begin_run(new_run_record(["clusterbench", "run", "x"], {}, "quick")), "complete")
+    st.close()
+    return p
+
+
+class _Locker:
+    """A second process holding an EXCLUSIVE lock on the store until stopped."""
+
+    CODE = ("import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()")
+
+    def __init__(self, path: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", self.CODE, str(path)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout and self.proc.stdout.readline().strip() == "locked"
+
+    def release(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", [("results", "list"), ("run", "fpu", "--quick")])
+def test_a_locked_store_is_reported_as_locked_not_corrupted(store_file: Path, command: tuple) -> None:
+    locker = _Locker(store_file)
+    try:
+        t0 = time.monotonic()
+        p = _cli("--db", str(store_file), *command, env={"CLUSTERBENCH_DB_TIMEOUT": "0.5"})
+        waited = time.monotonic() - t0
+    finally:
+        locker.release()
+    assert p.returncode == 5, p.stderr
+    assert "is locked by another process (waited 0.5 s)" in p.stderr and "retry" in p.stderr
+    assert "corrupt" not in p.stderr and "aside" not in p.stderr  # never advice that can lose data
+    assert len(p.stderr.strip().splitlines()) == 1 and waited < 30
+    after = _cli("--db", str(store_file), "results", "list")
+    assert after.returncode == 0 and "complete" in after.stdout
+    with sqlite3.connect(store_file) as db:  # the refused run wrote nothing
+        assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
+@pytest.mark.integration
+def test_the_wait_for_a_lock_is_bounded_and_then_succeeds(store_file: Path) -> None:
+    """Within the timeout a lock that is released in time is simply waited for."""
+    locker = _Locker(store_file)
+    proc = subprocess.Popen([*CLI, "--db", str(store_file), "results", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "CLUSTERBENCH_DB_TIMEOUT": "20"})
+    time.sleep(1.0)
+    locker.release()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "complete" in out
+
+
+def test_a_bad_busy_timeout_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("CLUSTERBENCH_DB_TIMEOUT", bad)
+        with pytest.raises(UsageError, match="CLUSTERBENCH_DB_TIMEOUT"):
+            Store(tmp_path / "r.db")
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_directory_as_the_store_is_named_as_such(tmp_path: Path) -> None:
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="is a directory, not a file") as ei:
+            Store(tmp_path, readonly=readonly)
+        assert "corrupt" not in str(ei.value) and "aside" not in str(ei.value)
+
+
+def _as_nobody(*args: str) -> subprocess.CompletedProcess:
+    """The CLI as the unprivileged user ``nobody`` (root ignores permissions): Debian's python3 with
+    this checkout and the virtual environment's packages on its path, since the environment's own
+    interpreter may live under /root."""
+    import site
+    import sysconfig
+
+    paths = [str(Path(__file__).resolve().parents[1] / "src"), sysconfig.get_paths()["purelib"],
+             *site.getsitepackages()]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(paths), "HOME": "/nonexistent"}
+    return subprocess.run(["/usr/bin/python3", "-m", "clusterbench", *args], capture_output=True, text=True,
+                          timeout=120, user=65534, group=65534, extra_groups=[], env=env, cwd="/")
+
+
+@pytest.mark.integration
+def test_an_unwritable_folder_or_file_is_named_as_such() -> None:
+    """As an ordinary user: a store in a folder it cannot write, and a store file it cannot write,
+    each get their own one-line reason, not 'corrupted'."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("needs root (to switch to nobody) and /usr/bin/python3")
+    probe = _as_nobody("--version")
+    if probe.returncode != 0:
+        pytest.skip(f"clusterbench cannot be imported as nobody here: {probe.stderr.strip()[-200:]}")
+    top = Path(tempfile.mkdtemp(prefix="cb-store-perm-"))
+    try:
+        top.chmod(0o755)  # nobody may look inside, not write
+        p = _as_nobody("--db", str(top / "r.db"), "run", "fpu", "--quick")
+        assert p.returncode == 5, p.stderr
+        assert f"its folder {top} is not writable (permission denied)" in p.stderr and "corrupt" not in p.stderr
+        st = Store(top / "s.db")
+        st.finish_run(st.begin_run(new_run_record(["clusterbench", "run", "x"], {}, "quick")), "complete")
+        st.close()
+        (top / "s.db").chmod(0o644)
+        p = _as_nobody("--db", str(top / "s.db"), "run", "fpu", "--quick")
+        assert p.returncode == 5 and "is not writable (permission denied)" in p.stderr, p.stderr
+        p = _as_nobody("--db", str(top / "s.db"), "results", "list")  # reading it is fine
+        assert p.returncode == 0 and "complete" in p.stdout, p.stderr
+        assert not (top / "r.db").exists()
+    finally:
+        shutil.rmtree(top)
+
+
+@pytest.mark.integration
+def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
+    """'running' means: that very process (pid and start time) is alive on this host. A live process
+    that has the recorded pid but started at another time (pid reuse) does not count."""
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        st = Store(tmp_path / "r.db")
+        rec = new_run_record(["clusterbench", "run", "x"], {}, "quick")
+        rec["pid"] = other.pid  # recorded as if that process ran it
+        rid = st.begin_run(rec)
+        assert st.get_run(rid)["status"] == "running"
+        started = process_start(other.pid)
+        assert started is not None
+        st.db.execute("UPDATE runs SET pid_start=? WHERE id=?", (started + 1, rid))  # the same pid, reborn
+        run = st.get_run(rid)
+        assert run["status"] == "incomplete" and "died" in run["error"]
+        st.db.execute("UPDATE runs SET pid_start=? WHERE id=?", (started, rid))
+        assert st.get_run(rid)["status"] == "running"
+        st.db.execute("UPDATE runs SET boot_id='another-boot' WHERE id=?", (rid,))
+        assert st.get_run(rid)["status"] == "incomplete"  # recorded before a reboot
+    finally:
+        other.kill()
+        other.wait()
+    st.db.execute("UPDATE runs SET boot_id=NULL WHERE id=?", (rid,))
+    assert st.get_run(rid)["status"] == "incomplete"  # the process is gone
+
+
+def test_process_start_reads_past_a_command_name_with_spaces_and_parentheses() -> None:
+    assert process_start(os.getpid()) is not None
+    assert process_start(2 ** 22 + 12345) is None
+
+
+def test_a_schema_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
+    """Schema 2 (clusterbench 0.2/0.3) -> 3: the two process-identity columns are added, the memory
+    benchmark's old name is renamed, every run and figure is kept; read-only it is read as it is."""
+    p = tmp_path / "r.db"
+    st = Store(p)
+    rid = st.begin_run(new_run_record(["clusterbench", "run", "bandwidth"], {}, "quick"))
+    st.finish_run(rid, "complete")
+    st.close()
+    with sqlite3.connect(p) as db:  # make it exactly what schema 2 wrote
+        db.execute("ALTER TABLE runs DROP COLUMN pid_start")
+        db.execute("ALTER TABLE runs DROP COLUMN boot_id")
+        db.execute("INSERT INTO results (run_id, seq, benchmark, metric, value, unit, higher_is_better, params,"
+                   " samples, summary, limits, warnings, measured_at) VALUES (?, 0, 'bandwidth', 'read', 1.5e4,"
+                   " 'MB/s', 1, '{}', '[15000.0]', '{\"best\": 15000.0}', '[]', '[]', 'now')", (rid,))
+        db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    ro = Store(p, readonly=True)
+    assert ro.schema == 2 and ro.get_run(rid)["status"] == "complete"
+    assert ro.results(rid)[0]["benchmark"] == "bandwidth"
+    ro.close()
+    st = Store(p)
+    assert st.schema == 3 and st.results(rid)[0]["benchmark"] == "membw"
+    assert st.get_run(rid)["status"] == "complete"
+    assert {"pid_start", "boot_id"} <= {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
