@@ -84,11 +84,16 @@ def test_the_wait_for_a_lock_is_bounded_and_then_succeeds(store_file: Path) -> N
 
 
 def test_a_bad_busy_timeout_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for bad in ("soon", "-1", "nan"):
+    for bad in ("soon", "-1", "nan", "inf", "1e12"):  # inf and 1e12 became no wait at all in SQLite
         monkeypatch.setenv("CLUSTERBENCH_DB_TIMEOUT", bad)
         with pytest.raises(UsageError, match="CLUSTERBENCH_DB_TIMEOUT"):
             Store(tmp_path / "r.db")
     assert not (tmp_path / "r.db").exists()
+    for good, ms in (("0.5", 500), ("2147483", 2147483000), ("", 30000)):  # what SQLite will really wait
+        monkeypatch.setenv("CLUSTERBENCH_DB_TIMEOUT", good)
+        st = Store(tmp_path / "r.db")
+        assert st.db.execute("PRAGMA busy_timeout").fetchone()[0] == ms
+        st.close()
 
 
 def test_a_directory_as_the_store_is_named_as_such(tmp_path: Path) -> None:

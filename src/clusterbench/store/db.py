@@ -54,6 +54,8 @@ UPGRADES = {
 }
 #: seconds to wait for another process's lock (CLUSTERBENCH_DB_TIMEOUT overrides)
 DEFAULT_TIMEOUT = 30.0
+#: SQLite keeps the wait in int milliseconds: a longer one (1e12, inf) silently became no wait at all
+MAX_TIMEOUT = 2_147_483.0
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -125,9 +127,9 @@ def busy_timeout() -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value >= 0:  # also refuses nan
-        raise UsageError(f"CLUSTERBENCH_DB_TIMEOUT={raw!r} is not a number of seconds >= 0",
-                         "set it to e.g. 30, or unset it")
+    if not 0 <= value <= MAX_TIMEOUT:  # also refuses nan and inf
+        raise UsageError(f"CLUSTERBENCH_DB_TIMEOUT={raw!r} is not a number of seconds from 0 to "
+                         f"{MAX_TIMEOUT:.0f}", "set it to e.g. 30, or unset it")
     return value
 
 
