@@ -203,3 +203,80 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
     assert st.schema == 3 and st.results(rid)[0]["benchmark"] == "membw"
     assert st.get_run(rid)["status"] == "complete"
     assert {"pid_start", "boot_id"} <= {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
+
+
+# The DDL of the first release (commit dffbb54), verbatim: schema 1 before 'notes' joined it unversioned.
+_FIRST_RELEASE_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    started TEXT NOT NULL,
+    ended TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')),
+    error TEXT,
+    command TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    clusterbench_version TEXT NOT NULL,
+    profile TEXT,
+    probe TEXT NOT NULL,
+    builds TEXT NOT NULL DEFAULT '{}',
+    warnings TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    benchmark TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    value REAL NOT NULL,
+    unit TEXT NOT NULL,
+    higher_is_better INTEGER NOT NULL,
+    params TEXT NOT NULL,
+    samples TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    limit_json TEXT,
+    limits TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    kernel TEXT,
+    measured_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_run ON results(run_id, seq);
+CREATE INDEX IF NOT EXISTS results_metric ON results(benchmark, metric);
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO runs (id, started, ended, status, command, argv, host, pid, clusterbench_version, probe, warnings)
+    VALUES ('first', '2026-11-21T00:00:00Z', '2026-11-21T00:01:00Z', 'complete', 'clusterbench run bandwidth',
+            '["clusterbench", "run", "bandwidth"]', 'h', 1, '0.1', '{"hostname": "h"}', '[]');
+INSERT INTO results (run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples, summary,
+    limits, warnings, measured_at)
+    VALUES ('first', 0, 'bandwidth', 'write', 7000.0, 'MB/s', 1, '{"threads": 2}', '[7000.0]', '{"best": 7000.0}',
+            '[]', '[]', '2026-11-21T00:00:30Z');
+"""
+
+
+def test_a_first_release_store_without_notes_reads_and_upgrades_1_to_3(tmp_path: Path) -> None:
+    """The first release's schema-1 file has no runs.notes (added later without a version bump): read-only
+    it reads with notes = [], and written to it goes 1 -> 2 -> 3 (notes, cluster, pid_start, boot_id added,
+    'bandwidth' renamed 'membw'), old rows intact, and a new run can be closed in it."""
+    p = tmp_path / "first.db"
+    with sqlite3.connect(p) as db:
+        db.executescript(_FIRST_RELEASE_DDL)
+    ro = Store(p, readonly=True)
+    run = ro.get_run("first")
+    assert ro.schema == 1 and run["notes"] == [] and run["cluster"] == {} and run["status"] == "complete"
+    assert ro.results("first")[0]["benchmark"] == "bandwidth"
+    ro.close()
+    st = Store(p)
+    cols = {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
+    assert st.schema == 3 and {"notes", "cluster", "pid_start", "boot_id"} <= cols
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
+    old = st.get_run("first")
+    assert (old["notes"], old["argv"], old["probe"]) == ([], ["clusterbench", "run", "bandwidth"], {"hostname": "h"})
+    (res,) = st.results("first")
+    assert (res["benchmark"], res["metric"], res["value"], res["params"]) == ("membw", "write", 7000.0, {"threads": 2})
+    rid = st.begin_run(new_run_record(["clusterbench", "run", "membw"], {}, "quick"))
+    st.finish_run(rid, "complete", notes=["a note"])
+    assert st.get_run(rid)["notes"] == ["a note"] and st.get_run(rid)["status"] == "complete"
+    st.close()
+    assert Store(p).schema == 3  # opening an upgraded file again changes nothing

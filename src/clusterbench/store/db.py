@@ -17,7 +17,8 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   a ``running`` run reads as running only while that very process lives (same host, same boot, same pid
   *and* start time), so a reused pid never keeps a killed run "running".
 
-Schema history: 1 (first release); 2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and
+Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
+2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and
 ``runs.boot_id`` and renames stored ``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3).
 An older file is upgraded in place when it is opened for writing and read as it is when opened
 read-only.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 from collections.abc import Iterator
@@ -47,7 +49,9 @@ from clusterbench.errors import StoreError, UsageError
 STORE_SCHEMA = 3
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
-    1: ("ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT '{}'",),
+    # 'notes' joined schema 1 after its first commit without a version bump: added when missing
+    1: ("ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT '{}'"),
     2: ("ALTER TABLE runs ADD COLUMN pid_start INTEGER",
         "ALTER TABLE runs ADD COLUMN boot_id TEXT",
         "UPDATE results SET benchmark='membw' WHERE benchmark='bandwidth'"),
@@ -222,7 +226,7 @@ class Store:
                 with self._tx():
                     for v in range(found, STORE_SCHEMA):
                         for stmt in UPGRADES[v]:
-                            self.db.execute(stmt)
+                            self._upgrade(stmt)
                     self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(STORE_SCHEMA),))
                 self.schema = STORE_SCHEMA
                 return
@@ -246,6 +250,13 @@ class Store:
                     self.db.execute(stmt)
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
             self.db.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"clusterbench {__version__}",))
+
+    def _upgrade(self, stmt: str) -> None:
+        """One upgrade statement; an ``ADD COLUMN`` of a column the file already has is skipped."""
+        add = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", stmt)
+        if add and add[2] in {r[1] for r in self.db.execute(f"PRAGMA table_info({add[1]})")}:
+            return
+        self.db.execute(stmt)
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -323,7 +334,7 @@ class Store:
             d["probe"] = json.loads(row["probe"])
             d["builds"] = json.loads(row["builds"])
             d["warnings"] = json.loads(row["warnings"])
-            d["notes"] = json.loads(row["notes"])
+            d["notes"] = json.loads(row["notes"]) if "notes" in row.keys() else []  # first schema-1 files
             d["cluster"] = json.loads(row["cluster"]) if "cluster" in row.keys() else {}
         return d
 
