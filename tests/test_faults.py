@@ -205,3 +205,22 @@ def test_mpi_rank_hanging_mid_run_is_bounded():
     status, error, n = _run_row(db)
     assert status == "incomplete" and "timed out" in error and n >= 2
     assert _no_mpi_left()
+
+
+def test_double_ctrl_c_still_says_what_was_kept():
+    """Ctrl-C twice, 50 ms apart, while results stream in (issue 14 #11): the run is closed as
+    interrupted, the 'kept N' line is printed, and N is what the store really holds."""
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start("run", "memlat")
+    _wait_results(db, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    status, error, n = _run_row(db)
+    assert status == "incomplete" and error == "interrupted (Ctrl-C)", (status, error)
+    assert f"kept {n} result(s), marked incomplete" in err, err
+    assert n >= 3
+    time.sleep(0.2)
+    assert _kernel_pids() == []

@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -129,8 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     exp = rsub.add_parser("export", help="export one run")
     exp.add_argument("run")
-    exp.add_argument("--format", choices=("json", "csv"), required=True)
-    exp.add_argument("-o", "--output", help="file (default: stdout)")
+    exp.add_argument("--format", choices=("json", "csv", "hpccoutf"), required=True,
+                     help="json (the --json document), csv (one row per figure), hpccoutf (hpcc's summary keys)")
+    exp.add_argument("-o", "--output", help="file; '-' or none: stdout. An existing file needs --force; devices "
+                                            "and FIFOs are written directly")
+    exp.add_argument("--force", action="store_true", help="overwrite an existing -o file")
     return ap
 
 
@@ -175,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"clusterbench: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt as exc:
+        if argv is None:  # the command itself is exiting: a further Ctrl-C changes nothing
+            import signal
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.stderr.write(f"clusterbench: interrupted ({str(exc) or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
         return 130
     except BrokenPipeError:
@@ -255,11 +258,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         else:
             report = session.run([args.benchmark], {args.benchmark: given}, **kwargs)  # type: ignore[arg-type]
     except (ClusterbenchError, KeyboardInterrupt) as exc:
-        last = getattr(exc, "report", None)
-        if last and last.results and not args.json:
-            print_results([r.as_json() for r in last.results])
-        if last and store is not None:
-            sys.stderr.write(f"clusterbench: run {last.run['id']} kept {len(last.results)} result(s), marked incomplete\n")
+        with session.shielded(discard=True):  # a second Ctrl-C must not swallow what was kept
+            last = getattr(exc, "report", None)
+            if last and last.results and not args.json:
+                print_results([r.as_json() for r in last.results])
+            if last and store is not None:
+                sys.stderr.write(f"clusterbench: run {last.run['id']} kept {_kept(store, last.run['id'])}, "
+                                 "marked incomplete\n")
         raise
     if args.json:
         doc = report.document()
@@ -278,6 +283,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if store is not None:
             sys.stdout.write(f"run {report.run['id']} stored in {store.path}\n")
     return 0
+
+
+def _kept(store: Store, run_id: str) -> str:
+    """How many results the store really holds for the run (a full disk may have refused some)."""
+    try:
+        return f"{store.count_results(run_id)} result(s)"
+    except ClusterbenchError:
+        return "an unknown number of results (the store cannot be read)"
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -411,32 +424,9 @@ def _cmd_results(args: argparse.Namespace) -> int:
             for w in run.get("warnings") or []:
                 sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
         return 0
-    text = json.dumps(doc, indent=1) + "\n" if args.format == "json" else _csv(run, results)
-    if args.output:
-        try:
-            with open(args.output, "w") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output} ({exc.strerror})", "choose a writable path for -o")
-    else:
-        sys.stdout.write(text)
+    from clusterbench.report.export import export
+    export(run, results, args.format, args.output, force=args.force)
     return 0
-
-
-CSV_COLUMNS = ["run_id", "benchmark", "metric", "value", "unit", "higher_is_better", "n", "best", "median", "min",
-               "max", "cv", "limit_name", "limit_value", "limit_fraction", "params", "samples"]
-
-
-def _csv(run: dict, results: list[dict]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(CSV_COLUMNS)
-    for r in results:
-        s, lim = r["summary"], r.get("limit") or {}
-        w.writerow([run["id"], r["benchmark"], r["metric"], r["value"], r["unit"], int(r["higher_is_better"]), s["n"],
-                    s["best"], s["median"], s["min"], s["max"], s["cv"], lim.get("name", ""), lim.get("value", ""),
-                    lim.get("fraction", ""), json.dumps(r["params"], sort_keys=True), json.dumps(r["samples"])])
-    return buf.getvalue()
 
 
 if __name__ == "__main__":  # pragma: no cover

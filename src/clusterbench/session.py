@@ -30,7 +30,7 @@ from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import Benchmark, Progress, Result, RunContext
 from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.store import Store
-from clusterbench.store.db import now_iso
+from clusterbench.store.db import boot_id, now_iso, process_start
 
 
 class Interrupted(KeyboardInterrupt):
@@ -65,6 +65,32 @@ def _terminate_as_interrupt() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@contextmanager
+def shielded(discard: bool = False) -> Iterator[None]:
+    """Hold off Ctrl-C, SIGTERM and SIGHUP while a run is being closed and reported: a second Ctrl-C
+    must not leave the run open or swallow the line that says what was kept. With ``discard`` (the
+    run is already ending on an error or an interrupt) such signals are ignored meanwhile; without
+    it they are postponed and delivered when the block ends."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    if discard:
+        old = {s: signal.signal(s, signal.SIG_IGN) for s in sigs}
+        try:
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(sigs))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def plan(names: Sequence[str], given: dict[str, dict], ctx: RunContext) -> list[tuple[Benchmark, dict]]:
@@ -163,17 +189,18 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         status, error = "incomplete", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        warnings = warn.as_dicts(warn.clock_changed(before, clock.snapshot())) if before else []
-        record.update(status=status, error=error, ended=now_iso(), warnings=warnings, notes=ctx.notes)
-        if store is not None:
-            store.finish_run(record["id"], status, error, warnings, ctx.notes, ended=record["ended"])
-        report = RunReport(record, list(ctx.results))
         exc_now = sys.exc_info()[1]
-        if exc_now is not None:
-            try:
-                exc_now.report = report  # type: ignore[attr-defined]
-            except AttributeError:
-                pass
+        with shielded(discard=exc_now is not None):  # a second Ctrl-C cannot leave the run open
+            warnings = warn.as_dicts(warn.clock_changed(before, clock.snapshot())) if before else []
+            record.update(status=status, error=error, ended=now_iso(), warnings=warnings, notes=ctx.notes)
+            if store is not None:
+                store.finish_run(record["id"], status, error, warnings, ctx.notes, ended=record["ended"])
+            report = RunReport(record, list(ctx.results))
+            if exc_now is not None:
+                try:
+                    exc_now.report = report  # type: ignore[attr-defined]
+                except AttributeError:
+                    pass
     return report
 
 
@@ -183,6 +210,8 @@ def new_run_record(argv: Sequence[str], probe_data: dict, profile: str) -> dict:
     return {
         "id": str(uuid.uuid4()), "started": now_iso(), "ended": None, "status": "running", "error": None,
         "command": command, "argv": list(argv), "host": socket.gethostname(), "pid": os.getpid(),
+        # with the pid, what tells this process from a later one that reuses the pid (store schema 3)
+        "pid_start": process_start(os.getpid()), "boot_id": boot_id(),
         "clusterbench_version": __version__, "profile": profile, "probe": probe_data, "builds": {},
         "cluster": {}, "warnings": [], "notes": [],
     }

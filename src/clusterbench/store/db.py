@@ -278,8 +278,12 @@ class Store:
 
     # -- writing ------------------------------------------------------------------------------
     def begin_run(self, record: dict) -> str:
-        """Insert a run record (see :func:`clusterbench.session.new_run_record`) as ``running``."""
+        """Insert a run record (see :func:`clusterbench.session.new_run_record`) as ``running``. The
+        record's ``pid_start`` and ``boot_id`` are stored as given; a record without them gets those
+        of its ``pid`` now."""
         pid = int(record["pid"])
+        started = record["pid_start"] if "pid_start" in record else process_start(pid)
+        boot = record["boot_id"] if "boot_id" in record else boot_id()
         with self._tx():
             self.db.execute(
                 "INSERT INTO runs (id, started, status, command, argv, host, pid, clusterbench_version,"
@@ -288,7 +292,7 @@ class Store:
                 (record["id"], record["started"], record["command"], json.dumps(record["argv"]), record["host"],
                  pid, record["clusterbench_version"], record["profile"], json.dumps(record["probe"]),
                  json.dumps(record.get("builds") or {}), json.dumps(record.get("cluster") or {}),
-                 process_start(pid), boot_id()))
+                 started, boot))
         return str(record["id"])
 
     def add_build(self, run_id: str, name: str, info: dict) -> None:
@@ -336,6 +340,8 @@ class Store:
             d["warnings"] = json.loads(row["warnings"])
             d["notes"] = json.loads(row["notes"]) if "notes" in row.keys() else []  # first schema-1 files
             d["cluster"] = json.loads(row["cluster"]) if "cluster" in row.keys() else {}
+            for key in ("pid_start", "boot_id"):  # as in new_run_record; null before schema 3
+                d[key] = row[key] if key in row.keys() else None
         return d
 
     def list_runs(self, limit: int | None = None) -> list[dict]:
@@ -367,6 +373,10 @@ class Store:
         run_id = self.resolve(ref)
         return [_result_dict(r) for r in self._read(
             "SELECT * FROM results WHERE run_id=? ORDER BY seq", (run_id,))]
+
+    def count_results(self, run_id: str) -> int:
+        """How many results are committed for ``run_id``."""
+        return int(self._read("SELECT count(*) FROM results WHERE run_id=?", (run_id,))[0][0])
 
     def history(self, benchmark: str, metric: str, host: str | None = None) -> list[dict]:
         """Stored results of one metric on this host (all runs), for measured limits."""
