@@ -1,7 +1,9 @@
 """The one process-and-records layer: how clusterbench starts, reads, bounds and ends a process.
 
-Every process clusterbench starts (a local kernel, ``mpirun``/``mpiexec``/``srun``, an HPL engine, a
-command on a remote host, a TCP server in a namespace) goes through :func:`spawn`:
+Every process that measures or serves a measurement (a local kernel, ``mpirun``/``mpiexec``/``srun``,
+an HPL engine, a command on a remote host, a TCP server in a namespace) goes through :func:`spawn`
+(short queries such as ``ompi_info``, ``ip`` or a compiler's ``--version`` are ``subprocess.run`` calls
+with a timeout):
 
 * it runs in a **session of its own** (its pid is the session id), so ending it means ending the
   session: :func:`kill_session` signals every live process of the session, which also reaches MPI
