@@ -156,7 +156,7 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
     try:
         st = Store(tmp_path / "r.db")
         rec = new_run_record(["clusterbench", "run", "x"], {}, "quick")
-        rec["pid"] = other.pid  # recorded as if that process ran it
+        rec["pid"], rec["pid_start"] = other.pid, process_start(other.pid)  # as if that process ran it
         rid = st.begin_run(rec)
         assert st.get_run(rid)["status"] == "running"
         started = process_start(other.pid)
@@ -175,9 +175,39 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
     assert st.get_run(rid)["status"] == "incomplete"  # the process is gone
 
 
-def test_process_start_reads_past_a_command_name_with_spaces_and_parentheses() -> None:
-    assert process_start(os.getpid()) is not None
-    assert process_start(2 ** 22 + 12345) is None
+@pytest.mark.integration
+def test_process_start_reads_past_a_command_name_with_spaces_and_parentheses(tmp_path: Path) -> None:
+    """A process named 'x) 1 (2 3' started just now: its start time (field 22, counted after the
+    last ')') is 'now' in clock ticks since boot; counting after the first ')' would read another field."""
+    import shutil
+
+    odd = tmp_path / "x) 1 (2 3"
+    shutil.copy("/bin/sleep", odd)
+    child = subprocess.Popen([str(odd), "30"])
+    try:
+        time.sleep(0.2)
+        assert Path(f"/proc/{child.pid}/comm").read_text().strip() == odd.name
+        ticks = process_start(child.pid)
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        assert ticks is not None and abs(ticks / os.sysconf("SC_CLK_TCK") - uptime) < 5
+    finally:
+        child.kill()
+        child.wait()
+    assert process_start(child.pid) is None  # gone
+    assert process_start(2 ** 22 + 12345) is None  # above pid_max
+
+
+def test_the_run_record_identifies_its_process(tmp_path: Path) -> None:
+    """new_run_record records this process's start time and the boot id; they are stored, read back in
+    the same shape, and the run reads as running while this very process lives."""
+    rec = new_run_record(["clusterbench", "run", "x"], {}, "quick")
+    assert rec["pid"] == os.getpid() and rec["pid_start"] == process_start(os.getpid())
+    assert isinstance(rec["pid_start"], int)
+    assert rec["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    st = Store(tmp_path / "r.db")
+    run = st.get_run(st.begin_run(rec))
+    assert run["status"] == "running"
+    assert (run["pid"], run["pid_start"], run["boot_id"]) == (rec["pid"], rec["pid_start"], rec["boot_id"])
 
 
 def test_a_schema_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
