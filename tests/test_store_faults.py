@@ -71,6 +71,28 @@ def test_a_locked_store_is_reported_as_locked_not_corrupted(store_file: Path, co
 
 
 @pytest.mark.integration
+def test_a_lock_taken_after_opening_is_named_in_writes_and_reads(store_file: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store was opened fine, then another process locks it: the next write (a transaction) and the
+    next read each say 'locked', waited the configured time, and work again once it is released."""
+    monkeypatch.setenv("CLUSTERBENCH_DB_TIMEOUT", "0.3")
+    st = Store(store_file)
+    locker = _Locker(store_file)
+    try:
+        for attempt in (st.check_writable, lambda: st.begin_run(new_run_record(["c"], {}, "quick")),
+                        lambda: st.list_runs()):
+            t0 = time.monotonic()
+            with pytest.raises(StoreError, match=r"is locked by another process \(waited 0.3 s\)") as ei:
+                attempt()
+            assert 0.25 < time.monotonic() - t0 < 10  # it did wait, and not the default 30 s
+            assert "corrupt" not in str(ei.value) and "aside" not in str(ei.value)
+    finally:
+        locker.release()
+    st.begin_run(new_run_record(["c"], {}, "quick"))
+    assert len(st.list_runs()) == 2
+
+
+@pytest.mark.integration
 def test_the_wait_for_a_lock_is_bounded_and_then_succeeds(store_file: Path) -> None:
     """Within the timeout a lock that is released in time is simply waited for."""
     locker = _Locker(store_file)
