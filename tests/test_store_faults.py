@@ -2,6 +2,7 @@
 an unwritable folder as --db, and a recorded process whose pid now belongs to someone else."""
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -125,17 +126,23 @@ def test_a_directory_as_the_store_is_named_as_such(tmp_path: Path) -> None:
         assert "corrupt" not in str(ei.value) and "aside" not in str(ei.value)
 
 
-def _as_nobody(*args: str) -> subprocess.CompletedProcess:
+def _as_nobody(*args: str, hidepid: bool = False) -> subprocess.CompletedProcess:
     """The CLI as the unprivileged user ``nobody`` (root ignores permissions): Debian's python3 with
     this checkout and the virtual environment's packages on its path, since the environment's own
-    interpreter may live under /root."""
+    interpreter may live under /root. With ``hidepid``, in a mount namespace whose /proc hides other
+    users' processes (``hidepid=2``, as hardened hosts mount it)."""
     import site
     import sysconfig
 
     paths = [str(Path(__file__).resolve().parents[1] / "src"), sysconfig.get_paths()["purelib"],
              *site.getsitepackages()]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(paths), "HOME": "/nonexistent"}
-    return subprocess.run(["/usr/bin/python3", "-m", "clusterbench", *args], capture_output=True, text=True,
+    cmd = ["/usr/bin/python3", "-m", "clusterbench", *args]
+    if hidepid:
+        cmd = ["unshare", "-m", "sh", "-c", 'mount -t proc -o hidepid=2 proc /proc && exec "$@"', "sh",
+               "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd="/")
+    return subprocess.run(cmd, capture_output=True, text=True,
                           timeout=120, user=65534, group=65534, extra_groups=[], env=env, cwd="/")
 
 
@@ -195,6 +202,40 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
         other.wait()
     st.db.execute("UPDATE runs SET boot_id=NULL WHERE id=?", (rid,))
     assert st.get_run(rid)["status"] == "incomplete"  # the process is gone
+
+
+@pytest.mark.integration
+def test_a_run_of_another_user_hidden_by_hidepid_still_reads_as_running() -> None:
+    """/proc mounted hidepid=2 hides root's processes from nobody: the start time cannot be read, so the
+    pid alone decides (it exists: EPERM), and a live run is not declared dead; a gone one still is."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("needs root, unshare and /usr/bin/python3 (a private /proc, then nobody)")
+    probe = _as_nobody("--version", hidepid=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a hidepid /proc or import clusterbench as nobody: {probe.stderr.strip()[-200:]}")
+    top = Path(tempfile.mkdtemp(prefix="cb-store-hidepid-"))
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        top.chmod(0o755)
+        st = Store(top / "r.db")
+        rec = new_run_record(["clusterbench", "run", "x"], {}, "quick")
+        rec["pid"], rec["pid_start"] = other.pid, process_start(other.pid)
+        rid = st.begin_run(rec)
+        (top / "r.db").chmod(0o644)
+        shown = _as_nobody("--db", str(top / "r.db"), "results", "show", rid, "--json", hidepid=True)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["run"]["status"] == "running"
+        other.kill()
+        other.wait()
+        shown = _as_nobody("--db", str(top / "r.db"), "results", "show", rid, "--json", hidepid=True)
+        assert shown.returncode == 0 and json.loads(shown.stdout)["run"]["status"] == "incomplete", shown.stderr
+    finally:
+        other.kill()
+        other.wait()
+        shutil.rmtree(top)
 
 
 @pytest.mark.integration

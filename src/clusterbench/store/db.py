@@ -152,9 +152,12 @@ def _store_error(path: Path, exc: sqlite3.Error, waited: float) -> StoreError:
     if "unable to open" in low:
         return StoreError(f"cannot open the results store {path} ({text})",
                           "check that its folder exists and is writable, or choose another file with --db")
-    if "full" in low or "disk i/o" in low:
+    if "full" in low:
         return StoreError(f"cannot write the results store {path} ({text})",
                           "free space on its file system, or choose another file with --db")
+    if "disk i/o" in low:  # not a full disk (that is SQLITE_FULL): the device or file system failed
+        return StoreError(f"cannot read or write the results store {path} ({text})",
+                          "check its disk and file system (dmesg), or choose another file with --db")
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
         return StoreError(f"results store {path} is unreadable or corrupted ({text})", _fix_for(path))
     return StoreError(f"results store {path}: {text}", "retry; if it persists, " + _fix_for(path))
@@ -435,9 +438,10 @@ def _recorder_alive(row: sqlite3.Row) -> bool:
     if recorded_boot and boot_id() and recorded_boot != boot_id():
         return False
     started = row["pid_start"] if "pid_start" in keys else None
-    if started is not None:
-        return process_start(row["pid"]) == started
-    return _alive(row["pid"])
+    now = process_start(row["pid"]) if started is not None else None
+    if now is not None:
+        return now == started
+    return _alive(row["pid"])  # no start time recorded, or /proc hides the process (hidepid): the pid alone
 
 
 def _alive(pid: int) -> bool:
