@@ -178,6 +178,41 @@ def test_an_unwritable_folder_or_file_is_named_as_such() -> None:
 
 
 @pytest.mark.integration
+def test_a_store_on_a_read_only_mount_says_so() -> None:
+    """A store on a read-only bind mount (root cannot write it either): writing is refused as 'read-only
+    file system' (not 'permission denied', not 'corrupted'), a new store there names its folder, and
+    reading still works."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="cb-store-rofs-"))
+    mounted = False
+    try:
+        st = Store(top / "r.db")
+        st.finish_run(st.begin_run(new_run_record(["clusterbench", "run", "x"], {}, "quick")), "complete")
+        st.close()
+        bind = subprocess.run(["mount", "--bind", "-o", "ro", str(top), str(top)], capture_output=True, text=True)
+        mounted = bind.returncode == 0
+        if mounted:
+            remount = subprocess.run(["mount", "-o", "remount,ro,bind", str(top)], capture_output=True, text=True)
+            assert remount.returncode == 0, remount.stderr
+        else:
+            pytest.skip(f"cannot make a read-only bind mount here: {bind.stderr.strip()}")
+        expected = {top / "r.db": f"results store {top / 'r.db'} is not writable (read-only file system)",
+                    top / "new.db": f"its folder {top} is not writable (read-only file system)"}
+        for target, wording in expected.items():
+            p = _cli("--db", str(target), "run", "fpu", "--quick")
+            assert p.returncode == 5 and wording in p.stderr, p.stderr
+            assert "corrupt" not in p.stderr and "aside" not in p.stderr
+        p = _cli("--db", str(top / "r.db"), "results", "list")
+        assert p.returncode == 0 and "complete" in p.stdout, p.stderr
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(top)], check=True)
+        shutil.rmtree(top)
+
+
+@pytest.mark.integration
 def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
     """'running' means: that very process (pid and start time) is alive on this host. A live process
     that has the recorded pid but started at another time (pid reuse) does not count."""

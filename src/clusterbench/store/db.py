@@ -175,7 +175,7 @@ def _check_path(path: Path, readonly: bool) -> None:
         return
     if path.exists():
         if not os.access(path, os.W_OK):
-            raise StoreError(f"results store {path} is not writable (permission denied)",
+            raise StoreError(f"results store {path} is not writable ({_why_unwritable(path)})",
                              "make it writable, or choose another file with --db")
         folder = path.parent
     else:
@@ -185,7 +185,17 @@ def _check_path(path: Path, readonly: bool) -> None:
                              "choose another file with --db")
     if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
         raise StoreError(f"cannot write the results store {path}: its folder {folder} is not writable "
-                         "(permission denied)", "choose a file in a writable folder with --db")
+                         f"({_why_unwritable(folder)})", "choose a file in a writable folder with --db")
+
+
+def _why_unwritable(path: Path) -> str:
+    """Why access(W_OK) said no: a read-only mount is not fixed by changing permissions."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except OSError:
+        pass
+    return "permission denied"
 
 
 class Store:
