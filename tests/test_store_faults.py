@@ -35,13 +35,16 @@ def store_file(tmp_path: Path) -> Path:
 
 
 class _Locker:
-    """A second process holding an EXCLUSIVE lock on the store until stopped."""
+    """A second process holding an EXCLUSIVE lock on the store until stopped (or, with ``reader``, the
+    SHARED lock of an open read transaction: writers may start but cannot commit)."""
 
     CODE = ("import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
-            "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()")
+            "c.execute(sys.argv[2]); c.execute('SELECT count(*) FROM runs').fetchall(); "
+            "print('locked', flush=True); sys.stdin.read()")
 
-    def __init__(self, path: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", self.CODE, str(path)], stdin=subprocess.PIPE,
+    def __init__(self, path: Path, reader: bool = False) -> None:
+        begin = "BEGIN" if reader else "BEGIN EXCLUSIVE"
+        self.proc = subprocess.Popen([sys.executable, "-c", self.CODE, str(path), begin], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout and self.proc.stdout.readline().strip() == "locked"
 
@@ -89,6 +92,25 @@ def test_a_lock_taken_after_opening_is_named_in_writes_and_reads(store_file: Pat
             assert "corrupt" not in str(ei.value) and "aside" not in str(ei.value)
     finally:
         locker.release()
+    st.begin_run(new_run_record(["c"], {}, "quick"))
+    assert len(st.list_runs()) == 2
+
+
+@pytest.mark.integration
+def test_a_commit_refused_by_a_reader_is_rolled_back_and_the_store_stays_usable(
+        store_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader's open transaction lets a write start but not commit: after the wait the write is
+    'locked', undone (nothing half-stored), and the next write works once the reader is gone (a
+    failed COMMIT used to leave the transaction open: 'cannot start a transaction within a transaction')."""
+    monkeypatch.setenv("CLUSTERBENCH_DB_TIMEOUT", "0.3")
+    st = Store(store_file)
+    reader = _Locker(store_file, reader=True)
+    try:
+        with pytest.raises(StoreError, match=r"is locked by another process \(waited 0.3 s\)"):
+            st.begin_run(new_run_record(["c"], {}, "quick"))
+    finally:
+        reader.release()
+    assert len(st.list_runs()) == 1  # the refused run was rolled back
     st.begin_run(new_run_record(["c"], {}, "quick"))
     assert len(st.list_runs()) == 2
 
@@ -408,3 +430,52 @@ def test_a_first_release_store_without_notes_reads_and_upgrades_1_to_3(tmp_path:
     assert st.get_run(rid)["notes"] == ["a note"] and st.get_run(rid)["status"] == "complete"
     st.close()
     assert Store(p).schema == 3  # opening an upgraded file again changes nothing
+
+
+@pytest.mark.integration
+def test_a_full_disk_is_named_and_what_was_committed_is_kept() -> None:
+    """The store on a real 1 MiB tmpfs that fills up: the write that does not fit says 'disk is full ...
+    free space' (not 'corrupted'), the figures committed before it are intact, and once space is freed
+    the same store takes writes again."""
+    import shutil
+    import tempfile
+
+    from clusterbench.benchmarks.base import Result
+
+    top = Path(tempfile.mkdtemp(prefix="cb-store-full-"))
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(top)], capture_output=True,
+                           text=True)
+    if mount.returncode != 0:
+        shutil.rmtree(top)
+        pytest.skip(f"cannot mount a small tmpfs here: {mount.stderr.strip()}")
+    try:
+        st = Store(top / "r.db")
+        rid = st.begin_run(new_run_record(["clusterbench", "run", "x"], {}, "quick"))
+
+        def figure(n: int) -> Result:
+            return Result(benchmark="stream", metric="triad", value=float(n), unit="MB/s", higher_is_better=True,
+                          params={"n": n}, samples=[float(n)] * 4000, summary={"n": 4000})  # ~30 kB a row
+
+        st.add_result(rid, figure(0))
+        fd = os.open(top / "filler", os.O_WRONLY | os.O_CREAT)  # take what is left, unbuffered
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        with pytest.raises(StoreError, match="is full") as ei:
+            for n in range(1, 100):
+                st.add_result(rid, figure(n))
+        assert "free space" in str(ei.value) and "corrupt" not in str(ei.value) and "aside" not in str(ei.value)
+        kept = len(st.results(rid))
+        assert kept >= 1 and [r["value"] for r in st.results(rid)] == [float(n) for n in range(kept)]
+        (top / "filler").unlink()
+        st.add_result(rid, figure(1000))
+        st.finish_run(rid, "complete")
+        assert len(st.results(rid)) == kept + 1 and st.get_run(rid)["status"] == "complete"
+        st.close()
+    finally:
+        subprocess.run(["umount", "-l", str(top)], check=False)
+        shutil.rmtree(top, ignore_errors=True)

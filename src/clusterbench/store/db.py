@@ -277,12 +277,21 @@ class Store:
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                self.db.execute("COMMIT")  # a failed COMMIT (busy, full) leaves the transaction open
             except BaseException:
-                self.db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self.db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _store_error(self.path, exc, self.timeout) from exc
+
+    def _rollback(self) -> None:
+        """Undo the open transaction, if SQLite has not already (it does itself on a full disk or an
+        I/O error); a failing ROLLBACK must not hide the error that made it necessary."""
+        if self.db.in_transaction:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def check_writable(self) -> None:
         """Fail early (before measuring) when the store cannot be written."""
