@@ -479,3 +479,25 @@ def test_a_full_disk_is_named_and_what_was_committed_is_kept() -> None:
     finally:
         subprocess.run(["umount", "-l", str(top)], check=False)
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_only_a_damaged_file_is_called_corrupted(tmp_path: Path) -> None:
+    """A store whose pages were overwritten is 'corrupted' (with the advice to move it aside); an
+    SQLite error that says nothing about the file (here a constraint: a run id stored twice) is not."""
+    p = tmp_path / "r.db"
+    st = Store(p)
+    rec = new_run_record(["clusterbench", "run", "x"], {}, "quick")
+    st.begin_run(rec)
+    with pytest.raises(StoreError) as ei:
+        st.begin_run(rec)
+    assert "UNIQUE constraint failed" in str(ei.value)
+    assert "corrupt" not in str(ei.value) and "aside" not in str(ei.value)
+    st.close()
+    data = bytearray(p.read_bytes())
+    page = 4096 if len(data) >= 3 * 4096 else len(data) // 3  # past the header page: the tables' b-trees
+    data[page:2 * page] = b"\xa5" * page
+    p.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="corrupted") as ei:
+        st = Store(p, readonly=True)
+        st.list_runs()
+    assert "aside" in str(ei.value)

@@ -158,9 +158,12 @@ def _store_error(path: Path, exc: sqlite3.Error, waited: float) -> StoreError:
     if "disk i/o" in low:  # not a full disk (that is SQLITE_FULL): the device or file system failed
         return StoreError(f"cannot read or write the results store {path} ({text})",
                           "check its disk and file system (dmesg), or choose another file with --db")
-    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in low or "not a database" in low:
         return StoreError(f"results store {path} is unreadable or corrupted ({text})", _fix_for(path))
-    return StoreError(f"results store {path}: {text}", "retry; if it persists, " + _fix_for(path))
+    # anything else (a constraint, a schema surprise) is not known to be the file's fault: keep it
+    return StoreError(f"results store {path}: {text}",
+                      f"retry; if it persists, check it with: sqlite3 {path} 'PRAGMA integrity_check'")
 
 
 def _check_path(path: Path, readonly: bool) -> None:
