@@ -501,3 +501,46 @@ def test_only_a_damaged_file_is_called_corrupted(tmp_path: Path) -> None:
         st = Store(p, readonly=True)
         st.list_runs()
     assert "aside" in str(ei.value)
+
+
+_KILLED_WRITER = """
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA cache_size=1")  # spill to the file: the journal then holds the pages to restore
+c.execute("BEGIN IMMEDIATE")
+c.execute("UPDATE runs SET probe=?", ("x" * 200000,))
+for i in range(100):
+    c.execute("INSERT INTO meta VALUES (?, ?)", ("k%d" % i, "y" * 5000))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.integration
+def test_a_writer_killed_mid_transaction_does_not_block_reading() -> None:
+    """kill -9 inside a write leaves a hot journal, which read-only SQLite refuses ('readonly database').
+    Reading commands undo it (SQLite's own rollback) and show what was committed; a user who cannot
+    write the store is told what is going on and who can fix it."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="cb-store-hot-"))
+    try:
+        top.chmod(0o755)
+        st = Store(top / "r.db")
+        rid = st.begin_run(new_run_record(["clusterbench", "run", "x"], {"hostname": "h"}, "quick"))
+        st.finish_run(rid, "complete")
+        st.close()
+        (top / "r.db").chmod(0o644)
+        killed = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(top / "r.db")], capture_output=True)
+        assert killed.returncode == -9 and (top / "r.db-journal").stat().st_size > 0
+        if os.geteuid() == 0 and os.path.exists("/usr/bin/python3") and _as_nobody("--version").returncode == 0:
+            p = _as_nobody("--db", str(top / "r.db"), "results", "list")
+            assert p.returncode == 5 and "unfinished write of a killed process" in p.stderr, p.stderr
+            assert "as its owner" in p.stderr and "corrupt" not in p.stderr
+        p = _cli("--db", str(top / "r.db"), "results", "show", rid, "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["run"]["probe"] == {"hostname": "h"}  # the killed write was undone
+        with sqlite3.connect(top / "r.db") as db:
+            assert db.execute("SELECT count(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 0
+    finally:
+        shutil.rmtree(top)

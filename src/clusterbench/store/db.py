@@ -213,10 +213,7 @@ class Store:
         try:
             if not readonly:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
-            self.db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
-            self.db.row_factory = sqlite3.Row
-            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db = self._connect(readonly)
             self._check_schema(readonly)
         except StoreError:
             raise
@@ -225,6 +222,37 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot open the results store {self.path} ({exc.strerror})",
                              "choose a file in a writable folder with --db") from exc
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
+        db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+        if readonly:
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorname", "") != "SQLITE_READONLY_ROLLBACK":
+                    raise
+                db.close()
+                self._roll_back_hot_journal(exc)
+                db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA foreign_keys = ON")
+        return db
+
+    def _roll_back_hot_journal(self, exc: sqlite3.Error) -> None:
+        """A writer killed inside a transaction left a hot ``-journal``: SQLite undoes it on the next
+        read, but only on a connection that may write (read-only ones fail, 'readonly database').
+        Open it so once; nothing else is written, and what was committed stays as it was."""
+        journal = Path(f"{self.path}-journal")
+        if not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK | os.X_OK)):
+            raise StoreError(f"results store {self.path} holds the unfinished write of a killed process "
+                             f"({journal}), which only a user who can write the store can undo",
+                             f"run 'clusterbench --db {self.path} results list' once as its owner") from exc
+        rw = sqlite3.connect(f"file:{self.path}", uri=True, timeout=self.timeout, isolation_level=None)
+        try:
+            rw.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            rw.close()
 
     # -- schema -------------------------------------------------------------------------------
     def _check_schema(self, readonly: bool) -> None:
