@@ -3,7 +3,7 @@
 A run row is written first with status ``running``; every result is committed on its own as soon
 as it is measured; the run is closed as ``complete`` or ``incomplete`` (with the reason). A run
 whose process died without closing it (``kill -9``, power loss) is shown as ``incomplete``
-because its recorded pid no longer exists on its host.
+because the process that recorded it is gone (see ``pid_start`` below).
 
 Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store"):
 
@@ -15,20 +15,23 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   :func:`clusterbench.probe.cluster.provenance`). ``pid_start`` (schema 3) is the recording process's
   start time (``/proc/PID/stat`` field 22, clock ticks since boot) and ``boot_id`` the kernel's boot id:
   a ``running`` run reads as running only while that very process lives (same host, same boot, same pid
-  *and* start time), so a reused pid never keeps a killed run "running".
-
-Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
-2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and
-``runs.boot_id`` and renames stored ``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3).
-An older file is upgraded in place when it is opened for writing and read as it is when opened
-read-only.
-
-Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
-``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, an unwritable file or folder, a full
-disk, and only a file SQLite cannot parse is "corrupted".
+  *and* start time), so a reused pid never keeps a killed run "running". Rows without them (older
+  schemas), and processes /proc hides (``hidepid``), are judged by the pid alone.
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
+
+Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
+2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
+``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3). An older file is upgraded in
+place (1 -> 2 -> 3, one transaction) when it is opened for writing, and read as it is when opened
+read-only.
+
+Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
+``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, an unwritable file or folder (or a
+read-only file system), a full disk; only a file SQLite reports as damaged is "corrupted" (with the
+advice to move it aside). A write cut by ``kill -9`` is rolled back by SQLite on the next open, read-only
+ones included.
 """
 from __future__ import annotations
 
