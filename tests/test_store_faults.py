@@ -544,3 +544,40 @@ def test_a_writer_killed_mid_transaction_does_not_block_reading() -> None:
             assert db.execute("SELECT count(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 0
     finally:
         shutil.rmtree(top)
+
+
+_OPEN_WHEN_TOLD = """
+import os, sys, time
+from clusterbench.store import Store
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.005)
+Store(sys.argv[1]).close()
+"""
+
+
+@pytest.mark.integration
+def test_concurrent_writers_upgrade_an_old_store_once(tmp_path: Path) -> None:
+    """Four processes open the same schema-2 store for writing at once: every one succeeds (the loser
+    of the race used to fail with 'duplicate column name: pid_start'), the file ends at schema 3 with
+    its run intact."""
+    for round_ in range(6):  # a race: each round loses it with the old code about one time in three
+        p = tmp_path / f"r{round_}.db"
+        st = Store(p)
+        rid = st.begin_run(new_run_record(["clusterbench", "run", "bandwidth"], {}, "quick"))
+        st.finish_run(rid, "complete")
+        st.close()
+        with sqlite3.connect(p) as db:  # back to what schema 2 wrote
+            db.execute("ALTER TABLE runs DROP COLUMN pid_start")
+            db.execute("ALTER TABLE runs DROP COLUMN boot_id")
+            db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+        go = tmp_path / f"go{round_}"
+        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_WHEN_TOLD, str(p), str(go)], stderr=subprocess.PIPE,
+                                  text=True) for _ in range(4)]
+        time.sleep(0.6)  # all started and waiting
+        go.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+        st = Store(p, readonly=True)
+        assert st.schema == 3 and st.get_run(rid)["status"] == "complete"
+        st.close()

@@ -270,7 +270,9 @@ class Store:
                                  "it was not written by clusterbench: " + _fix_for(self.path)) from None
             self.schema = found
             if found in UPGRADES and not readonly:
-                with self._tx():
+                with self._tx():  # another process may have upgraded it since it was read: read again
+                    row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                    found = int(row[0]) if row and str(row[0]).isdigit() else found
                     for v in range(found, STORE_SCHEMA):
                         for stmt in UPGRADES[v]:
                             self._upgrade(stmt)
