@@ -581,3 +581,21 @@ def test_concurrent_writers_upgrade_an_old_store_once(tmp_path: Path) -> None:
         st = Store(p, readonly=True)
         assert st.schema == 3 and st.get_run(rid)["status"] == "complete"
         st.close()
+
+
+@pytest.mark.integration
+def test_concurrent_writers_create_a_new_store_once(tmp_path: Path) -> None:
+    """Four processes open the same not-yet-existing store at once (two first runs on a fresh machine):
+    every one succeeds (the losers used to fail with 'UNIQUE constraint failed: meta.key'), and the file
+    holds one schema record."""
+    for round_ in range(4):
+        p, go = tmp_path / f"n{round_}.db", tmp_path / f"go{round_}"
+        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_WHEN_TOLD, str(p), str(go)], stderr=subprocess.PIPE,
+                                  text=True) for _ in range(4)]
+        time.sleep(0.6)  # all started and waiting
+        go.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+        with sqlite3.connect(p) as db:
+            assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall() == [("3",)]

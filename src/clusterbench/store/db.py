@@ -294,11 +294,17 @@ class Store:
             raise StoreError(f"results store {self.path} is empty", "run a benchmark first")
         self.schema = STORE_SCHEMA
         with self._tx():
-            for stmt in _DDL.strip().split(";"):
-                if stmt.strip():
-                    self.db.execute(stmt)
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
-            self.db.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"clusterbench {__version__}",))
+            if self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                created_meanwhile = True  # by another process opening the new file at the same time
+            else:
+                created_meanwhile = False
+                for stmt in _DDL.strip().split(";"):
+                    if stmt.strip():
+                        self.db.execute(stmt)
+                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
+                self.db.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"clusterbench {__version__}",))
+        if created_meanwhile:
+            self._check_schema(readonly)  # judge what it wrote like any existing file
 
     def _upgrade(self, stmt: str) -> None:
         """One upgrade statement; an ``ADD COLUMN`` of a column the file already has is skipped."""
