@@ -599,3 +599,16 @@ def test_concurrent_writers_create_a_new_store_once(tmp_path: Path) -> None:
             assert proc.returncode == 0, err
         with sqlite3.connect(p) as db:
             assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall() == [("3",)]
+
+
+def test_an_empty_db_path_is_refused_not_the_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    from clusterbench.cli import main
+
+    monkeypatch.setenv("CLUSTERBENCH_DB", str(tmp_path / "default.db"))
+    Store().close()  # the default store exists: '--db ""' used to read (and write) it
+    for path in ("", "  "):
+        with pytest.raises(UsageError, match="results store path is empty"):
+            Store(path)
+        assert main(["--db", path, "results", "list"]) == 2
+        assert "results store path is empty" in capsys.readouterr().err

@@ -208,6 +208,9 @@ class Store:
     """A handle on the results store. Every write is its own transaction."""
 
     def __init__(self, path: str | Path | None = None, readonly: bool = False) -> None:
+        if path is not None and not str(path).strip():  # '--db ""' must not quietly mean the default store
+            raise UsageError("the results store path is empty (--db '')",
+                             "give a file path, or leave --db out for $CLUSTERBENCH_DB or the default store")
         self.path = Path(path) if path else default_path()
         self.timeout = busy_timeout()
         if readonly and not self.path.exists():
