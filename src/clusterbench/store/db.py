@@ -401,14 +401,15 @@ class Store:
             "clusterbench_version": row["clusterbench_version"], "profile": row["profile"], "pid": row["pid"],
         }
         if full:
+            cols = row.keys()  # older schemas lack columns ('in row' would test the values, not the names)
             d["argv"] = json.loads(row["argv"])
             d["probe"] = json.loads(row["probe"])
             d["builds"] = json.loads(row["builds"])
             d["warnings"] = json.loads(row["warnings"])
-            d["notes"] = json.loads(row["notes"]) if "notes" in row.keys() else []  # first schema-1 files
-            d["cluster"] = json.loads(row["cluster"]) if "cluster" in row.keys() else {}
+            d["notes"] = json.loads(row["notes"]) if "notes" in cols else []  # first schema-1 files
+            d["cluster"] = json.loads(row["cluster"]) if "cluster" in cols else {}
             for key in ("pid_start", "boot_id"):  # as in new_run_record; null before schema 3
-                d[key] = row[key] if key in row.keys() else None
+                d[key] = row[key] if key in cols else None
         return d
 
     def list_runs(self, limit: int | None = None) -> list[dict]:
