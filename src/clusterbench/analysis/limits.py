@@ -115,6 +115,23 @@ def best_bandwidth(ctx: "RunContext", res: "Result", providers: Providers) -> tu
     return best, f"best memory bandwidth measured here, {n} thread{'s' if n > 1 else ''}"
 
 
+@limit("stream_bound")
+def stream_bound(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
+    """A bandwidth-bound figure's ceiling (HPCG): the best STREAM triad measured here with as many
+    threads as the figure's processes (MB/s) times the flops per byte it records
+    (``params.credited_flops_per_set / params.bytes_per_set``), in GFLOP/s."""
+    p = res.params
+    if not p.get("credited_flops_per_set") or not p.get("bytes_per_set"):
+        return None
+    n = _ncores(res)
+    triads = {pair for pair in providers.get("best_bandwidth", set()) if pair[1] == "triad"}
+    best = _best(ctx, triads, lambda q: q.get("threads") == n, memory=True)
+    if best is None:
+        return None
+    return (best * 1e6 * p["credited_flops_per_set"] / p["bytes_per_set"] / 1e9,
+            f"STREAM triad measured here ({n} thread{'s' if n > 1 else ''}) x flops per byte")
+
+
 @limit("dram_theoretical")
 def dram_theoretical(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
     """Channels x transfer rate x 8 B, where the probe could read the DIMMs."""

@@ -530,6 +530,17 @@ int main(int argc, char **argv) {
         cb_json_bool("reproducible", repro_ok);
         cb_json_num("reduction_spread", worst);
         cb_json_int("sets", sets);
+        char detail[512] = "";
+        if (!sym_ok) snprintf(detail + strlen(detail), sizeof detail - strlen(detail),
+                              "symmetry departures %.3g (SpMV) and %.3g (MG) exceed 100; ", dep_spmv, dep_mg);
+        if (!spec_ok) snprintf(detail + strlen(detail), sizeof detail - strlen(detail),
+                               "spectral test took %d and %d iterations (at most 12 and 2); ", it_plain, it_mg);
+        if (!(conv_ok && reach_ok)) snprintf(detail + strlen(detail), sizeof detail - strlen(detail),
+                                             "a set did not reach the reference reduction %.3g; ", ref_red);
+        if (!repro_ok) snprintf(detail + strlen(detail), sizeof detail - strlen(detail),
+                                "final residuals differ between sets by %.3g (relative); ", worst);
+        if (strlen(detail) > 2) detail[strlen(detail) - 2] = 0;
+        cb_json_str("detail", ok ? "all HPCG validation tests passed" : detail);
         cb_json_end();
     }
     if (!ok) { MPI_Finalize(); return 1; }
