@@ -154,6 +154,7 @@ class Hpcg(MpiBenchmark):
         Param("hosts", str, None, "hosts and slots, e.g. node1:2,node2:2 (default: this node)"),
         Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
         Param("cpus", "intlist", None, "cpu of each rank on this node (default: one per core)", min=0),
+        Param("corrupt", bool, False, "test hook: one matrix value made asymmetric (validation must fail)"),
     )
     profiles = {"quick": {"local": "32x32x32", "time": 5.0}}
     headlines = (_headline,)
@@ -221,14 +222,14 @@ class Hpcg(MpiBenchmark):
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
         nx, ny, nz = params["dims"]
         args = [f"--nx={nx}", f"--ny={ny}", f"--nz={nz}", f"--time={params['time']}",
-                f"--max_sets={params['sets'] or 0}"]
+                f"--max_sets={params['sets'] or 0}", *(["--corrupt=1"] if params.get("corrupt") else [])]
         out: list = []
         validation: dict = {}
         base: dict[str, Any] = {
             "local": [nx, ny, nz], "grid": params["grid"], "ranks": params["ranks"], "processes": params["ranks"],
             "cpus": params["cpus"], "time_s_asked": params["time"],
             "official": bool(params["official_ok"] and params["official"]),
-            "not_official_because": params["not_official_because"] or (
+            "not_official_because": params["not_official_because"] + (
                 [] if params["official"] else ["run without --official"]),
             "memory_bytes_per_node": params["memory_bytes_per_node"],
             "hosts": [h[0] for h in params["host_list"]] if params["host_list"] else None,
