@@ -137,3 +137,23 @@ def test_bad_input_is_one_line(ctx) -> None:
         with pytest.raises(UsageError, match=match) as exc:
             bench.resolve(ctx, {"allow_root": True, **given})
         assert "\n" not in str(exc.value)
+
+
+def test_stream_bound_limit() -> None:
+    """The STREAM-bound ceiling: best triad with as many threads as ranks x HPCG's flops per byte;
+    unknown without a triad figure."""
+    from clusterbench.analysis import limits
+    from clusterbench.benchmarks.base import Result
+
+    def res(bench: str, metric: str, value: float, params: dict) -> Result:
+        return Result(benchmark=bench, metric=metric, value=value, unit="", higher_is_better=True, params=params,
+                      samples=[value], summary={})
+
+    ctx = RunContext(probe={})
+    hpcg = res("hpcg", "rating", 2.0, {"processes": 2, "credited_flops_per_set": 1.0e9, "bytes_per_set": 6.0e9})
+    providers = {"best_bandwidth": {("stream", "triad"), ("stream", "copy")}}
+    assert limits.judge(ctx, hpcg, ("stream_bound",), providers) == []
+    ctx.results += [res("stream", "triad", 18000.0, {"threads": 2}), res("stream", "triad", 30000.0, {"threads": 1}),
+                    res("stream", "copy", 24000.0, {"threads": 2})]
+    (got,) = limits.judge(ctx, hpcg, ("stream_bound",), providers)
+    assert got["value"] == pytest.approx(18.0 / 6.0) and got["fraction"] == pytest.approx(2.0 / 3.0)
