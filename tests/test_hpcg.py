@@ -133,7 +133,8 @@ def test_bad_input_is_one_line(ctx) -> None:
                          ({"local": "1024"}, "above 80% of the .* GiB available"),
                          ({"time": 0}, "time 0 is not allowed"),
                          ({"official": True, "time": 60}, "not an official HPCG run: --time 60 s"),
-                         ({"ranks": 1, "cpus": [0, 1]}, "one cpu per rank")):
+                         ({"ranks": 1, "cpus": [0, 1]}, "one cpu per rank"),
+                         ({"time": 1000}, "above the 300 s timeout")):
         with pytest.raises(UsageError, match=match) as exc:
             bench.resolve(ctx, {"allow_root": True, **given})
         assert "\n" not in str(exc.value)
@@ -157,3 +158,9 @@ def test_stream_bound_limit() -> None:
                     res("stream", "copy", 24000.0, {"threads": 2})]
     (got,) = limits.judge(ctx, hpcg, ("stream_bound",), providers)
     assert got["value"] == pytest.approx(18.0 / 6.0) and got["fraction"] == pytest.approx(2.0 / 3.0)
+
+
+def test_long_run_raises_the_default_timeout(live_probe) -> None:
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=900, timeout_given=False)
+    get_benchmark("hpcg").resolve(ctx, {"allow_root": True, "ranks": 1, "local": "16", "time": 1800})
+    assert ctx.timeout > 1800 and "timeout" in ctx.notes[-1]

@@ -195,6 +195,15 @@ class Hpcg(MpiBenchmark):
         if p["official"] and reasons:
             raise UsageError(f"not an official HPCG run: {reasons[0]}",
                              "give --time 1800 or more and a --local using a quarter of memory, or drop --official")
+        p["dims"] = list(dims)
+        est = self.estimate_seconds(ctx, {**p, "dims": dims})
+        if est > ctx.timeout and not ctx.timeout_given:
+            ctx.timeout = float(math.ceil(est * 2))
+            ctx.note(f"hpcg: should take about {est:.0f} s: the timeout is {ctx.timeout:.0f} s for this run "
+                     "(--timeout sets it)")
+        if est > ctx.timeout:
+            raise UsageError(f"hpcg would take about {est:.0f} s, above the {ctx.timeout:.0f} s timeout",
+                             f"pass --timeout {math.ceil(est * 2)} or a shorter --time")
         p.update(dims=list(dims), ranks=n, cpus=list(cpus), grid=list(process_grid(n)),
                  places=list(zip(rank_hosts, cpus)), host_list=host_tuples(hosts),
                  official_ok=not reasons, not_official_because=reasons, memory_bytes_per_node=need)
@@ -214,9 +223,10 @@ class Hpcg(MpiBenchmark):
         return out
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
-        rows = math.prod(params["dims"])
-        per_iteration = rows * 27 * 12 * 12 / 5e9  # ~12 matrix passes per iteration at ~5 GB/s per rank
-        return 2 + params["time"] + 4 * REF_ITERS * per_iteration
+        # ~2.4 kB moved per row and iteration (HPCG's count) at ~5 GB/s per rank (a slow core);
+        # validation runs ~2 sets and the last timed set may overrun --time by one set
+        per_set = math.prod(params["dims"]) * 2400 / 5e9 * REF_ITERS
+        return 2 + params["time"] + 3 * per_set
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
