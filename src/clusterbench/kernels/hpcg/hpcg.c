@@ -68,14 +68,14 @@ typedef struct Level {
     double gnnz, gn;              /* global nonzeros and rows */
     int *col;                     /* n * W */
     double *val;                  /* n * W */
-    unsigned char *len;           /* row lengths */
-    double *diag;                 /* the diagonal value of each row */
+    unsigned char *len, *nlow;    /* row lengths; entries of local columns below the diagonal, stored first */
+    double *diag, *invdiag;       /* the diagonal value of each row, and 1 / it */
     int nnbr, *nbr, *rcnt, *roff, *scnt, **sidx;
     double *sbuf;
     MPI_Request *req;
     struct Level *coarse;
     int *f2c;                     /* coarse row -> fine row (this level is the fine one) */
-    double *axf, *rc, *xc;        /* MG work vectors: A x (this level), coarse r and x */
+    double *rc, *xc;              /* MG work vectors: coarse r and x */
 } Level;
 
 static double t_ddot, t_waxpby, t_spmv, t_mg, t_halo;
@@ -115,6 +115,24 @@ static int ext_cmp(const void *a, const void *b) {
     return (x->g > y->g) - (x->g < y->g);
 }
 
+/* Each row's entries reordered: local columns below the diagonal first (ascending), then the
+ * rest (the diagonal, local columns above it, ghosts); nlow counts the first group. A forward
+ * sweep from x = 0 then reads only those entries (every other term multiplies a zero). */
+static void order_rows(Level *L) {
+    for (int i = 0; i < L->n; i++) {
+        int *c = L->col + (size_t)i * W, tc[W], m = L->len[i], k = 0;
+        double *v = L->val + (size_t)i * W, tv[W];
+        for (int pass = 0; pass < 2; pass++)
+            for (int j = 0; j < m; j++)
+                if ((c[j] < i) == (pass == 0)) { tc[k] = c[j]; tv[k++] = v[j]; }
+        int low = 0;
+        while (low < m && tc[low] < i) low++;
+        memcpy(c, tc, (size_t)m * sizeof(int));
+        memcpy(v, tv, (size_t)m * sizeof(double));
+        L->nlow[i] = (unsigned char)low;
+    }
+}
+
 /* Build the matrix of one level, its ghost columns and the exchange lists. */
 static void build_level(Level *L, int nx, int ny, int nz) {
     L->nx = nx; L->ny = ny; L->nz = nz;
@@ -124,7 +142,9 @@ static void build_level(Level *L, int nx, int ny, int nz) {
     L->col = malloc((size_t)n * W * sizeof(int));
     L->val = malloc((size_t)n * W * sizeof(double));
     L->len = malloc((size_t)n);
+    L->nlow = malloc((size_t)n);
     L->diag = vec(n);
+    L->invdiag = vec(n);
     if (!L->col || !L->val || !L->len) die("out of memory building the matrix (%d rows)", n);
     size_t cap = 1024, next = 0;
     Ext *refs = malloc(cap * sizeof(Ext));
@@ -150,6 +170,7 @@ static void build_level(Level *L, int nx, int ny, int nz) {
             L->val[(size_t)i * W + k++] = v;
         }
         L->len[i] = (unsigned char)k;
+        L->invdiag[i] = 1.0 / L->diag[i];
         nnz += k;
     }
     /* unique ghost columns, ordered by owner then global number */
@@ -165,6 +186,7 @@ static void build_level(Level *L, int nx, int ny, int nz) {
         L->col[e] = n + (int)(hit - uniq);
     }
     L->ncols = n + (int)nu;
+    order_rows(L);
     /* neighbours: runs of one owner */
     L->nbr = malloc(26 * sizeof(int)); L->rcnt = calloc(26, sizeof(int)); L->roff = calloc(26, sizeof(int));
     L->scnt = calloc(26, sizeof(int)); L->sidx = calloc(26, sizeof(int *));
@@ -224,7 +246,7 @@ static Level *build_hierarchy(int nx, int ny, int nz) {
             F->f2c = malloc((size_t)C->n * sizeof(int));
             for (int iz = 0; iz < C->nz; iz++) for (int iy = 0; iy < C->ny; iy++) for (int ix = 0; ix < C->nx; ix++)
                 F->f2c[ix + C->nx * (iy + C->ny * iz)] = 2 * ix + F->nx * (2 * iy + F->ny * 2 * iz);
-            F->axf = vec(F->ncols); F->rc = vec(C->ncols); F->xc = vec(C->ncols);
+            F->rc = vec(C->ncols); F->xc = vec(C->ncols);
         }
     }
     return levels;
@@ -246,24 +268,36 @@ static void halo(Level *L, double *x) {
     t_halo += MPI_Wtime() - t0;
 }
 
+/* One row times x, in four partial sums: a Gauss-Seidel sweep is a chain from row to row, and one
+ * running sum would make every row wait for 27 dependent multiply-adds (the reference gets the
+ * same freedom from -ffast-math); the rounding differs from a left-to-right sum, as HPCG allows. */
+static inline double row_dot(const double *restrict v, const int *restrict c, int m, const double *restrict x) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int k = 0;
+    for (; k + 4 <= m; k += 4) {
+        s0 += v[k] * x[c[k]];
+        s1 += v[k + 1] * x[c[k + 1]];
+        s2 += v[k + 2] * x[c[k + 2]];
+        s3 += v[k + 3] * x[c[k + 3]];
+    }
+    for (; k < m; k++) s0 += v[k] * x[c[k]];
+    return (s0 + s1) + (s2 + s3);
+}
+
 static void spmv(Level *L, double *restrict x, double *restrict y) {
     halo(L, x);
     const int n = L->n;
     for (int i = 0; i < n; i++) {
         const double *v = L->val + (size_t)i * W;
         const int *c = L->col + (size_t)i * W;
-        double s = 0;
-        for (int k = 0; k < L->len[i]; k++) s += v[k] * x[c[k]];
-        y[i] = s;
+        y[i] = row_dot(v, c, L->len[i], x);
     }
 }
 
+/* x_i + (r_i - row_i . x) / a_ii, the Gauss-Seidel update of row i (the row's sum includes
+ * a_ii x_i, so this equals (r_i - sum over j != i of a_ij x_j) / a_ii). */
 static inline double gs_row(const Level *L, const double *r, const double *x, int i) {
-    const double *v = L->val + (size_t)i * W;
-    const int *c = L->col + (size_t)i * W;
-    double s = r[i];
-    for (int k = 0; k < L->len[i]; k++) s -= v[k] * x[c[k]];
-    return (s + L->diag[i] * x[i]) / L->diag[i];
+    return x[i] + (r[i] - row_dot(L->val + (size_t)i * W, L->col + (size_t)i * W, L->len[i], x)) * L->invdiag[i];
 }
 
 static void symgs(Level *L, const double *r, double *x) {
@@ -272,14 +306,28 @@ static void symgs(Level *L, const double *r, double *x) {
     for (int i = L->n - 1; i >= 0; i--) x[i] = gs_row(L, r, x, i);
 }
 
+/* symgs() from x = 0 (ghosts included): the ghosts a halo exchange would bring are zeros and the
+ * forward sweep's terms above the diagonal multiply zeros, so it reads only the rows' first
+ * nlow entries; the result is the same as symgs() on a zero x. */
+static void symgs_zero(Level *L, const double *r, double *x) {
+    for (int i = 0; i < L->n; i++)
+        x[i] = (r[i] - row_dot(L->val + (size_t)i * W, L->col + (size_t)i * W, L->nlow[i], x)) * L->invdiag[i];
+    for (int i = L->n - 1; i >= 0; i--) x[i] = gs_row(L, r, x, i);
+}
+
 /* z = M r (x must hold ncols doubles). */
 static void mg(Level *L, const double *r, double *x) {
     memset(x, 0, (size_t)L->ncols * sizeof(double));
-    symgs(L, r, x);
+    symgs_zero(L, r, x);
     if (!L->coarse) return;
-    spmv(L, x, L->axf);
+    /* residual r - A x and its restriction by injection, fused: only the rows restriction keeps
+     * (one in eight) are computed; the others would be thrown away (the count stays HPCG's) */
+    halo(L, x);
     const int nc = L->coarse->n;
-    for (int i = 0; i < nc; i++) L->rc[i] = r[L->f2c[i]] - L->axf[L->f2c[i]];
+    for (int i = 0; i < nc; i++) {
+        const int f = L->f2c[i];
+        L->rc[i] = r[f] - row_dot(L->val + (size_t)f * W, L->col + (size_t)f * W, L->len[f], x);
+    }
     mg(L->coarse, L->rc, L->xc);
     for (int i = 0; i < nc; i++) x[L->f2c[i]] += L->xc[i];
     symgs(L, r, x);
@@ -371,11 +419,13 @@ static void spectral(Level *A, const double *b, Work *w, int *it_plain, int *it_
             if (A->col[(size_t)i * W + k] == i) A->val[(size_t)i * W + k] *= scale[i];
         bm[i] = b[i] + (scale[i] - 1.0) * A->diag[i];   /* A' * ones */
         A->diag[i] *= scale[i];
+        A->invdiag[i] = 1.0 / A->diag[i];
     }
     *it_plain = cg(A, bm, w, 50, 1e-12, 0, &red);
     *it_mg = cg(A, bm, w, 50, 1e-12, 1, &red);
     for (int i = 0; i < n; i++) {
         A->diag[i] /= scale[i];
+        A->invdiag[i] = 1.0 / A->diag[i];
         for (int k = 0; k < A->len[i]; k++)
             if (A->col[(size_t)i * W + k] == i) A->val[(size_t)i * W + k] /= scale[i];
     }
@@ -460,7 +510,9 @@ int main(int argc, char **argv) {
         }
         return cb_mpi_finish(rank, -1);
     }
-    if (corrupt && rank == 0) A->val[1] = -1.5;   /* row 0, an off-diagonal: A is no longer symmetric */
+    if (corrupt && rank == 0)   /* row 0's first off-diagonal becomes -1.5: A is no longer symmetric */
+        for (int k = 0; k < A->len[0]; k++)
+            if (A->col[k] != 0) { A->val[k] = -1.5; break; }
 
     Work w = {vec(A->ncols), vec(A->ncols), vec(A->ncols), vec(A->ncols), vec(A->ncols)};
     /* (1) symmetry */
