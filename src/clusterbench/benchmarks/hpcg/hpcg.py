@@ -8,7 +8,9 @@ Gauss-Seidel pre- and post-smoothing sweep per level, injection restriction and 
 local dimensions divisible by 8). The matrix is a general sparse one (27 slots per row: values
 and int32 column indices), natural row order: the kernels are HPCG's reference algorithms, so
 the optimised run needs the reference's 50 iterations per set (the penalty is measured, not
-assumed, and reported as ``penalty``).
+assumed, and reported as ``penalty``). Optimisations (kernels/hpcg/hpcg.c): four partial sums
+per row, lower entries stored first so the forward sweep from zero reads only them, and the
+multigrid residual computed only where restriction keeps it; the flop count stays HPCG's.
 
 Flop counts per set of k iterations, n rows and nnz nonzeros (HPCG's): DDOT (3k+1) 2n, WAXPBY
 (3k+1) 2n, SpMV (k+1) 2 nnz, MG k (10 nnz_l on each level but the coarsest: a symmetric sweep of
