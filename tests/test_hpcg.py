@@ -8,7 +8,11 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.hpcg.hpcg import official_reasons, parse_local, process_grid
+from clusterbench.benchmarks.hpcg.hpcg import (
+    official_reasons,
+    parse_local,
+    process_grid,
+)
 from clusterbench.benchmarks.mpi.common import launch_spec
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as M
@@ -30,7 +34,7 @@ def nonzeros(shape: tuple[int, ...]) -> int:
     """Nonzeros of the 27-point matrix on a grid: each point's neighbours inside it, itself included
     (the stencil's box sum of ones)."""
     ones = np.ones(shape)
-    return int(round(float((27.0 * ones - stencil_apply(ones)).sum())))
+    return round(float((27.0 * ones - stencil_apply(ones)).sum()))
 
 
 def _ranks_or_skip(ctx: RunContext, n: int) -> None:

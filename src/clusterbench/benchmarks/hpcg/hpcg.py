@@ -44,9 +44,23 @@ import re
 from typing import Any
 
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import Metric, Param, RunContext, allowed_cpus, available_memory, placement
-from clusterbench.benchmarks.mpi.common import (KernelSession, MpiBenchmark, detect, host_tuples, launch_spec,
-                                                parse_host_params, sim_cluster_of)
+from clusterbench.benchmarks.base import (
+    Metric,
+    Param,
+    RunContext,
+    allowed_cpus,
+    available_memory,
+    placement,
+)
+from clusterbench.benchmarks.mpi.common import (
+    KernelSession,
+    MpiBenchmark,
+    detect,
+    host_tuples,
+    launch_spec,
+    parse_host_params,
+    sim_cluster_of,
+)
 from clusterbench.benchmarks.mpi.ring import assign_ranks
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
