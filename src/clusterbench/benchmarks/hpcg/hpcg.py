@@ -44,26 +44,16 @@ import re
 from typing import Any
 
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import (
-    Metric,
-    Param,
-    RunContext,
-    allowed_cpus,
-    available_memory,
-    placement,
-)
+from clusterbench.benchmarks.base import Metric, Param, RunContext, available_memory
 from clusterbench.benchmarks.mpi.common import (
+    RANK_PARAMS,
     KernelSession,
     MpiBenchmark,
     detect,
-    host_tuples,
     launch_spec,
-    parse_host_params,
-    sim_cluster_of,
+    place_ranks,
 )
-from clusterbench.benchmarks.mpi.ring import assign_ranks
 from clusterbench.errors import KernelFailed, UsageError
-from clusterbench.launch import mpi as mpimod
 
 REF_ITERS = 50
 OFFICIAL_SECONDS = 1800.0
@@ -165,11 +155,7 @@ class Hpcg(MpiBenchmark):
               "a run that does not meet them"),
         Param("sets", int, None, "stop after this many timed sets (default: as many as --time allows)",
               min=1, max=1_000_000),
-        Param("ranks", int, None, "MPI ranks (default: one per core of this node, or the slots of --hosts)",
-              min=1, max=4096),
-        Param("hosts", str, None, "hosts and slots, e.g. node1:2,node2:2 (default: this node)"),
-        Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
-        Param("cpus", "intlist", None, "cpu of each rank on this node (default: one per core)", min=0),
+        *RANK_PARAMS,
         Param("corrupt", bool, False, "test hook: one matrix value made asymmetric (validation must fail)"),
     )
     profiles = {"quick": {"local": "32x32x32", "time": 5.0}}
@@ -179,25 +165,8 @@ class Hpcg(MpiBenchmark):
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = super().check(ctx, params)
         dims = parse_local(p["local"])
-        hosts = parse_host_params(p)
-        cpus = list(p["cpus"]) if p["cpus"] is not None else None
-        allowed = allowed_cpus(ctx)
-        n = p["ranks"] or (len(cpus) if cpus else sum(h.slots for h in hosts) if hosts
-                           else min(ctx.n_cores, len(allowed)))
-        if cpus is not None and len(cpus) != n:
-            raise UsageError(f"--cpus lists {len(cpus)} cpus for {n} ranks", "give one cpu per rank")
-        if hosts:
-            mpimod.check_slots(hosts, n, ctx.oversubscribe)
-            rank_hosts: list[str | None] = list(assign_ranks(hosts, n))
-            if cpus is None:
-                cpus = self._host_cpus(ctx, hosts, rank_hosts)
-        else:
-            if n > len(allowed) and not ctx.oversubscribe:
-                raise UsageError(f"--ranks {n} exceeds the {len(allowed)} cpus this process may use",
-                                 f"use --ranks {len(allowed)} or fewer, or add --oversubscribe")
-            cpus = placement(ctx, n, cpus=cpus) if cpus else placement(ctx, n)
-            rank_hosts = [None] * n
-        per_node = max(rank_hosts.count(h) for h in set(rank_hosts))
+        place_ranks(ctx, p)
+        n, per_node = p["ranks"], p["ranks_per_node"]
         need = per_node * rank_bytes(dims)
         mem = available_memory(ctx.probe)
         if mem and need > 0.8 * mem:
@@ -220,23 +189,8 @@ class Hpcg(MpiBenchmark):
         if est > ctx.timeout:
             raise UsageError(f"hpcg would take about {est:.0f} s, above the {ctx.timeout:.0f} s timeout",
                              f"pass --timeout {math.ceil(est * 2)} or a shorter --time")
-        p.update(dims=list(dims), ranks=n, cpus=list(cpus), grid=list(process_grid(n)),
-                 places=list(zip(rank_hosts, cpus)), host_list=host_tuples(hosts),
-                 official_ok=not reasons, not_official_because=reasons, memory_bytes_per_node=need)
+        p.update(dims=list(dims), grid=list(process_grid(n)), official_ok=not reasons, not_official_because=reasons, memory_bytes_per_node=need)
         return p
-
-    @staticmethod
-    def _host_cpus(ctx: RunContext, hosts: list[mpimod.Host], rank_hosts: list[str | None]) -> list[int]:
-        """Cpus on hosts: distinct on one machine (or the virtual cluster), else per host from its first."""
-        if sim_cluster_of(hosts) is not None or len(hosts) == 1:
-            return placement(ctx, len(rank_hosts))
-        order = placement(ctx, max(rank_hosts.count(h.name) for h in hosts))
-        seen: dict[str | None, int] = {}
-        out = []
-        for h in rank_hosts:
-            out.append(order[seen.get(h, 0)])
-            seen[h] = seen.get(h, 0) + 1
-        return out
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         # ~2.4 kB moved per row and iteration (HPCG's count) at ~5 GB/s per rank (a slow core);

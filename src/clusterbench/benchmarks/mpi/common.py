@@ -1,6 +1,7 @@
-"""What the MPI benchmarks share (pingpong, bw, multipair, ring, placement, hpl): the base class
+"""What the MPI benchmarks share (pingpong, bw, multipair, ring, placement, hpl, hpcg, hpcc's
+ptrans, randomaccess and fft): the base class
 :class:`MpiBenchmark` (the MPI parameters declared once, the root rule, the kernel built with the
-MPI's own mpicc, one launch with its record handling), hosts and the virtual cluster, message
+MPI's own mpicc, one launch with its record handling), hosts, rank placement and the virtual cluster, message
 sizes, the launch spec, the placement report and transport proof, and the run note."""
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from clusterbench.analysis.warnings import Warning_
+from clusterbench.benchmarks.base import Benchmark, Param, RunContext
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.launch import simcluster
-from clusterbench.benchmarks.base import Benchmark, Param, RunContext
 
 MiB = 1 << 20
 
@@ -299,6 +300,55 @@ def place_pair(ctx: RunContext, p: dict[str, Any], bench: str) -> None:
         p["places"] = [(hosts[0].name, cpus[0]), (hosts[1].name, cpus[1])]
     p["cpus"] = cpus
     p["host_list"] = host_tuples(hosts)
+
+
+RANKS = Param("ranks", int, None, "MPI ranks (default: one per core of this node, or the slots of --hosts)",
+              min=1, max=4096)
+HOSTS = Param("hosts", str, None, "hosts and slots, e.g. node1:2,node2:2 (default: this node)")
+HOSTFILE = Param("hostfile", str, None, "Open MPI hostfile (name slots=N)")
+RANK_CPUS = Param("cpus", "intlist", None, "cpu of each rank on this node (default: one per core)", min=0)
+#: the parameters of a benchmark that runs any number of ranks (hpcg, ptrans, randomaccess, fft)
+RANK_PARAMS = (RANKS, HOSTS, HOSTFILE, RANK_CPUS)
+
+
+def place_ranks(ctx: RunContext, p: dict[str, Any], default_ranks: int | None = None) -> None:
+    """Any number of ranks (``ranks``, ``hosts``/``hostfile``, ``cpus``): set ``ranks``, ``cpus``,
+    ``places`` ((host, cpu) per rank), ``rank_hosts``, ``host_list`` and ``ranks_per_node`` in
+    ``p``. Without hosts: one rank per core this process may use (``default_ranks`` if given),
+    refused beyond them unless oversubscribed; with hosts: the slots' total, ranks filling each
+    host in turn, distinct cores on one machine or the virtual cluster."""
+    from clusterbench.benchmarks.base import allowed_cpus, placement
+
+    hosts = parse_host_params(p)
+    cpus = list(p["cpus"]) if p.get("cpus") is not None else None
+    allowed = allowed_cpus(ctx)
+    n = p.get("ranks") or (len(cpus) if cpus else sum(h.slots for h in hosts) if hosts
+                           else default_ranks or min(ctx.n_cores, len(allowed)))
+    if cpus is not None and len(cpus) != n:
+        raise UsageError(f"--cpus lists {len(cpus)} cpus for {n} ranks", "give one cpu per rank")
+    if hosts:
+        from clusterbench.benchmarks.mpi.ring import assign_ranks
+
+        mpimod.check_slots(hosts, n, ctx.oversubscribe)
+        rank_hosts: list[str | None] = list(assign_ranks(hosts, n))
+        if cpus is None:
+            if sim_cluster_of(hosts) is not None or len(hosts) == 1:
+                cpus = placement(ctx, n)
+            else:  # real hosts: per host from its first core in the placement order
+                order = placement(ctx, max(rank_hosts.count(h.name) for h in hosts))
+                seen: dict[str | None, int] = {}
+                cpus = []
+                for h in rank_hosts:
+                    cpus.append(order[seen.get(h, 0)])
+                    seen[h] = seen.get(h, 0) + 1
+    else:
+        if n > len(allowed) and not ctx.oversubscribe:
+            raise UsageError(f"--ranks {n} exceeds the {len(allowed)} cpus this process may use",
+                             f"use --ranks {len(allowed)} or fewer, or add --oversubscribe")
+        cpus = placement(ctx, n, cpus=cpus) if cpus else placement(ctx, n)
+        rank_hosts = [None] * n
+    p.update(ranks=n, cpus=list(cpus), places=list(zip(rank_hosts, cpus)), rank_hosts=rank_hosts,
+             host_list=host_tuples(hosts), ranks_per_node=max(rank_hosts.count(h) for h in set(rank_hosts)))
 
 
 def host_tuples(hosts: Sequence[mpimod.Host] | None) -> list[tuple] | None:
