@@ -75,12 +75,16 @@ def default_log2(memory_per_process: float | None, cap: int = DEFAULT_CAP_LOG2) 
 
 
 def _headline(results: list[dict]) -> list[str]:
+    """single and star: per process (HPCC's Star figure); mpi: the whole table's rate."""
     out = []
     for r in results:
-        if r["benchmark"] == "randomaccess" and r["metric"] == "gups_per_process":
-            p = r["params"]
-            out.append(f"random   {p.get('mode')} {p.get('variant')}: {r['value']:.4g} GUPS per process "
-                       f"(2^{p.get('log2_size')} words, {p.get('processes')} process(es))")
+        p = r["params"]
+        if r["benchmark"] != "randomaccess" or r["metric"] != ("gups" if p.get("mode") == "mpi" else "gups_per_process"):
+            continue
+        procs = p.get("processes")
+        what = ("in total" if p.get("mode") == "mpi" else "per process") + f" ({procs} process{'es' if procs != 1 else ''})"
+        out.append(f"random   RandomAccess {p.get('mode')} {p.get('variant')}: {r['value']:.4g} GUPS {what}, "
+                   f"table 2^{p.get('log2_size')} words")
     return out
 
 

@@ -25,6 +25,7 @@ SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
 PART_PARAMS: dict[str, dict[str, Any]] = {
     "pingpong": {"sizes": [8, 2_000_000]},  # hpcc: 8 B latency, 2,000,000 B bandwidth
     "dgemm": {"mode": "all"},
+    "randomaccess": {"variant": "both"},  # hpcc: the polynomial stream and the LCG
 }
 ENGINES = ("builtin", "hpcc")
 
