@@ -34,6 +34,8 @@ LIB_PACKAGES = {
     "blis": "libblis-dev",
     "m": "libc6-dev",
     "dl": "libc6-dev",
+    "fftw3": "libfftw3-dev",
+    "fftw3_mpi": "libfftw3-mpi-dev",
 }
 
 
@@ -229,6 +231,12 @@ def _compile(name: str, cc_argv: list[str], flags: list[str], tmp: str, src: Pat
 
 def _build_error(name: str, cc: str, stderr: str, libs: tuple[str, ...], openmp: bool,
                  status: int = 1) -> EnvironmentProblem:
+    for lib in libs:  # a library's header (fftw3.h, fftw3-mpi.h for fftw3_mpi) missing
+        for header in dict.fromkeys((f"{lib}.h", f"{lib.replace('_', '-')}.h")):
+            if f"{header}: No such file" in stderr or f"'{header}' file not found" in stderr:
+                pkg = LIB_PACKAGES.get(lib, f"lib{lib}-dev")
+                return EnvironmentProblem(f"cannot compile kernel '{name}': header {header} not found",
+                                          f"install it (apt-get install {pkg}) or load its module")
     for lib in libs:
         if f"-l{lib}" in stderr or f"lib{lib}" in stderr:
             pkg = LIB_PACKAGES.get(lib, f"lib{lib}-dev")
