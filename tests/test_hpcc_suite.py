@@ -84,3 +84,30 @@ def test_hpccoutf_export_reads_back_with_hpccs_own_parser() -> None:
     assert summary["MinPingPongLatency_usec"] == pytest.approx(0.17)
     assert summary["Success"] == 1
     assert "Success=0" in hpccoutf({**run, "status": "incomplete"}, [r.as_json() for r in rs])
+
+
+def test_randomaccess_keys_read_back_and_export_with_their_sizes() -> None:
+    """hpcc's six RandomAccess keys from its own output land on randomaccess's figures (Star per
+    process, MPI in total), and the export writes them back with the table sizes hpcc prints."""
+    from clusterbench.report.hpccoutf import summary_keys
+
+    summary = parse_hpcc_output((DATA / "hpccoutf-1x2-n1000-nb64.txt").read_text())["summary"]
+    got = {hk.key: (bench, hk.metric, params, value) for bench, hk, params, value in from_hpcc_summary(summary, 2)}
+    for key, mode, variant, metric in (("SingleRandomAccess_GUPs", "single", "standard", "gups"),
+                                       ("StarRandomAccess_GUPs", "star", "standard", "gups_per_process"),
+                                       ("MPIRandomAccess_GUPs", "mpi", "standard", "gups"),
+                                       ("StarRandomAccess_LCG_GUPs", "star", "lcg", "gups_per_process"),
+                                       ("MPIRandomAccess_LCG_GUPs", "mpi", "lcg", "gups")):
+        bench, m, params, value = got[key]
+        assert (bench, m, params["mode"], params["variant"]) == ("randomaccess", metric, mode, variant)
+        assert value == pytest.approx(summary[key])
+    ctx = RunContext(probe={})
+    ra = get_benchmark("randomaccess")
+    rs = [ctx.emit(ra, "gups_per_process", [0.05], {"mode": "star", "variant": "standard", "table_words": 1 << 24,
+                                                    "processes": 2}),
+          ctx.emit(ra, "gups", [0.04], {"mode": "mpi", "variant": "lcg", "table_words": 1 << 25, "errors": 0,
+                                        "updates": 4 << 25, "processes": 2})]
+    keys = summary_keys([r.as_json() for r in rs])
+    assert keys["StarRandomAccess_GUPs"] == pytest.approx(0.05) and keys["RandomAccess_N"] == 1 << 24
+    assert keys["MPIRandomAccess_LCG_GUPs"] == pytest.approx(0.04) and keys["MPIRandomAccess_LCG_N"] == 1 << 25
+    assert keys["MPIRandomAccess_LCG_ExeUpdates"] == 4 << 25 and keys["MPIRandomAccess_LCG_Errors"] == 0

@@ -47,6 +47,8 @@ class HpccKey:
     when: Callable[[dict], bool] = lambda params: True
     scale: float = 1.0
     per: str | None = None
+    #: hpcc's size keys that go with this figure in a summary (e.g. RandomAccess_N), from its params
+    sizes: Callable[[dict], dict[str, Any]] | None = None
 
     def applies(self, metric: str, params: dict) -> bool:
         return metric == self.metric and bool(self.when(params))

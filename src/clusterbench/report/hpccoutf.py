@@ -54,9 +54,26 @@ def summary_keys(results: list[dict]) -> dict[str, float | int | str]:
         for k in ("n", "nb"):
             if params.get(k):
                 out[f"PTRANS_{k}"] = int(params[k])
+    for key, (_, params) in sorted(best.items()):  # the size keys a figure's declaration names
+        for k, v in _sizes(key, params).items():
+            if v is not None:
+                out.setdefault(k, v)
     for key in sorted(best):
         out[key] = best[key][0]
     return out
+
+
+def _sizes(key: str, params: dict) -> dict[str, Any]:
+    from clusterbench.benchmarks import all_benchmarks
+
+    for cls in all_benchmarks().values():
+        for hk in cls.hpcc_keys:
+            if hk.key == key and hk.sizes is not None:
+                try:
+                    return dict(hk.sizes(params))
+                except (KeyError, TypeError, ValueError):
+                    return {}
+    return {}
 
 
 def hpccoutf(run: dict, results: list[dict]) -> str:

@@ -61,9 +61,14 @@ def _is(mode: str, variant: str):
 def _hpcc_keys() -> tuple[HpccKey, ...]:
     out = []
     for variant, tag in (("standard", ""), ("lcg", "_LCG")):
-        out += [HpccKey(f"SingleRandomAccess{tag}_GUPs", "gups", _is("single", variant)),
-                HpccKey(f"StarRandomAccess{tag}_GUPs", "gups_per_process", _is("star", variant)),
-                HpccKey(f"MPIRandomAccess{tag}_GUPs", "gups", _is("mpi", variant))]
+        out += [HpccKey(f"SingleRandomAccess{tag}_GUPs", "gups", _is("single", variant),
+                        sizes=lambda p, t=tag: {f"RandomAccess{t}_N": p.get("table_words")}),
+                HpccKey(f"StarRandomAccess{tag}_GUPs", "gups_per_process", _is("star", variant),
+                        sizes=lambda p, t=tag: {f"RandomAccess{t}_N": p.get("table_words")}),
+                HpccKey(f"MPIRandomAccess{tag}_GUPs", "gups", _is("mpi", variant),
+                        sizes=lambda p, t=tag: {f"MPIRandomAccess{t}_N": p.get("table_words"),
+                                                f"MPIRandomAccess{t}_Errors": p.get("errors"),
+                                                f"MPIRandomAccess{t}_ExeUpdates": p.get("updates")})]
     return tuple(out)
 
 
