@@ -189,6 +189,32 @@ def test_mpi_rank_killed_mid_run_keeps_results():
     assert _no_mpi_left()
 
 
+#: runs of the HPC Challenge kernels and HPCG that last a few seconds on 2 ranks
+HPCC_KERNEL_RUNS = {
+    "randomaccess": ("run", "randomaccess", "--allow-root", "--mode", "mpi", "--log2-size", "26", "--samples", "20"),
+    "hpcg": ("run", "hpcg", "--allow-root", "--local", "32", "--time", "30"),
+}
+
+
+@pytest.mark.parametrize("bench", sorted(HPCC_KERNEL_RUNS))
+def test_hpcc_kernel_rank_killed_stores_nothing(bench: str):
+    """A rank of an HPC Challenge kernel (or HPCG) SIGKILLed mid-run: a one-line error naming the
+    benchmark, exit 4, no figure stored (they are printed only after validation, at the end), and
+    neither rank, mpirun nor a daemon left."""
+    _mpi_or_skip()
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start(*HPCC_KERNEL_RUNS[bench])
+    pids = _rank_pids(proc)
+    time.sleep(1.0)
+    os.kill(pids[-1], signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert bench in err and len(err.strip().splitlines()) <= 2, err
+    status, error, n = _run_row(db)
+    assert status != "complete" and error and n == 0
+    assert _no_mpi_left()
+
+
 def test_mpi_rank_hanging_mid_run_is_bounded():
     """One rank is stopped (SIGSTOP: it hangs, as a rank stuck in a dead network would): the
     run's timeout ends it, the results before the hang are kept, nothing is left."""
