@@ -141,6 +141,13 @@ def largest_n(avail: float, nb: int, ranks: int, p: int) -> int:
     return lo
 
 
+def default_n(total: float, nb: int, ranks: int, p: int, mem: float = 0.8) -> int:
+    """HPL's default N: a multiple of NB whose matrix takes ``mem`` of ``total`` bytes (rounded
+    down), at most the largest that fits with its work space (hpcc's PTRANS runs N / 2)."""
+    n = int(math.sqrt(mem * total / 8) // nb * nb)
+    return min(n, largest_n(total, nb, ranks, p) // nb * nb)
+
+
 # ---------------------------------------------------------------------------------------------
 # Engines
 # ---------------------------------------------------------------------------------------------
@@ -505,8 +512,7 @@ class Hpl(Benchmark):
         if p["n"] is None:
             if not total:
                 raise UsageError("MemAvailable is unknown here, so N cannot be derived from --mem", "give --n")
-            n = int(math.sqrt(p["mem"] * total / 8) // nb * nb)
-            n = min(n, largest_n(total, nb, p["ranks"], p["p"]) // nb * nb)
+            n = default_n(total, nb, p["ranks"], p["p"], p["mem"])
             if n < nb:
                 raise UsageError(f"--mem {p['mem']} of {total / 2**30:.1f} GiB gives N below NB={nb}", "give --n")
             p["n_from"] = f"{p['mem']:g} x {total / 2**30:.1f} GiB ({how})"
