@@ -1,0 +1,135 @@
+"""ptrans: the kernel's A^T + B against numpy from the same formulas (1x1, 1x2 and 2x1 grids, n not a
+multiple of NB), a full run storing a figure whose GB/s is recomputed from its times and 8 n^2,
+HPCC's defaults from HPL's derivation, the corruption hook caught with nothing stored, and bad input
+refused in one line."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from clusterbench.benchmarks import get_benchmark
+from clusterbench.benchmarks.base import RunContext, allowed_cpus, available_memory
+from clusterbench.benchmarks.hpcc.ptrans import local_bytes, node_bytes, numroc
+from clusterbench.benchmarks.hpl.hpl import default_n, default_nb
+from clusterbench.benchmarks.mpi.common import launch_spec
+from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.launch import mpi as M
+from clusterbench.session import run as session_run
+from clusterbench.store import Store
+
+
+def expected(n: int) -> tuple[float, float]:
+    """The kernel's checksums of C = A^T + B, A and B from the kernel's formulas."""
+    i, j = np.indices((n, n), dtype=np.int64)
+    a = ((7 * i + 13 * j) % 101) / 50.0 - 1.0
+    b = ((3 * i + 11 * j) % 97) / 48.0 - 1.0
+    c = a.T + b
+    return float((c * ((5 * i + j) % 17)).sum()), float((c * ((i + 3 * j) % 13)).sum())
+
+
+def _ranks_or_skip(ctx: RunContext, n: int) -> None:
+    if len(allowed_cpus(ctx)) < n:
+        pytest.skip(f"needs {n} cpus")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("ranks", "grid", "n", "nb"), [(1, (1, 1), 37, 8), (1, (1, 1), 5, 8),
+                                                      (2, (1, 2), 37, 8), (2, (2, 1), 37, 8),
+                                                      (2, (1, 2), 9, 8)])
+def test_selftest_matches_numpy(live_probe, mpi, ranks: int, grid: tuple[int, int], n: int, nb: int) -> None:
+    """n=5 < NB: one partial block; n=9 on 1x2: the second rank holds one column."""
+    ctx = RunContext(probe=live_probe, profile="quick", timeout=60)
+    _ranks_or_skip(ctx, ranks)
+    params = get_benchmark("ptrans").resolve(ctx, {"ranks": ranks, "n": max(n, nb), "nb": nb,
+                                                   "grid": f"{grid[0]}x{grid[1]}", "allow_root": True})
+    b = ctx.build("ptrans", openmp=False, cc=mpi.mpicc)
+    spec = launch_spec(ctx, params, params["places"], params["host_list"])
+    recs = M.run_mpi(mpi, spec, [str(b.path), f"--n={n}", f"--nb={nb}", f"--p={grid[0]}", f"--q={grid[1]}",
+                                 "--selftest=1"], timeout=60).records
+    got = next(r for r in recs if r["type"] == "selftest")
+    want = expected(n)
+    assert got["n"] == n and got["residual"] == 0
+    assert got["checksum"] == pytest.approx(want[0], rel=1e-12, abs=1e-9)
+    assert got["checksum2"] == pytest.approx(want[1], rel=1e-12, abs=1e-9)
+    info = next(r for r in recs if r["type"] == "info")
+    assert info["grid"] == list(grid) and info["nb"] == nb
+
+
+@pytest.mark.integration
+def test_run_stores_gbs_from_times(live_probe, mpi, tmp_path) -> None:
+    ctx = RunContext(probe=live_probe)
+    ranks = 2 if len(allowed_cpus(ctx)) >= 2 else 1
+    store = Store(tmp_path / "r.db")
+    n, nb = 301, 32
+    session_run(["ptrans"], {"ptrans": {"ranks": ranks, "n": n, "nb": nb, "samples": 3, "allow_root": True}},
+                profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
+    (run,) = store.list_runs()
+    (row,) = store.results(run["id"])
+    p = row["params"]
+    assert row["metric"] == "gbs" and row["unit"] == "GB/s"
+    assert p["n"] == n and p["nb"] == nb and p["ranks"] == ranks and p["processes"] == ranks
+    assert p["grid"] == ([1, 2] if ranks == 2 else [1, 1])  # HPL's default: the squarest with P <= Q
+    assert p["residual"] == 0 and p["threshold"] == 16
+    times = p["times_s"]  # the slowest rank's time of each sample
+    assert len(row["samples"]) == len(times) == 3 and all(t > 0 for t in times)
+    assert row["samples"] == pytest.approx([8 * n * n / t / 1e9 for t in times], rel=1e-9)
+    assert row["value"] == pytest.approx(max(row["samples"]))
+    assert p["hpcc_key"] == "PTRANS_GBs" and p["hpcc_value"] == pytest.approx(row["value"])
+    assert p["time_s_best"] == pytest.approx(min(times), rel=1e-9)
+
+
+@pytest.mark.integration
+def test_corrupted_result_fails_and_stores_nothing(live_probe, mpi, tmp_path) -> None:
+    ctx = RunContext(probe=live_probe)
+    ranks = 2 if len(allowed_cpus(ctx)) >= 2 else 1
+    store = Store(tmp_path / "r.db")
+    with pytest.raises(KernelFailed, match=r"residual .* above HPCC's threshold 16"):
+        session_run(["ptrans"], {"ptrans": {"ranks": ranks, "n": 200, "nb": 16, "samples": 1, "corrupt": True,
+                                            "allow_root": True}},
+                    profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
+    runs = store.list_runs()
+    assert len(runs) == 1 and runs[0]["results"] == 0 and store.results(runs[0]["id"]) == []
+
+
+def test_defaults_follow_hpl(ctx) -> None:
+    """HPCC: PTRANS on HPL's grid and NB, n = HPL's N / 2 (no --quick: the real default)."""
+    c = RunContext(probe=ctx.probe, timeout=10_000)
+    p = get_benchmark("ptrans").resolve(c, {"ranks": 1, "allow_root": True})
+    nb = default_nb(ctx.probe)
+    assert p["nb"] == nb and p["grid"] == [1, 1]
+    mem = available_memory(ctx.probe)
+    hpl_n = default_n(mem, nb, 1, 1)
+    assert p["n"] == hpl_n // 2 or node_bytes(hpl_n // 2, nb, 1, 1, 1) > 0.8 * mem
+
+
+def test_block_cyclic_sizes() -> None:
+    assert [numroc(37, 8, r, 2) for r in range(2)] == [21, 16]  # blocks 0,2,4(5 rows) | 1,3
+    assert [numroc(9, 8, r, 2) for r in range(2)] == [8, 1]
+    assert sum(numroc(1000, 7, r, 3) for r in range(3)) == 1000
+    assert local_bytes(37, 8, 1, 2) == 8 * 37 * 21
+
+
+def test_bad_input_is_one_line(ctx) -> None:
+    bench = get_benchmark("ptrans")
+    for given, match in (({"ranks": 1, "grid": "1x2"}, r"--grid 1x2 has 2 processes and 1 ranks run"),
+                         ({"ranks": 1, "grid": "two"}, "is not P x Q"),
+                         ({"ranks": 1, "n": 100, "nb": 200}, "--nb 200 is larger than n=100"),
+                         ({"ranks": 1, "nb": 0}, "--nb 0 is not allowed"),
+                         ({"ranks": 1, "n": 0}, "--n 0 is not allowed"),
+                         ({"ranks": 1, "n": 9_000_000}, r"above 80% of the .* GiB available.*use --n \d+ or less")):
+        c = RunContext(probe=ctx.probe, timeout=10_000)
+        with pytest.raises(UsageError, match=match) as exc:
+            bench.resolve(c, {"allow_root": True, **given})
+        assert "\n" not in str(exc.value)
+
+
+def test_fitting_n_is_named(ctx) -> None:
+    mem = available_memory(ctx.probe)
+    c = RunContext(probe=ctx.probe, timeout=10_000)
+    with pytest.raises(UsageError) as exc:
+        get_benchmark("ptrans").resolve(c, {"allow_root": True, "ranks": 1, "n": 9_000_000, "nb": 64})
+    fit = int(str(exc.value).rsplit("--n ", 1)[1].split()[0])
+    assert node_bytes(fit, 64, 1, 1, 1) <= 0.8 * mem < node_bytes(fit + 64, 64, 1, 1, 1)
+    assert math.isfinite(fit) and fit > 0
