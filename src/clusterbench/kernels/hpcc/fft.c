@@ -11,10 +11,11 @@
  *                  on rank 0 (no distributed FFT at all). So n must be a multiple of ranks^2
  *                  here (refused otherwise): every rank holds n/ranks elements in and out.
  *
- * Planning happens once, before any timing: FFTW_MEASURE bounded by fftw_set_timelimit
- * (--plan_seconds, default 2 s, per plan; FFTW falls back to its estimate past the limit), or
- * FFTW_ESTIMATE with --plan=estimate. Both are recorded in the result params ("plan_flags",
- * "plan_time_limit_s"). The planner overwrites the arrays, so the input is written after it, and
+ * Planning happens once, before any timing: single and star FFTW_MEASURE bounded by
+ * fftw_set_timelimit (--plan_seconds, default 2 s, per plan; FFTW falls back to its estimate past
+ * the limit), or FFTW_ESTIMATE with --plan=estimate; mpi always FFTW_ESTIMATE (a time limit can
+ * make the ranks choose different distributed plans and deadlock; see main). Both are recorded
+ * in the result params ("plan_flags", "plan_time_limit_s"). The planner overwrites the arrays, so the input is written after it, and
  * again (untimed) before every sample because an out-of-place MPI transform may destroy it.
  *
  * Input: x[j] = ((37 j) mod 101) / 50 - 1 + i (((53 j) mod 97) / 48 - 1) for the global index j
@@ -90,7 +91,12 @@ int main(int argc, char **argv) {
     if (mode == SINGLE && nranks != 1) cb_mpi_die("--mode=single runs on 1 rank, not %d", nranks);
     if (mode == DIST && nranks > 1 && n % ((ptrdiff_t)nranks * nranks))
         cb_mpi_die("--n=%td is not a multiple of ranks^2 = %d", n, nranks * nranks);
-    int measure = strcmp(plan_s, "estimate") != 0 && !selftest;
+    cb_mpi_report_placement(rank, nranks, NULL, NULL);   /* before planning: it may take a while */
+    /* mpi: FFTW_ESTIMATE. FFTW-MPI synchronises measured costs across ranks but not the time
+     * limit, so under load one rank times out while another keeps measuring and the ranks pick
+     * different plans and deadlock (seen here: 2 ranks, n = 2^20, 0.5 s limit); without a limit
+     * MEASURE takes ~25 s at 2^20. Estimated plans are the same on every rank. */
+    int measure = strcmp(plan_s, "estimate") != 0 && !selftest && mode != DIST;
     unsigned flags = measure ? FFTW_MEASURE : FFTW_ESTIMATE;
     if (mode == DIST) fftw_mpi_init();
     fftw_set_timelimit(plan_seconds);
@@ -127,7 +133,6 @@ int main(int argc, char **argv) {
     double plan_s_taken = MPI_Wtime() - tp;
     MPI_Allreduce(MPI_IN_PLACE, &plan_s_taken, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
-    cb_mpi_report_placement(rank, nranks, NULL, NULL);
     const double F = flops_of((double)n), eps = DBL_EPSILON / 2, logn = log2((double)n);
 
     if (selftest) {
