@@ -56,8 +56,9 @@ from clusterbench.errors import KernelFailed, UsageError
 THRESHOLD = 16.0
 #: bytes per rank besides its three local matrices (MPI library, plan, the process itself)
 RANK_OVERHEAD = 64 << 20
-#: effective bytes per second per rank the estimate assumes (a slow node's memory, ~6 passes)
-SLOW_RATE = 0.3e9
+#: bytes per second per rank the estimate assumes for its ~6 passes over a local matrix per sample
+#: (this 2-core VM does ~5e9 at n = 24288)
+SLOW_RATE = 1e9
 
 
 def numroc(n: int, nb: int, ip: int, np_: int) -> int:
