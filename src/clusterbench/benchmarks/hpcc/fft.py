@@ -23,6 +23,8 @@ seconds / 1e9. Metrics, in Gflop/s, bigger is better:
 - ``gflops_per_process``: single: the same; star: the mean over ranks of each rank's own rate
   (HPCC's StarFFT); mpi: gflops / ranks. Its ``times_s`` are the fastest rank's times.
 
+Each figure records its per-sample seconds in ``params.times_s``.
+
 Validation (after timing, before any figure): the backward transform of the result, scaled by
 1/n, against the input; err = max_j |x_j - x'_j| over every rank, scaled HPCC-style by
 eps log2 n (eps = 2^-53) must be below 16, else the run fails (exit 4, nothing stored). The error
@@ -211,7 +213,7 @@ class Fft(MpiBenchmark):
                 if kp.get("processes") != procs or kp.get("n") != n:
                     raise KernelFailed(f"fft: the kernel ran n={kp.get('n')} on {kp.get('processes')} ranks, "
                                        f"asked n={n} on {procs}", "report this as a bug")
-                prm = {**kp, **base, "validation_error": kp.get("scaled_error")}
+                prm = {**kp, **base, "validation_error": kp.get("scaled_error"), "times_s": rec.get("times_s")}
                 got.append(ctx.emit(self, rec["metric"], rec["samples"], prm, times_s=rec.get("times_s")))
 
             spec = launch_spec(ctx, params, places, params["host_list"])
