@@ -51,10 +51,7 @@ from clusterbench.benchmarks.base import (
 )
 from clusterbench.benchmarks.mpi.common import (
     RANK_PARAMS,
-    KernelSession,
     MpiBenchmark,
-    detect,
-    launch_spec,
     place_ranks,
 )
 from clusterbench.errors import KernelFailed, UsageError
@@ -186,13 +183,8 @@ class Fft(MpiBenchmark):
         return total
 
     # -- running -----------------------------------------------------------------------------------
-    def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
-        ctx.build(self.kernel, libs=LIBS, openmp=False, cc=detect(params).mpicc)
-
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
         out: list = []
-        mpi = detect(params)
-        b = ctx.build(self.kernel, libs=LIBS, openmp=False, cc=mpi.mpicc)
         n = params["n"]
         ctx.progress.start("fft", total=len(params["modes"]))
         for mode in params["modes"]:
@@ -216,9 +208,8 @@ class Fft(MpiBenchmark):
                 prm = {**kp, **base, "validation_error": kp.get("scaled_error"), "times_s": rec.get("times_s")}
                 got.append(ctx.emit(self, rec["metric"], rec["samples"], prm, times_s=rec.get("times_s")))
 
-            spec = launch_spec(ctx, params, places, params["host_list"])
-            KernelSession(ctx, f"fft {mode}", spec, mpi, base, on_result).run(
-                [str(b.path), *args], params["launch_timeout"], proof_ranks=(0, 1) if procs > 1 else (0,))
+            self.launch(ctx, params, args, base, on_result, places=places, host_list=params["host_list"],
+                        proof_ranks=(0, 1) if procs > 1 else (0,), name=f"fft {mode}")
             if len(got) != 2:
                 raise KernelFailed(f"fft {mode} printed {len(got)} of its 2 results", "rerun; report it if it persists")
             g = got[0] if got[0].metric == "gflops" else got[1]

@@ -475,6 +475,8 @@ class MpiBenchmark(Benchmark):
     and transport proof recorded with every figure, the transport noted)."""
 
     shared_params: ClassVar[tuple[Param, ...]] = (TRANSPORT, TCP_INCLUDE, MPI, LAUNCHER, ALLOW_ROOT, LAUNCH_TIMEOUT)
+    #: libraries the kernel links besides the MPI (e.g. fftw3_mpi, fftw3)
+    kernel_libs: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -489,7 +491,7 @@ class MpiBenchmark(Benchmark):
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
         if self.kernel:
-            ctx.build(self.kernel, openmp=False, cc=detect(params).mpicc)
+            ctx.build(self.kernel, libs=self.kernel_libs, openmp=False, cc=detect(params).mpicc)
 
     def launch(self, ctx: RunContext, params: dict[str, Any], args: Sequence[str], base: dict[str, Any],
                on_result: Callable[[dict], None], places: Sequence[tuple[str | None, int]] | None = None,
@@ -499,7 +501,7 @@ class MpiBenchmark(Benchmark):
         resolved ``params["places"]`` on ``params["host_list"]``); ``base`` gets the placement,
         MPI library and transport proof; each result record goes to ``on_result``."""
         mpi = detect(params)
-        b = ctx.build(self.kernel or self.name, openmp=False, cc=mpi.mpicc)
+        b = ctx.build(self.kernel or self.name, libs=self.kernel_libs, openmp=False, cc=mpi.mpicc)
         spec = launch_spec(ctx, params, params["places"] if places is None else places,
                            params.get("host_list") if host_list is None else host_list)
         name = session.pop("name", self.name)
