@@ -111,3 +111,25 @@ def test_randomaccess_keys_read_back_and_export_with_their_sizes() -> None:
     assert keys["StarRandomAccess_GUPs"] == pytest.approx(0.05) and keys["RandomAccess_N"] == 1 << 24
     assert keys["MPIRandomAccess_LCG_GUPs"] == pytest.approx(0.04) and keys["MPIRandomAccess_LCG_N"] == 1 << 25
     assert keys["MPIRandomAccess_LCG_ExeUpdates"] == 4 << 25 and keys["MPIRandomAccess_LCG_Errors"] == 0
+
+
+def test_ptrans_and_fft_keys_read_back_and_export_with_their_sizes() -> None:
+    from clusterbench.report.hpccoutf import summary_keys
+
+    summary = parse_hpcc_output((DATA / "hpccoutf-1x2-n1000-nb64.txt").read_text())["summary"]
+    got = {hk.key: (bench, hk.metric, params, value) for bench, hk, params, value in from_hpcc_summary(summary, 2)}
+    assert got["PTRANS_GBs"][:2] == ("ptrans", "gbs") and got["PTRANS_GBs"][3] == pytest.approx(2.57792)
+    for key, mode, metric in (("SingleFFT_Gflops", "single", "gflops"), ("StarFFT_Gflops", "star", "gflops_per_process"),
+                              ("MPIFFT_Gflops", "mpi", "gflops")):
+        bench, m, params, value = got[key]
+        assert (bench, m, params["mode"]) == ("fft", metric, mode) and value == pytest.approx(summary[key])
+    ctx = RunContext(probe={})
+    rs = [ctx.emit(get_benchmark("fft"), "gflops", [3.0], {"mode": "mpi", "n": 65536, "processes": 2}),
+          ctx.emit(get_benchmark("fft"), "gflops_per_process", [1.5], {"mode": "star", "n": 32768, "processes": 2}),
+          ctx.emit(get_benchmark("ptrans"), "gbs", [2.5], {"n": 500, "nb": 64, "grid": [1, 2], "residual_max_abs": 0.0,
+                                                         "time_s_best": 0.0008})]
+    keys = summary_keys([r.as_json() for r in rs])
+    assert keys["MPIFFT_Gflops"] == pytest.approx(3.0) and keys["MPIFFT_N"] == 65536
+    assert keys["StarFFT_Gflops"] == pytest.approx(1.5) and keys["FFT_N"] == 32768
+    assert (keys["PTRANS_GBs"], keys["PTRANS_n"], keys["PTRANS_nb"]) == (pytest.approx(2.5), 500, 64)
+    assert (keys["PTRANS_nprow"], keys["PTRANS_npcol"]) == (1, 2)

@@ -115,9 +115,12 @@ class Fft(MpiBenchmark):
     kernel_libs = LIBS
     suites: ClassVar[dict[str, int]] = {"hpcc": 60}
     key_params = ("mode", "n", "processes")
-    hpcc_keys = (HpccKey("SingleFFT_Gflops", "gflops", lambda p: p.get("mode") == "single"),
-                 HpccKey("StarFFT_Gflops", "gflops_per_process", lambda p: p.get("mode") == "star"),
-                 HpccKey("MPIFFT_Gflops", "gflops", lambda p: p.get("mode") == "mpi"))
+    hpcc_keys = (HpccKey("SingleFFT_Gflops", "gflops", lambda p: p.get("mode") == "single",
+                         sizes=lambda p: {"FFT_N": p.get("n")}),
+                 HpccKey("StarFFT_Gflops", "gflops_per_process", lambda p: p.get("mode") == "star",
+                         sizes=lambda p: {"FFT_N": p.get("n")}),
+                 HpccKey("MPIFFT_Gflops", "gflops", lambda p: p.get("mode") == "mpi",
+                         sizes=lambda p: {"MPIFFT_N": p.get("n")}))
     metrics = (
         Metric("gflops", "Gflop/s", True, "5 n log2 n per transform / s / 1e9, all processes together "
                "(star: ranks x that over the slowest rank's time; mpi: over the slowest rank's time)"),
