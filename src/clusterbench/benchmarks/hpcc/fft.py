@@ -9,11 +9,16 @@ One complex double 1-D DFT of size ``--n``, out of place, per mode (one launch e
   divides n; other sizes are refused here with a size that works;
 - ``all`` (default): single, then star and mpi when there is more than one rank.
 
-Plans are made once before timing: single and star with FFTW_MEASURE, each plan bounded by
-``fftw_set_timelimit`` (``--plan-seconds``, 2 s; past it FFTW uses its estimate); mpi with
-FFTW_ESTIMATE (FFTW-MPI does not synchronise the time limit across ranks: under load they chose
-different plans and deadlocked here, and unbounded MEASURE took ~25 s at n = 2^20 on 2 ranks).
-``plan_flags`` and ``plan_time_limit_s`` are recorded. One untimed warm-up transform, then ``--samples`` timed ones.
+Plans are made once before timing. The timed (forward) plan of single and star: ``--plan``
+(FFTW_MEASURE by default; patient and exhaustive search longer), bounded by ``--plan-seconds`` (60 s;
+fftw_set_timelimit). FFTW's wisdom (its memory of plans) is kept beside the kernel in the kernel cache
+(per compiler, flags and cpu model) and reused, so a size is planned once per machine and later runs
+start at once (``--no-wisdom`` plans afresh). In star mode rank 0 plans and hands its wisdom to the
+others: every rank runs the same plan. mpi plans with FFTW_ESTIMATE (FFTW-MPI does not synchronise the
+time limit across ranks: under load they chose different plans and deadlocked here, and unbounded
+MEASURE took ~25 s at n = 2^20 on 2 ranks). The backward plan, for validation only, is estimated.
+``plan_flags``, ``plan_time_limit_s``, ``plan_s`` and ``wisdom_loaded`` are recorded. One untimed
+warm-up transform, then ``--samples`` timed ones.
 
 Flops per transform: 5 n log2 n (HPCC's convention, not what FFTW executes); Gflop/s = that /
 seconds / 1e9. Metrics, in Gflop/s, bigger is better:
@@ -52,6 +57,7 @@ from clusterbench.benchmarks.base import (
 from clusterbench.benchmarks.mpi.common import (
     RANK_PARAMS,
     MpiBenchmark,
+    detect,
     place_ranks,
 )
 from clusterbench.errors import KernelFailed, UsageError
@@ -134,12 +140,16 @@ class Fft(MpiBenchmark):
               "default: the largest power of two whose 32 n B vectors per process fit in 1/8 of the "
               "available memory, at most 2^26)", min=MIN_N, max=MAX_N),
         Param("samples", int, 5, "timed transforms after one warm-up", min=1, max=1000),
-        Param("plan_seconds", float, 2.0, "FFTW_MEASURE planning time limit per plan, single and star (fftw_set_timelimit)",
+        Param("plan", str, "measure", "FFTW planning rigour for single and star: estimate, measure, patient, "
+              "exhaustive (mpi always estimates)", ("estimate", "measure", "patient", "exhaustive")),
+        Param("plan_seconds", float, 60.0, "planning time limit of the timed plan (fftw_set_timelimit); a size "
+              "planned once is remembered (FFTW wisdom in the kernel cache) and planned again in no time",
               min=0, max=3600, min_open=True),
+        Param("wisdom", bool, True, "keep FFTW's wisdom (its plans) in the kernel cache and reuse it"),
         *RANK_PARAMS,
         Param("corrupt", bool, False, "test hook: one output element damaged after timing (validation must fail)"),
     )
-    profiles: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"n": 1 << 20, "samples": 3, "plan_seconds": 0.5}}
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"n": 1 << 20, "samples": 3, "plan_seconds": 2.0}}
     headlines = (_headline,)
 
     # -- parameters ------------------------------------------------------------------------------
@@ -181,7 +191,7 @@ class Fft(MpiBenchmark):
         total = 0.0
         for m in params["modes"]:
             per_transform = flops(n) / (SLOW_GFLOPS * 1e9) / (ranks if m == "mpi" else 1)
-            plan = 2 * params["plan_seconds"] * 1.5 if m != "mpi" else 1.0
+            plan = params["plan_seconds"] * 1.2 + 1 if m != "mpi" and params["plan"] != "estimate" else 1.0
             total += 2 + plan + (params["samples"] + 3) * per_transform
         return total
 
@@ -189,12 +199,16 @@ class Fft(MpiBenchmark):
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
         out: list = []
         n = params["n"]
+        # FFTW's wisdom beside the kernel: the cache folder is per compiler, flags and cpu model
+        build = ctx.build(self.kernel, libs=self.kernel_libs, openmp=False, cc=detect(params).mpicc)
+        wisdom = str(build.path.parent / "fftw.wisdom") if params["wisdom"] else None
         ctx.progress.start("fft", total=len(params["modes"]))
         for mode in params["modes"]:
             places = params["places"][:1] if mode == "single" else params["places"]
             procs = len(places)
             args = [f"--mode={mode}", f"--n={n}", f"--samples={params['samples']}",
-                    f"--plan_seconds={params['plan_seconds']}", *(["--corrupt=1"] if params["corrupt"] else [])]
+                    f"--plan={params['plan']}", f"--plan_seconds={params['plan_seconds']}",
+                    *([f"--wisdom={wisdom}"] if wisdom else []), *(["--corrupt=1"] if params["corrupt"] else [])]
             base: dict[str, Any] = {
                 "mode": mode, "n": n, "processes": procs, "ranks": procs, "cpus": [c for _, c in places],
                 "hosts": sorted({h for h, _ in places if h}) or None,

@@ -82,6 +82,7 @@ int main(int argc, char **argv) {
     const int selftest = (int)cb_arg_ll(argc, argv, "selftest", 0);
     const double plan_seconds = cb_arg_double(argc, argv, "plan_seconds", 2.0);
     const char *plan_s = cb_arg(argc, argv, "plan", "measure");
+    const char *wisdom = cb_arg(argc, argv, "wisdom", NULL);
     int mode = -1;
     for (int m = 0; m < 3; m++)
         if (!strcmp(mode_s, mode_names[m])) mode = m;
@@ -96,8 +97,16 @@ int main(int argc, char **argv) {
      * limit, so under load one rank times out while another keeps measuring and the ranks pick
      * different plans and deadlock (seen here: 2 ranks, n = 2^20, 0.5 s limit); without a limit
      * MEASURE takes ~25 s at 2^20. Estimated plans are the same on every rank. */
-    int measure = strcmp(plan_s, "estimate") != 0 && !selftest && mode != DIST;
-    unsigned flags = measure ? FFTW_MEASURE : FFTW_ESTIMATE;
+    static const char *plan_names[] = {"estimate", "measure", "patient", "exhaustive"};
+    static const unsigned plan_flags[] = {FFTW_ESTIMATE, FFTW_MEASURE, FFTW_PATIENT, FFTW_EXHAUSTIVE};
+    static const char *flag_names[] = {"FFTW_ESTIMATE", "FFTW_MEASURE", "FFTW_PATIENT", "FFTW_EXHAUSTIVE"};
+    int level = -1;
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(plan_s, plan_names[k])) level = k;
+    if (level < 0) cb_mpi_die("--plan=%s: choose estimate, measure, patient or exhaustive", plan_s);
+    if (selftest || mode == DIST) level = 0;
+    const int measure = level > 0;
+    const unsigned flags = plan_flags[level];
     if (mode == DIST) fftw_mpi_init();
     fftw_set_timelimit(plan_seconds);
 
@@ -118,14 +127,39 @@ int main(int argc, char **argv) {
     memset(in, 0, (size_t)alloc * sizeof *in);
     memset(out, 0, (size_t)alloc * sizeof *out);
 
+    /* The timed (forward) plan with --plan's rigour; the backward one, only for validation, estimated.
+     * Wisdom (--wisdom=FILE, FFTW's own plan memory): rank 0 reads it before planning and writes it
+     * back after, so a size planned once on this machine is planned again in no time. Star mode:
+     * rank 0 plans first and hands its wisdom to the others, so every rank runs the same plan and
+     * the planning is done once. */
     double tp = MPI_Wtime();
-    fftw_plan fwd, bwd;
+    fftw_plan fwd = NULL, bwd = NULL;
+    int wisdom_loaded = 0;
     if (mode == DIST) {
         fwd = fftw_mpi_plan_dft_1d(n, in, out, MPI_COMM_WORLD, FFTW_FORWARD, flags);
-        bwd = fftw_mpi_plan_dft_1d(n, out, in, MPI_COMM_WORLD, FFTW_BACKWARD, flags);
+        bwd = fftw_mpi_plan_dft_1d(n, out, in, MPI_COMM_WORLD, FFTW_BACKWARD, FFTW_ESTIMATE);
     } else {
-        fwd = fftw_plan_dft_1d((int)n, in, out, FFTW_FORWARD, flags);
-        bwd = fftw_plan_dft_1d((int)n, out, in, FFTW_BACKWARD, flags);
+        if (rank == 0) {
+            if (wisdom && measure) wisdom_loaded = fftw_import_wisdom_from_filename(wisdom);
+            fwd = fftw_plan_dft_1d((int)n, in, out, FFTW_FORWARD, flags);
+        }
+        if (mode == STAR && measure) {
+            char *w = rank == 0 ? fftw_export_wisdom_to_string() : NULL;
+            long long len = w ? (long long)strlen(w) + 1 : 0;
+            MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+            if (rank != 0 && len > 0 && !(w = malloc((size_t)len))) cb_mpi_die("out of memory for FFTW's wisdom");
+            if (len > 0) MPI_Bcast(w, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
+            if (rank != 0 && len > 0) fftw_import_wisdom_from_string(w);
+            if (w) { if (rank == 0) fftw_free(w); else free(w); }
+        }
+        if (rank != 0) fwd = fftw_plan_dft_1d((int)n, in, out, FFTW_FORWARD, flags);
+        bwd = fftw_plan_dft_1d((int)n, out, in, FFTW_BACKWARD, FFTW_ESTIMATE);
+        if (rank == 0 && wisdom && measure && fwd) { /* written aside and renamed: never half a file */
+            char tmp[4096];
+            snprintf(tmp, sizeof tmp, "%s.%d.tmp", wisdom, (int)getpid());
+            if (fftw_export_wisdom_to_filename(tmp)) rename(tmp, wisdom);
+            else unlink(tmp);
+        }
     }
     int bad = !fwd || !bwd;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -219,11 +253,12 @@ int main(int argc, char **argv) {
         char prm[1024];
         snprintf(prm, sizeof prm,
                  "{\"mode\":\"%s\",\"n\":%td,\"processes\":%d,\"fftw_version\":\"%s\",\"plan_flags\":\"%s\","
-                 "\"plan_time_limit_s\":%.6g,\"plan_s\":%.6g,\"flops_per_transform\":%.17g,"
+                 "\"plan_time_limit_s\":%.6g,\"plan_s\":%.6g,\"wisdom_loaded\":%s,\"flops_per_transform\":%.17g,"
                  "\"max_error\":%.6g,\"scaled_error\":%.6g,\"valid\":true,\"warmup\":%d,"
                  "\"local_n_in\":%td,\"local_n_out\":%td}",
-                 mode_s, n, nranks, fftw_version, measure ? "FFTW_MEASURE" : "FFTW_ESTIMATE",
-                 measure ? plan_seconds : 0.0, plan_s_taken, F, err, scaled, warmup, ni, no);
+                 mode_s, n, nranks, fftw_version, flag_names[level],
+                 measure ? plan_seconds : 0.0, plan_s_taken, wisdom_loaded ? "true" : "false", F, err, scaled,
+                 warmup, ni, no);
         cb_json_begin("result"); cb_json_str("metric", "gflops"); cb_json_str("unit", "Gflop/s");
         cb_json_raw("params", prm); cb_json_nums("samples", g, samples); cb_json_nums("times_s", wall, samples);
         cb_json_end();
