@@ -193,6 +193,8 @@ def test_mpi_rank_killed_mid_run_keeps_results():
 HPCC_KERNEL_RUNS = {
     "randomaccess": ("run", "randomaccess", "--allow-root", "--mode", "mpi", "--log2-size", "26", "--samples", "20"),
     "hpcg": ("run", "hpcg", "--allow-root", "--local", "32", "--time", "30"),
+    "ptrans": ("run", "ptrans", "--allow-root", "--n", "6000", "--samples", "50"),
+    "fft": ("run", "fft", "--allow-root", "--mode", "mpi", "--n", str(1 << 22), "--samples", "200"),
 }
 
 
