@@ -127,3 +127,15 @@ def test_bad_input_is_one_line(ctx) -> None:
         with pytest.raises(UsageError, match=match) as exc:
             bench.resolve(c, {"allow_root": True, **given})
         assert "\n" not in str(exc.value)
+
+
+@pytest.mark.integration
+def test_long_run_raises_the_default_timeout_and_refuses_a_given_one(live_probe) -> None:
+    bench = get_benchmark("randomaccess")
+    ctx = RunContext(probe=live_probe, timeout=10, timeout_given=False)
+    bench.resolve(ctx, {"allow_root": True, "ranks": 1, "mode": "single", "log2_size": 28})
+    assert ctx.timeout > 10 and "the timeout is" in ctx.notes[-1]
+    given = RunContext(probe=live_probe, timeout=10, timeout_given=True)
+    with pytest.raises(UsageError, match="randomaccess would take about .* above the 10 s timeout") as exc:
+        bench.resolve(given, {"allow_root": True, "ranks": 1, "mode": "single", "log2_size": 28})
+    assert "--timeout" in exc.value.fix

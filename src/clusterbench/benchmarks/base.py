@@ -231,6 +231,20 @@ class RunContext:
         self.notes.append(text)
         self.progress.note(text)
 
+    def fit_timeout(self, what: str, est: float, factor: float = 2.0, how: str = "",
+                    smaller: str = "make the run smaller") -> None:
+        """A run estimated at ``est`` seconds: above the default timeout, raise it to ``factor`` times
+        the estimate (and say so); above a timeout the user gave, refuse (one line, the fix)."""
+        if est <= self.timeout:
+            return
+        if not self.timeout_given:
+            self.timeout = float(math.ceil(est * factor))
+            self.note(f"{what} should take about {est:.0f} s{how}: the timeout is {self.timeout:.0f} s for this "
+                      "run (--timeout sets it)")
+            return
+        raise UsageError(f"{what} would take about {est:.0f} s{how}, above the {self.timeout:.0f} s timeout",
+                         f"pass --timeout {math.ceil(est * factor)} or {smaller}")
+
     # -- building and running kernels -------------------------------------------------------
     def build(self, name: str, libs: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (),
               openmp: bool = True, cc: str | None = None) -> Build:

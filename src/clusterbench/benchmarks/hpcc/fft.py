@@ -54,6 +54,7 @@ from clusterbench.benchmarks.base import (
     RunContext,
     available_memory,
 )
+from clusterbench.benchmarks.hpcc import hpcc_modes
 from clusterbench.benchmarks.mpi.common import (
     RANK_PARAMS,
     MpiBenchmark,
@@ -157,7 +158,7 @@ class Fft(MpiBenchmark):
         p = super().check(ctx, params)
         place_ranks(ctx, p)
         ranks, per_node = p["ranks"], p["ranks_per_node"]
-        modes = self._modes(p["mode"], ranks)
+        modes = hpcc_modes(p["mode"], ranks)
         mem = available_memory(ctx.probe)
         n = p["n"]
         if n is None:
@@ -174,17 +175,8 @@ class Fft(MpiBenchmark):
                              f"{mem / 2**30:.1f} GiB available", f"use --n {fit} or less")
         p.update(n=n, modes=modes, memory_bytes_per_node=need)
         est = self.estimate_seconds(ctx, p)
-        if est > ctx.timeout and not ctx.timeout_given:
-            ctx.timeout = float(math.ceil(est * 3))
-            ctx.note(f"fft: should take about {est:.0f} s: the timeout is {ctx.timeout:.0f} s for this run "
-                     "(--timeout sets it)")
+        ctx.fit_timeout("fft", est, factor=3)
         return p
-
-    @staticmethod
-    def _modes(mode: str, ranks: int) -> list[str]:
-        if mode == "all":
-            return ["single", "star", "mpi"] if ranks > 1 else ["single"]
-        return [mode]
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         n, ranks = params["n"], params["ranks"]

@@ -168,10 +168,7 @@ class Ptrans(MpiBenchmark):
                              f"the {mem / 2**30:.1f} GiB available", f"use --n {fit} or less")
         p.update(n=n, nb=nb, p=gp, q=gq, grid=[gp, gq], memory_bytes_per_node=need)
         est = self.estimate_seconds(ctx, p)
-        if est > ctx.timeout and not ctx.timeout_given:
-            ctx.timeout = float(math.ceil(est * 2))
-            ctx.note(f"ptrans: n={n} should take about {est:.0f} s: the timeout is {ctx.timeout:.0f} s for this run "
-                     "(--timeout sets it)")
+        ctx.fit_timeout(f"ptrans n={n}", est)
         return p
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:

@@ -42,6 +42,7 @@ from clusterbench.benchmarks.base import (
     RunContext,
     available_memory,
 )
+from clusterbench.benchmarks.hpcc import hpcc_modes
 from clusterbench.benchmarks.mpi.common import RANK_PARAMS, MpiBenchmark, place_ranks
 from clusterbench.errors import KernelFailed, UsageError
 
@@ -126,7 +127,7 @@ class RandomAccess(MpiBenchmark):
         p = super().check(ctx, params)
         place_ranks(ctx, p)
         n, per_node = p["ranks"], p["ranks_per_node"]
-        modes = self._modes(p["mode"], n)
+        modes = hpcc_modes(p["mode"], n)
         if p["mode"] in ("star", "mpi") and n < 2:
             ctx.note(f"randomaccess: --mode {p['mode']} with one rank is the single figure")
         mem = available_memory(ctx.probe)
@@ -146,17 +147,8 @@ class RandomAccess(MpiBenchmark):
         p.update(log2_size=k, modes=modes,
                  variants=["standard", "lcg"] if p["variant"] == "both" else [p["variant"]])
         est = self.estimate_seconds(ctx, p)
-        if est > ctx.timeout and not ctx.timeout_given:
-            ctx.timeout = float(math.ceil(est * 3))
-            ctx.note(f"randomaccess: should take about {est:.0f} s: the timeout is {ctx.timeout:.0f} s for this run "
-                     "(--timeout sets it)")
+        ctx.fit_timeout("randomaccess", est, factor=3)
         return p
-
-    @staticmethod
-    def _modes(mode: str, ranks: int) -> list[str]:
-        if mode == "all":
-            return ["single", "star", "mpi"] if ranks > 1 else ["single"]
-        return [mode]
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         k = params["log2_size"]

@@ -183,13 +183,7 @@ class Hpcg(MpiBenchmark):
                              "give --time 1800 or more and a --local using a quarter of memory, or drop --official")
         p["dims"] = list(dims)
         est = self.estimate_seconds(ctx, {**p, "dims": dims})
-        if est > ctx.timeout and not ctx.timeout_given:
-            ctx.timeout = float(math.ceil(est * 2))
-            ctx.note(f"hpcg: should take about {est:.0f} s: the timeout is {ctx.timeout:.0f} s for this run "
-                     "(--timeout sets it)")
-        if est > ctx.timeout:
-            raise UsageError(f"hpcg would take about {est:.0f} s, above the {ctx.timeout:.0f} s timeout",
-                             f"pass --timeout {math.ceil(est * 2)} or a shorter --time")
+        ctx.fit_timeout("hpcg", est, smaller="a shorter --time")
         p.update(dims=list(dims), grid=list(process_grid(n)), official_ok=not reasons, not_official_because=reasons, memory_bytes_per_node=need)
         return p
 
