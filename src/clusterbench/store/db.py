@@ -262,8 +262,10 @@ class Store:
 
     # -- schema -------------------------------------------------------------------------------
     def _check_schema(self, readonly: bool) -> None:
-        has_meta = self.db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        # One statement, one snapshot: read apart, another process creating the store between the two
+        # reads made a brand-new store look like a foreign SQLite file.
+        others, has_meta = self.db.execute(
+            "SELECT count(*), coalesce(sum(type='table' AND name='meta'), 0) FROM sqlite_master").fetchone()
         if has_meta:
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             try:
@@ -289,7 +291,6 @@ class Store:
                     f"results store {self.path} has schema {found}, this clusterbench reads {STORE_SCHEMA}",
                     "use the clusterbench version that wrote it, or " + _fix_for(self.path))
             return
-        others = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if others:
             raise StoreError(f"{self.path} is an SQLite file but not a clusterbench results store",
                              _fix_for(self.path))
