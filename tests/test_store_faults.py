@@ -14,7 +14,7 @@ import pytest
 
 from clusterbench.errors import StoreError, UsageError
 from clusterbench.session import new_run_record
-from clusterbench.store import Store
+from clusterbench.store import STORE_SCHEMA, Store
 from clusterbench.store.db import process_start
 
 CLI = [sys.executable, "-m", "clusterbench"]
@@ -350,7 +350,7 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
     assert ro.results(rid)[0]["benchmark"] == "bandwidth"
     ro.close()
     st = Store(p)
-    assert st.schema == 3 and st.results(rid)[0]["benchmark"] == "membw"
+    assert st.schema == 4 and st.results(rid)[0]["benchmark"] == "membw"
     assert st.get_run(rid)["status"] == "complete"
     assert {"pid_start", "boot_id"} <= {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
 
@@ -419,8 +419,8 @@ def test_a_first_release_store_without_notes_reads_and_upgrades_1_to_3(tmp_path:
     ro.close()
     st = Store(p)
     cols = {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
-    assert st.schema == 3 and {"notes", "cluster", "pid_start", "boot_id"} <= cols
-    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
+    assert st.schema == 4 and {"notes", "cluster", "pid_start", "boot_id", "note"} <= cols
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
     old = st.get_run("first")
     assert (old["notes"], old["argv"], old["probe"]) == ([], ["clusterbench", "run", "bandwidth"], {"hostname": "h"})
     (res,) = st.results("first")
@@ -429,7 +429,7 @@ def test_a_first_release_store_without_notes_reads_and_upgrades_1_to_3(tmp_path:
     st.finish_run(rid, "complete", notes=["a note"])
     assert st.get_run(rid)["notes"] == ["a note"] and st.get_run(rid)["status"] == "complete"
     st.close()
-    assert Store(p).schema == 3  # opening an upgraded file again changes nothing
+    assert Store(p).schema == 4  # opening an upgraded file again changes nothing
 
 
 @pytest.mark.integration
@@ -579,7 +579,7 @@ def test_concurrent_writers_upgrade_an_old_store_once(tmp_path: Path) -> None:
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err
         st = Store(p, readonly=True)
-        assert st.schema == 3 and st.get_run(rid)["status"] == "complete"
+        assert st.schema == 4 and st.get_run(rid)["status"] == "complete"
         st.close()
 
 
@@ -598,7 +598,7 @@ def test_concurrent_writers_create_a_new_store_once(tmp_path: Path) -> None:
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err
         with sqlite3.connect(p) as db:
-            assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall() == [("3",)]
+            assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall() == [(str(STORE_SCHEMA),)]
 
 
 def test_an_empty_db_path_is_refused_not_the_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

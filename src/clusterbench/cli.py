@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from clusterbench import SCHEMA_VERSION, __version__
@@ -65,6 +66,13 @@ def _common_run_options(sub: argparse.ArgumentParser) -> None:
                      help=f"seconds before a kernel is killed (default {DEFAULT_TIMEOUT:.0f}, or longer when a "
                      "benchmark such as a large hpl needs it)")
     sub.add_argument("--no-store", action="store_true", help="do not write the results store")
+    _tag_options(sub)
+
+
+def _tag_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--tag", dest="tags", action="append", default=[], metavar="TAG",
+                     help="name the run (repeatable) to select it later in compare, report and results list")
+    sub.add_argument("--note", help="free text stored with the run (what you changed)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,11 +124,52 @@ def build_parser() -> argparse.ArgumentParser:
     for sp in ssub.choices.values():
         sp.add_argument("--json", action="store_true")
 
+    cmp_ = cmds.add_parser("compare", help="did a change help? two sides of runs, figure by figure, with statistics",
+                           description="Compare two sides (each a run id, unique prefix, tag, 'last', 'last~N', or "
+                           "several joined by commas; a tag pools all its runs).")
+    cmp_.add_argument("a", metavar="A", help="the baseline side")
+    cmp_.add_argument("b", metavar="B", help="the changed side")
+    cmp_.add_argument("--metric", help="only this metric")
+    cmp_.add_argument("--benchmark", help="only this benchmark")
+    cmp_.add_argument("--min-effect", type=float, default=None, metavar="PCT",
+                      help="smallest change in %% called significant (default: the method's)")
+    cmp_.add_argument("--fail-if-worse", type=float, default=None, metavar="PCT",
+                      help="exit 1 when a figure is significantly worse by more than PCT %%")
+    cmp_.add_argument("--all", action="store_true", help="also list the figures with no significant difference")
+    cmp_.add_argument("--json", action="store_true", help="print one JSON document")
+
+    rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)")
+    rpt.add_argument("runs", nargs="+", metavar="RUN|TAG", help="run ids, prefixes, tags, 'last', 'last~N'")
+    rpt.add_argument("-o", "--output", default="report", help="output folder (default ./report)")
+    rpt.add_argument("--compare", action="store_true",
+                     help="with exactly two selectors: also compare them (the comparison chart)")
+    rpt.add_argument("--force", action="store_true", help="replace an existing report folder")
+    rpt.add_argument("--json", action="store_true")
+
     res = cmds.add_parser("results", help="stored runs")
     rsub = res.add_subparsers(dest="action", required=True, parser_class=_Parser)
     ls = rsub.add_parser("list", help="list runs")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--limit", type=_positive_int, default=None, help="the newest N runs (N >= 1)")
+    ls.add_argument("--tag", help="only runs carrying this tag")
+    ls.add_argument("--benchmark", help="only runs with figures of this benchmark")
+    ls.add_argument("--host", help="only runs recorded on this host")
+    ls.add_argument("--since", help="only runs started at or after this date (YYYY-MM-DD[THH:MM], UTC)")
+    tag = rsub.add_parser("tag", help="add tags to a stored run, --remove some, or set its --note")
+    tag.add_argument("run", help="run id, unique prefix, 'last' or 'last~N'")
+    tag.add_argument("tags", nargs="*", metavar="TAG")
+    tag.add_argument("--remove", action="append", default=[], metavar="TAG", help="remove this tag (repeatable)")
+    tag.add_argument("--note", help="replace the run's note ('' clears it)")
+    tag.add_argument("--json", action="store_true")
+    tab = rsub.add_parser("table", help="one metric of one benchmark as a table: rows and columns by parameter")
+    tab.add_argument("benchmark")
+    tab.add_argument("--metric", help="the metric (default: the benchmark's first)")
+    tab.add_argument("--rows", type=_strlist, required=True, help="parameters (or tag, host, run) for the rows")
+    tab.add_argument("--cols", type=_strlist, default=[], help="parameters (or tag, host, run) for the columns")
+    tab.add_argument("--runs", help="only these runs (a selector: ids, tags, 'last~1,last')")
+    tab.add_argument("--agg", choices=("best", "median", "mean", "last"), default="best",
+                     help="several figures in a cell: best (default), median, mean or the newest")
+    tab.add_argument("--json", action="store_true")
     show = rsub.add_parser("show", help="show one run (id, unique prefix, or 'last')")
     show.add_argument("run")
     show.add_argument("--json", action="store_true")
@@ -153,6 +202,7 @@ def _tune_parser(cmds: Any) -> None:
     th.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds before one trial is killed")
     th.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores")
     th.add_argument("--json", action="store_true", help="print the tune as one JSON document")
+    _tag_options(th)
 
 
 def _positive_int(text: str) -> int:
@@ -205,6 +255,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_cluster(args)
     if args.command == "tune":
         return _cmd_tune(args)
+    if args.command == "compare":
+        return _cmd_compare(args)
+    if args.command == "report":
+        return _cmd_report(args)
     return _cmd_results(args)
 
 
@@ -250,7 +304,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = RichProgress() if use_bar else None
     argv = ["clusterbench", *sys.argv[1:]]
     kwargs = dict(profile=args.profile or "default", store=store, use_store=not args.no_store, argv=argv,
-                  timeout=args.timeout, oversubscribe=args.oversubscribe, progress=progress)
+                  timeout=args.timeout, oversubscribe=args.oversubscribe, progress=progress, tags=args.tags,
+                  note=args.note)
     try:
         if progress is not None:
             with progress:
@@ -310,7 +365,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     report = tuner.tune(space, args.n, tuner.parse_budget(args.budget), Store(args.db), mem=args.mem, base=base,
                         resume=not args.no_resume, progress=progress, top_k=args.top, timeout=args.timeout,
-                        oversubscribe=args.oversubscribe, argv=["clusterbench", *sys.argv[1:]])
+                        oversubscribe=args.oversubscribe, argv=["clusterbench", *sys.argv[1:]], tags=args.tags,
+                        note=args.note)
     if args.json:
         dump_json(report.document())
     else:
@@ -398,15 +454,20 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_results(args: argparse.Namespace) -> int:
     from clusterbench.ui import dump_json, print_results, print_table
 
+    if args.action == "tag":
+        return _cmd_results_tag(args)
     store = Store(args.db, readonly=True)
     if args.action == "list":
-        runs = store.list_runs(args.limit)
+        runs = store.list_runs(args.limit, tag=args.tag, benchmark=args.benchmark, host=args.host, since=args.since)
         if args.json:
             dump_json({"schema": SCHEMA_VERSION, "runs": runs})
         else:
-            print_table([[r["id"][:8], r["started"][:19], r["status"], str(r["results"]), r["host"], r["command"]]
-                         for r in runs], ["run", "started", "status", "results", "host", "command"])
+            print_table([[r["id"][:8], r["started"][:19], r["status"], str(r["results"]), r["host"],
+                          ",".join(r["tags"]), r["command"] + (f"  # {r['note']}" if r.get("note") else "")]
+                         for r in runs], ["run", "started", "status", "results", "host", "tags", "command"])
         return 0
+    if args.action == "table":
+        return _cmd_results_table(args, store)
     run = store.get_run(args.run)
     results = store.results(run["id"])
     doc = {"schema": SCHEMA_VERSION, "run": run, "results": results}
@@ -426,6 +487,97 @@ def _cmd_results(args: argparse.Namespace) -> int:
         return 0
     from clusterbench.report.export import export
     export(run, results, args.format, args.output, force=args.force)
+    return 0
+
+
+def _cmd_results_tag(args: argparse.Namespace) -> int:
+    from clusterbench.ui import dump_json
+
+    if not args.tags and not args.remove and args.note is None:
+        raise UsageError("results tag needs a TAG, --remove TAG or --note", "e.g. clusterbench results tag last baseline")
+    store = Store(args.db)
+    run_id = store.tag_run(args.run, add=args.tags, remove=args.remove, note=args.note)
+    run = store.get_run(run_id)
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, "run": run["id"], "tags": run["tags"], "note": run["note"]})
+    else:
+        sys.stdout.write(f"run {run_id[:8]}: tags {', '.join(run['tags']) or '(none)'}"
+                         + (f"; note: {run['note']}" if run.get("note") else "") + "\n")
+    return 0
+
+
+def _cmd_results_table(args: argparse.Namespace, store: Store) -> int:
+    from clusterbench.analysis.table import format_table, pivot
+    from clusterbench.ui import dump_json, print_table
+
+    cls = all_benchmarks().get(args.benchmark)
+    if cls is None:
+        raise UsageError(f"unknown benchmark '{args.benchmark}'", "see 'clusterbench list'")
+    metric = args.metric or cls.metrics[0].name
+    if metric not in {m.name for m in cls.metrics}:
+        raise UsageError(f"{args.benchmark} has no metric '{metric}'",
+                         f"use one of {', '.join(m.name for m in cls.metrics)}")
+    run_ids = store.select_runs(args.runs) if args.runs else None
+    table = pivot(store.figures(args.benchmark, metric, run_ids), args.rows, args.cols, args.agg)
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, "table": table.as_dict()})
+    else:
+        lines = format_table(table)
+        sys.stdout.write(f"{table.benchmark} {table.metric} ({table.unit}, {table.agg} of each cell, "
+                         f"{'higher' if table.higher_is_better else 'lower'} is better)\n")
+        print_table(lines[1:], lines[0])
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from clusterbench.report.compare import compare_sides, format_comparison
+    from clusterbench.ui import dump_json
+
+    if args.fail_if_worse is not None and not 0 <= args.fail_if_worse < 100:
+        raise UsageError(f"--fail-if-worse {args.fail_if_worse} is not a percentage", "give 0 to 100, e.g. 5")
+    if args.min_effect is not None and not 0 <= args.min_effect < 100:
+        raise UsageError(f"--min-effect {args.min_effect} is not a percentage", "give 0 to 100, e.g. 1")
+    doc = compare_sides(Store(args.db, readonly=True), args.a, args.b, benchmark=args.benchmark, metric=args.metric,
+                        min_effect=args.min_effect)
+    worse = args.fail_if_worse is not None and doc["worst_change_pct"] is not None \
+        and doc["worst_change_pct"] < -args.fail_if_worse
+    doc["fail_if_worse"] = {"pct": args.fail_if_worse, "failed": worse} if args.fail_if_worse is not None else None
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, **doc})
+    else:
+        sys.stdout.write(format_comparison(doc, show_all=args.all))
+        if worse:
+            sys.stdout.write(f"worse by more than {args.fail_if_worse:g}% (--fail-if-worse): exit {EXIT_WORSE}\n")
+    return EXIT_WORSE if worse else 0
+
+
+#: `compare --fail-if-worse` found a significant regression (apart from the error codes 2-5)
+EXIT_WORSE = 6
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from clusterbench.report.compare import compare_sides
+    from clusterbench.report.html import write_report
+    from clusterbench.ui import dump_json
+
+    store = Store(args.db, readonly=True)
+    ids: list[str] = []
+    for spec in args.runs:
+        ids += [i for i in store.select_runs(spec) if i not in ids]
+    comparison = None
+    if args.compare:
+        if len(args.runs) != 2:
+            raise UsageError("--compare needs exactly two selectors", "e.g. clusterbench report baseline jumbo --compare")
+        comparison = compare_sides(store, args.runs[0], args.runs[1])
+    out = Path(args.output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
+        raise UsageError(f"{out} already exists and is not an empty folder",
+                         "choose another -o folder, or --force to replace it")
+    index = write_report(store, ids, out, comparison=comparison)
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, "report": str(index), "runs": ids})
+    else:
+        sys.stdout.write(f"report of {len(ids)} run(s): {index}\n")
     return 0
 
 

@@ -118,6 +118,8 @@ def run(
     oversubscribe: bool = False,
     progress: Progress | None = None,
     probe_data: dict | None = None,
+    tags: Sequence[str] = (),
+    note: str | None = None,
 ) -> RunReport:
     """Run benchmarks by name and return the report; see the module docstring.
 
@@ -125,13 +127,16 @@ def run(
     attached to it as ``exc.report`` when a run had started."""
     with _terminate_as_interrupt():  # from the start: a SIGTERM while compiling is handled too
         return _run(names, given or {}, profile, store, use_store, argv, timeout, oversubscribe,
-                    progress, probe_data)
+                    progress, probe_data, tags, note)
 
 
 def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Store | None, use_store: bool,
          argv: Sequence[str] | None, timeout: float, oversubscribe: bool, progress: Progress | None,
-         probe_data: dict | None) -> RunReport:
+         probe_data: dict | None, tags: Sequence[str] = (), note: str | None = None) -> RunReport:
     from clusterbench.probe import probe as do_probe
+    from clusterbench.store.db import check_tag
+
+    tags = list(dict.fromkeys(check_tag(t) for t in tags))  # bad tags refused before anything runs
 
     timeout_given = timeout is not None
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
@@ -146,6 +151,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         bench.prepare(ctx, params)
     argv = list(argv if argv is not None else sys.argv)
     record = new_run_record(argv, probe_data, profile)
+    record["tags"], record["note"] = tags, note
     hosts = list(dict.fromkeys(h for bench, params in steps for h in bench.hosts(params)))
     if hosts:  # a run across hosts: every node's probe and NIC settings, before anything is stored
         from clusterbench.probe import cluster as consistency
@@ -213,5 +219,5 @@ def new_run_record(argv: Sequence[str], probe_data: dict, profile: str) -> dict:
         # with the pid, what tells this process from a later one that reuses the pid (store schema 3)
         "pid_start": process_start(os.getpid()), "boot_id": boot_id(),
         "clusterbench_version": __version__, "profile": profile, "probe": probe_data, "builds": {},
-        "cluster": {}, "warnings": [], "notes": [],
+        "cluster": {}, "warnings": [], "notes": [], "tags": [], "note": None,
     }

@@ -17,15 +17,17 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   a ``running`` run reads as running only while that very process lives (same host, same boot, same pid
   *and* start time), so a reused pid never keeps a killed run "running". Rows without them (older
   schemas), and processes /proc hides (``hidepid``), are judged by the pid alone.
+* ``run_tags(run_id, tag)`` (schema 4) - the tags given with ``--tag`` (or ``results tag``) to select
+  runs by name in ``compare``, ``report`` and ``results list --tag``; ``runs.note`` is ``--note``'s text.
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
 
 Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
 2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
-``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3). An older file is upgraded in
-place (1 -> 2 -> 3, one transaction) when it is opened for writing, and read as it is when opened
-read-only.
+``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3); 4 adds the user's ``runs.note`` and
+the ``run_tags`` table. An older file is upgraded in place (1 -> 2 -> 3 -> 4, one transaction) when it is
+opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
 
 Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
 ``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, an unwritable file or folder (or a
@@ -49,7 +51,7 @@ from typing import Any
 from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 
-STORE_SCHEMA = 3
+STORE_SCHEMA = 4
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
     # 'notes' joined schema 1 after its first commit without a version bump: added when missing
@@ -58,7 +60,15 @@ UPGRADES = {
     2: ("ALTER TABLE runs ADD COLUMN pid_start INTEGER",
         "ALTER TABLE runs ADD COLUMN boot_id TEXT",
         "UPDATE results SET benchmark='membw' WHERE benchmark='bandwidth'"),
+    3: ("ALTER TABLE runs ADD COLUMN note TEXT",
+        "CREATE TABLE IF NOT EXISTS run_tags (run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+        " tag TEXT NOT NULL, PRIMARY KEY (run_id, tag))",
+        "CREATE INDEX IF NOT EXISTS run_tags_tag ON run_tags(tag)"),
 }
+#: a tag: letters, digits and ._+=@- (no spaces, commas or colons: 'tag:NAME' and 'a,b' are selector syntax)
+TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,63}")
+#: 'last', or 'last~N' (the run N before the newest)
+_LAST_RE = re.compile(r"last(?:~(\d+))?")
 #: seconds to wait for another process's lock (CLUSTERBENCH_DB_TIMEOUT overrides)
 DEFAULT_TIMEOUT = 30.0
 #: SQLite keeps the wait in int milliseconds: a longer one (1e12, inf) silently became no wait at all
@@ -84,8 +94,15 @@ CREATE TABLE IF NOT EXISTS runs (
     notes TEXT NOT NULL DEFAULT '[]',
     cluster TEXT NOT NULL DEFAULT '{}',
     pid_start INTEGER,
-    boot_id TEXT
+    boot_id TEXT,
+    note TEXT
 );
+CREATE TABLE IF NOT EXISTS run_tags (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (run_id, tag)
+);
+CREATE INDEX IF NOT EXISTS run_tags_tag ON run_tags(tag);
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -361,7 +378,28 @@ class Store:
                  pid, record["clusterbench_version"], record["profile"], json.dumps(record["probe"]),
                  json.dumps(record.get("builds") or {}), json.dumps(record.get("cluster") or {}),
                  started, boot))
+            self._set_tags(str(record["id"]), record.get("tags") or ())
+            if record.get("note"):
+                self.db.execute("UPDATE runs SET note=? WHERE id=?", (str(record["note"]), record["id"]))
         return str(record["id"])
+
+    def _set_tags(self, run_id: str, tags: Any) -> None:
+        for tag in tags:
+            check_tag(tag)
+            self.db.execute("INSERT OR IGNORE INTO run_tags VALUES (?, ?)", (run_id, tag))
+
+    def tag_run(self, ref: str, add: Any = (), remove: Any = (), note: str | None = None) -> str:
+        """Add or remove tags of a stored run (and set its note); returns the run id."""
+        for tag in [*add, *remove]:
+            check_tag(tag)
+        run_id = self.resolve(ref)
+        with self._tx():
+            self._set_tags(run_id, add)
+            for tag in remove:
+                self.db.execute("DELETE FROM run_tags WHERE run_id=? AND tag=?", (run_id, tag))
+            if note is not None:
+                self.db.execute("UPDATE runs SET note=? WHERE id=?", (note or None, run_id))
+        return run_id
 
     def add_build(self, run_id: str, name: str, info: dict) -> None:
         with self._tx():
@@ -400,6 +438,7 @@ class Store:
             "id": row["id"], "started": row["started"], "ended": row["ended"], "status": status,
             "error": error, "command": row["command"], "host": row["host"],
             "clusterbench_version": row["clusterbench_version"], "profile": row["profile"], "pid": row["pid"],
+            "tags": self.tags(row["id"]), "note": row["note"] if "note" in row.keys() else None,
         }
         if full:
             cols = row.keys()  # older schemas lack columns ('in row' would test the values, not the names)
@@ -413,11 +452,100 @@ class Store:
                 d[key] = row[key] if key in cols else None
         return d
 
-    def list_runs(self, limit: int | None = None) -> list[dict]:
+    def _has_tags(self) -> bool:
+        """Schema 4 or later (a read-only older file has no run_tags table)."""
+        if not hasattr(self, "_tags_table"):
+            self._tags_table = bool(self._read(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='run_tags'"))
+        return self._tags_table
+
+    def tags(self, run_id: str) -> list[str]:
+        if not self._has_tags():
+            return []
+        return [r[0] for r in self._read("SELECT tag FROM run_tags WHERE run_id=? ORDER BY tag", (run_id,))]
+
+    def all_tags(self) -> dict[str, int]:
+        """Every tag in the store and how many runs carry it."""
+        if not self._has_tags():
+            return {}
+        return {r[0]: r[1] for r in self._read("SELECT tag, count(*) FROM run_tags GROUP BY tag ORDER BY tag")}
+
+    def list_runs(self, limit: int | None = None, *, tag: str | None = None, benchmark: str | None = None,
+                  host: str | None = None, since: str | None = None, status: str | None = None) -> list[dict]:
+        """Runs, newest first, filtered: ``tag`` (carried by the run), ``benchmark`` (has a figure of it,
+        or its command names it), ``host``, ``since`` (an ISO date or date-time: started at or after it)."""
+        where, args = [], []
+        if tag is not None:
+            check_tag(tag)
+            if not self._has_tags():
+                return []
+            where.append("r.id IN (SELECT run_id FROM run_tags WHERE tag=?)")
+            args.append(tag)
+        if benchmark is not None:
+            where.append("(EXISTS (SELECT 1 FROM results x WHERE x.run_id=r.id AND x.benchmark=?)"
+                         " OR r.command LIKE ? ESCAPE '\\')")
+            args += [benchmark, "% run " + _like_literal(benchmark) + "%"]
+        if host is not None:
+            where.append("r.host=?")
+            args.append(host)
+        if since is not None:
+            where.append("r.started >= ?")
+            args.append(_since(since))
+        if status is not None:
+            where.append("r.status=?")
+            args.append(status)
         q = ("SELECT r.*, (SELECT count(*) FROM results x WHERE x.run_id=r.id) AS n FROM runs r"
-             " ORDER BY started DESC")
-        rows = self._read(q + (f" LIMIT {int(limit)}" if limit else ""))
+             + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started DESC")
+        rows = self._read(q + (f" LIMIT {int(limit)}" if limit else ""), tuple(args))
         return [{**self._run_dict(r, False), "results": r["n"]} for r in rows]
+
+    def select_runs(self, spec: str) -> list[str]:
+        """The run ids a selector names, oldest first. A selector is 'last' or 'last~N' (the Nth before
+        the newest), a run id or a unique prefix of one, a tag (every run carrying it), or several of
+        these joined by commas; 'run:ID' and 'tag:NAME' say which is meant when a word is both."""
+        if not spec or not spec.strip():
+            raise UsageError("an empty run selector selects nothing", "give a run id, a tag, 'last' or 'last~1'")
+        ids: list[str] = []
+        parts = [p.strip() for p in spec.split(",")]
+        if not all(parts):
+            raise UsageError(f"empty item in the run selector '{spec}'", "e.g. 'baseline' or 'last~1,last'")
+        for part in parts:
+            for run_id in self._select_one(part):
+                if run_id not in ids:
+                    ids.append(run_id)
+        order = {r[0]: r[1] for r in self._read(
+            f"SELECT id, started FROM runs WHERE id IN ({','.join('?' * len(ids))})", tuple(ids))}
+        return sorted(ids, key=lambda i: order[i])
+
+    def _select_one(self, part: str) -> list[str]:
+        kind, _, name = part.partition(":") if part.startswith(("run:", "tag:")) else ("", "", part)
+        last = _LAST_RE.fullmatch(name)
+        if last and kind != "tag":
+            back = int(last[1] or 0)
+            rows = self._read("SELECT id FROM runs ORDER BY started DESC LIMIT 1 OFFSET ?", (back,))
+            if not rows:
+                n = self._read("SELECT count(*) FROM runs")[0][0]
+                raise UsageError(f"'{name}' selects nothing: the store holds {n} run(s)", "see 'clusterbench results list'")
+            return [rows[0]["id"]]
+        tagged = []
+        if kind != "run" and TAG_RE.fullmatch(name) and self._has_tags():
+            tagged = [r[0] for r in self._read("SELECT run_id FROM run_tags WHERE tag=?", (name,))]
+        if kind == "tag":
+            if not tagged:
+                raise UsageError(f"no run is tagged '{name}' in {self.path}", _tag_hint(self.all_tags()))
+            return tagged
+        if kind == "run":
+            return [self.resolve(name)]
+        prefix = self._read("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (_like_literal(name) + "%",))
+        if tagged and prefix:
+            raise UsageError(f"'{name}' is both a tag and the start of a run id",
+                             f"say which: 'tag:{name}' or 'run:{name}'")
+        if tagged:
+            return tagged
+        if not prefix:
+            raise UsageError(f"no run or tag '{name}' in {self.path}",
+                             "see 'clusterbench results list' (" + _tag_hint(self.all_tags()) + ")")
+        return [self.resolve(name)]
 
     def resolve(self, ref: str) -> str:
         """A run id from a full id, a unique prefix, or 'last'."""
@@ -443,6 +571,27 @@ class Store:
         return [_result_dict(r) for r in self._read(
             "SELECT * FROM results WHERE run_id=? ORDER BY seq", (run_id,))]
 
+    def figures(self, benchmark: str, metric: str | None = None, run_ids: list[str] | None = None) -> list[dict]:
+        """Every stored figure of ``benchmark`` (one ``metric``; of ``run_ids`` only), oldest first; each
+        result dict also carries ``run_id``, ``run_started``, ``host`` and ``tags`` (one query per call,
+        one more for the tags: a 200-run store tables in milliseconds)."""
+        where, args = ["x.benchmark=?"], [benchmark]
+        if metric is not None:
+            where.append("x.metric=?")
+            args.append(metric)
+        if run_ids is not None:
+            where.append(f"x.run_id IN ({','.join('?' * len(run_ids))})")
+            args += run_ids
+        rows = self._read("SELECT x.*, r.started AS run_started, r.host AS host FROM results x"
+                          " JOIN runs r ON r.id = x.run_id WHERE " + " AND ".join(where)
+                          + " ORDER BY r.started, x.seq", tuple(args))
+        tags: dict[str, list[str]] = {}
+        if rows and self._has_tags():
+            for run_id, tag in self._read("SELECT run_id, tag FROM run_tags ORDER BY tag"):
+                tags.setdefault(run_id, []).append(tag)
+        return [{**_result_dict(r), "run_id": r["run_id"], "run_started": r["run_started"], "host": r["host"],
+                 "tags": tags.get(r["run_id"], [])} for r in rows]
+
     def count_results(self, run_id: str) -> int:
         """How many results are committed for ``run_id``."""
         return int(self._read("SELECT count(*) FROM results WHERE run_id=?", (run_id,))[0][0])
@@ -463,6 +612,35 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+
+def check_tag(tag: Any) -> str:
+    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or _LAST_RE.fullmatch(tag):
+        raise UsageError(f"tag {tag!r} is not a valid tag",
+                         "use 1-64 letters, digits or ._+=@- starting with a letter or digit (not 'last')")
+    return tag
+
+
+def _tag_hint(tags: dict[str, int]) -> str:
+    if not tags:
+        return "no run carries a tag yet: add --tag NAME to a run"
+    shown = ", ".join(list(tags)[:8]) + (", ..." if len(tags) > 8 else "")
+    return f"tags in the store: {shown}"
+
+
+def _like_literal(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _since(text: str) -> str:
+    """An ISO date or date-time as the store's 'started' compares it (UTC, text order)."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"--since {text!r} is not a date", "use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    return when.isoformat(timespec="seconds")
 
 
 def _result_dict(r: sqlite3.Row) -> dict:

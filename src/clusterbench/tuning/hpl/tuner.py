@@ -63,8 +63,11 @@ def _flat(d: dict[str, Any]) -> str:
 class _Tuner:
     def __init__(self, space: Space, n: int | None, budget_s: float | str, store: Store, probe: dict, *,
                  mem: float, base: dict[str, Any], resume: bool, progress: Progress | None, top_k: int,
-                 timeout: float, oversubscribe: bool, argv: Sequence[str] | None, n_small: int | None) -> None:
+                 timeout: float, oversubscribe: bool, argv: Sequence[str] | None, n_small: int | None,
+                 tags: Sequence[str] = (), note: str | None = None) -> None:
         space.check()
+        from clusterbench.store.db import check_tag
+        self.tags, self.note = [check_tag(t) for t in tags], note
         if top_k < 1:
             raise UsageError(f"top_k {top_k} is not allowed", "confirm at least 1 configuration at full N")
         self.space, self.store, self.probe = space, store, probe
@@ -232,7 +235,8 @@ class _Tuner:
         t = time.monotonic()
         try:
             rep = session.run([bench], {bench: given}, profile=profile, store=self.store, argv=argv,
-                              timeout=self.timeout, oversubscribe=self.oversubscribe, probe_data=self.probe)
+                              timeout=self.timeout, oversubscribe=self.oversubscribe, probe_data=self.probe,
+                              tags=self.tags, note=self.note)
         except KernelFailed as exc:
             trial.status, trial.note = "failed", str(exc)
             trial.wall_s = time.monotonic() - t
@@ -451,19 +455,20 @@ class _Tuner:
 def tune(space: Space | None = None, n: int | None = None, budget_s: float | str = 1200.0, store: Store | None = None,
          probe: dict | None = None, *, mem: float = 0.8, base: dict[str, Any] | None = None, resume: bool = True,
          progress: Progress | None = None, top_k: int = TOP_K, timeout: float = 900.0, oversubscribe: bool = False,
-         argv: Sequence[str] | None = None, n_small: int | None = None, stop_after: int | None = None) -> TuneReport:
+         argv: Sequence[str] | None = None, n_small: int | None = None, stop_after: int | None = None,
+         tags: Sequence[str] = (), note: str | None = None) -> TuneReport:
     """Tune HPL's NB x grid x topology (x BLAS) at order ``n`` (default: ``mem`` of MemAvailable)
     within ``budget_s`` seconds; every trial is stored in ``store``; see the module docstring.
 
     ``base`` holds the other ``hpl`` parameters (hosts, hostfile, allow_root, transport, engine,
     seed, openblas_coretype). ``progress(event)`` is called at each trial's start and end
     (``event["event"]`` in start, done, reused, failed, skipped; ``event["trial"]``). ``stop_after``
-    ends after that stage (1: no confirmation). Raises UsageError before anything runs on bad
+    ends after that stage (1: no confirmation). ``tags`` and ``note`` go with every trial's run. Raises UsageError before anything runs on bad
     input or a budget too small for one trial; an interruption keeps every finished trial stored
     and a rerun with ``resume=True`` takes them from the store."""
     from clusterbench.probe import probe as do_probe
 
     tuner = _Tuner(space or Space(), n, budget_s, store if store is not None else Store(), probe or do_probe(),
                    mem=mem, base=dict(base or {}), resume=resume, progress=progress, top_k=top_k, timeout=timeout,
-                   oversubscribe=oversubscribe, argv=argv, n_small=n_small)
+                   oversubscribe=oversubscribe, argv=argv, n_small=n_small, tags=tags, note=note)
     return tuner.run(stop_after)
