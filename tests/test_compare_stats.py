@@ -1,0 +1,315 @@
+"""`compare A B` analysis (analysis/compare.py): pure functions checked on known inputs (unit tier)."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+
+import pytest
+
+from clusterbench.analysis import compare as C
+from clusterbench.errors import UsageError
+
+KEYS = {"stream": ("variant", "threads", "order", "cpu_node", "mem_node"), "fpu": ("op", "threads")}
+
+
+def gauss(mean: float, sd: float, n: int, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.gauss(mean, sd) for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- Mann-Whitney
+
+
+def test_mann_whitney_exact_small_samples():
+    assert C.mann_whitney([1, 2, 3], [4, 5, 6]) == (0.0, pytest.approx(0.1), "exact")  # 2/C(6,3)
+    assert C.mann_whitney([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])[1] == pytest.approx(2 / 252)
+    # one pair out of order: U = 1, P(U <= 1) = 2/20 for 3 vs 3
+    assert C.mann_whitney([1, 2, 4], [3, 5, 6])[1] == pytest.approx(0.2)
+    # interleaved: U = 3, P(U <= 3) = (1 + 1 + 2 + 3) / 20 = 0.35
+    assert C.mann_whitney([1, 3, 5], [2, 4, 6]) == (3.0, pytest.approx(0.7), "exact")
+    assert sum(C._u_distribution(4, 6)) == math.comb(10, 4)
+    assert C.smallest_p(3, 3) == pytest.approx(0.1)
+    assert C.smallest_p(4, 4) == pytest.approx(2 / 70)
+
+
+def normal_p(a: list[float], b: list[float]) -> float:
+    """The normal approximation computed by hand (no ties, continuity correction)."""
+    m, n = len(a), len(b)
+    u = sum(1.0 for x in a for y in b if x > y)
+    sd = math.sqrt(m * n * (m + n + 1) / 12.0)
+    z = (abs(u - m * n / 2) - 0.5) / sd
+    return math.erfc(z / math.sqrt(2))
+
+
+def test_mann_whitney_normal_approximation_for_large_samples():
+    a, b = gauss(10, 1, 60, 1), gauss(10.4, 1, 60, 2)
+    _u, p, method = C.mann_whitney(a, b)
+    assert method == "normal"  # 3600 pairs > EXACT_MAX_CELLS
+    assert p == pytest.approx(normal_p(a, b), rel=1e-9)
+    # exact and normal agree at the boundary of the exact method (40 x 40 = 1600 pairs)
+    for shift in (0.2, 0.5):
+        a, b = gauss(10, 1, 40, 3), gauss(10 + shift, 1, 40, 4)
+        assert C.mann_whitney(a, b)[2] == "exact"
+        assert C.mann_whitney(a, b)[1] == pytest.approx(normal_p(a, b), rel=0.1)
+
+
+def test_mann_whitney_ties_use_tie_correction():
+    a, b = [1, 1, 2, 2, 3, 3], [2, 3, 3, 4, 4, 5]
+    _u, p, method = C.mann_whitney(a, b)
+    assert method == "normal" and 0 < p < 1
+    assert C.mann_whitney([5, 5, 5], [5, 5, 5])[1] == 1.0
+
+
+def test_against_scipy_when_installed():
+    stats = pytest.importorskip("scipy.stats")
+    for seed in range(5):
+        a, b = gauss(10, 1, 12, seed), gauss(10.8, 1, 9, seed + 100)
+        ref = stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+        assert C.mann_whitney(a, b)[1] == pytest.approx(ref, rel=1e-9)
+        a, b = gauss(10, 1, 70, seed), gauss(10.3, 1, 80, seed + 100)
+        ref = stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
+        assert C.mann_whitney(a, b)[1] == pytest.approx(ref, rel=1e-9)
+        ref = stats.ttest_ind(a[:5], b[:4]).pvalue
+        assert C.t_test(a[:5], b[:4]) == pytest.approx(ref, rel=1e-7)
+
+
+def test_t_test_known_value():
+    # t = 3 / sqrt(1 * (2/3)) = 3.674, df 4: two-sided p = 0.02131
+    assert C.t_test([1, 2, 3], [4, 5, 6]) == pytest.approx(0.021311641, rel=1e-6)
+    assert C.t_test([1.0], [2.0]) is None  # no degree of freedom
+    assert C.t_test([1.0], [1.0, 1.2]) is not None  # 1 vs 2 works (df 1)
+
+
+# --------------------------------------------------------------------------- bootstrap and verdicts
+
+
+def test_bootstrap_interval_contains_true_ratio_and_is_deterministic():
+    a, b = gauss(100, 2, 30, 5), gauss(120, 2.4, 30, 6)  # true ratio 1.2
+    lo, hi = C.bootstrap_ratio([a], [b])
+    assert lo < 1.2 < hi and hi - lo < 0.05
+    assert C.bootstrap_ratio([a], [b]) == (lo, hi)
+    assert C.bootstrap_ratio([a], [b], seed=7) != (lo, hi)
+    assert C.compare_samples(a, b, True).as_dict() == C.compare_samples(a, b, True).as_dict()
+
+
+def test_direction_lower_is_better_latency_that_dropped_is_better():
+    a, b = gauss(10, 0.1, 10, 1), gauss(8, 0.08, 10, 2)
+    lat = C.compare_samples(a, b, higher_is_better=False)
+    assert lat.verdict == C.BETTER and lat.change_pct == pytest.approx((1 - lat.ratio) * 100)
+    assert lat.ratio == pytest.approx(0.8, rel=0.02) and lat.change_pct == pytest.approx(20, abs=2)
+    bw = C.compare_samples(a, b, higher_is_better=True)
+    assert bw.verdict == C.WORSE and bw.change_pct == pytest.approx(-20, abs=2)
+
+
+def test_identical_distributions_not_different_and_different_ones_are():
+    same = C.compare_samples(gauss(50, 0.5, 15, 1), gauss(50, 0.5, 15, 2), True)
+    assert same.verdict == C.SAME and not same.significant
+    diff = C.compare_samples(gauss(50, 0.5, 15, 1), gauss(55, 0.5, 15, 2), True)
+    assert diff.verdict == C.BETTER and diff.p_value < 1e-4 and diff.ci_low > 1.05
+    assert diff.as_dict()["verdict"] == "better"
+
+
+def test_min_effect_below_one_percent_is_no_difference():
+    a, b = gauss(100, 0.01, 20, 1), gauss(100.5, 0.01, 20, 2)  # 0.5%, perfectly separated
+    c = C.compare_samples(a, b, True)
+    assert c.p_value < 1e-6 and c.ci_low > 1 and c.verdict == C.SAME
+    assert C.compare_samples(a, b, True, min_effect=0.001).verdict == C.BETTER
+
+
+def codes(c: C.SampleComparison) -> list[str]:
+    return [w["code"] for w in c.warnings]
+
+
+def test_too_few_samples_warning():
+    c = C.compare_samples([1.0, 1.01, 0.99], [2.0, 2.01, 1.99], True)  # 3 vs 3: smallest p 0.1
+    assert c.verdict == C.UNKNOWN and "too-few-samples" in codes(c)
+    w = next(w for w in c.warnings if w["code"] == "too-few-samples")
+    assert "0.1" in w["message"] and "repeat" in w["remedy"]
+    one = C.compare_samples([1.0], [2.0, 2.1, 2.2, 2.3], True)
+    assert one.verdict == C.UNKNOWN and "one-sample" in codes(one)
+
+
+def test_high_cv_warning_states_threshold():
+    noisy = [10, 14, 7, 12, 9, 15, 6, 11]
+    c = C.compare_samples(noisy, gauss(20, 0.1, 8, 1), True)
+    assert c.verdict == C.UNKNOWN and "high-cv" in codes(c)
+    w = next(w for w in c.warnings if w["code"] == "high-cv")
+    assert "side A" in w["message"] and "10%" in w["message"]
+
+
+def test_runs_are_the_unit_of_replication():
+    # one run per side, samples tight, medians 10% apart: the run-to-run variation is unknown
+    a, b = gauss(10, 0.05, 10, 1), gauss(11, 0.05, 10, 2)
+    one = C.compare_runs([a], [b], True)
+    assert one.verdict == C.UNKNOWN and "unreplicated" in codes(one) and one.p_value < 1e-3
+    # the same shift between runs of ONE configuration (run noise) is not a difference
+    noise = C.compare_runs([gauss(10, 0.05, 10, 1), gauss(11, 0.05, 10, 2)],
+                           [gauss(10.1, 0.05, 10, 3), gauss(10.9, 0.05, 10, 4)], True)
+    assert noise.verdict == C.SAME and noise.p_runs > 0.05
+    # a real change seen in every run
+    real = C.compare_runs([gauss(10, 0.05, 10, s) for s in (1, 2, 3)],
+                          [gauss(12, 0.05, 10, s) for s in (4, 5, 6)], True)
+    assert real.verdict == C.BETTER and real.runs_a == 3 and real.p_runs < 0.01
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def result(bench: str, metric: str, samples: list[float], hib: bool = True, unit: str = "MB/s", **params) -> dict:
+    return {"benchmark": bench, "metric": metric, "value": max(samples) if samples else 1.0, "unit": unit,
+            "higher_is_better": hib, "params": params, "samples": samples, "summary": {}, "limit": None,
+            "warnings": [], "kernel": bench}
+
+
+def stream_run(threads: int, level: float, seed: int, metrics=("copy", "triad")) -> list[dict]:
+    return [result("stream", m, gauss(level, level * 0.005, 6, seed + i), variant="regular", threads=threads,
+                   order="compact", cpus=list(range(threads)), array_elements=1000)
+            for i, m in enumerate(metrics)]
+
+
+def test_match_by_key_params_and_pool_two_runs_per_side():
+    side_a = C.pool({"a1": stream_run(2, 100, 1), "a2": stream_run(2, 100, 11)})
+    side_b = C.pool([("b1", stream_run(2, 130, 21)), ("b2", stream_run(2, 130, 31))])
+    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    assert [m.metric for m in matches] == ["copy", "triad"] and not only_a and not only_b
+    m = matches[0]
+    assert m.params == {"variant": "regular", "threads": 2, "order": "compact", "cpu_node": None, "mem_node": None}
+    assert m.varied == {} and m.runs_a == ("a1", "a2") and m.runs_b == ("b1", "b2")
+    assert len(m.samples_a) == 12 and m.sample_runs_a.count("a2") == 6
+    assert m.comparison.runs_a == 2 and m.comparison.verdict == C.BETTER
+    assert m.comparison.ratio == pytest.approx(1.3, rel=0.02)
+    assert m.as_dict()["comparison"]["verdict"] == "better"
+
+
+def test_varied_key_param_is_the_change_under_test():
+    side_a = C.pool({"a1": stream_run(1, 100, 1), "a2": stream_run(1, 101, 2)})
+    side_b = C.pool({"b1": stream_run(2, 190, 3), "b2": stream_run(2, 191, 4)})
+    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    assert len(matches) == 2 and not only_a and not only_b
+    assert matches[0].varied == {"threads": (1, 2)} and "threads" not in matches[0].params
+    assert "threads 1 -> 2" in matches[0].label
+    assert matches[0].comparison.ratio == pytest.approx(1.9, rel=0.03)
+
+
+def test_several_values_on_a_side_are_not_a_variation():
+    side_a = C.pool({"a": stream_run(1, 100, 1)})
+    side_b = C.pool({"b": stream_run(1, 100, 2) + stream_run(2, 190, 3)})  # a sweep 1..2
+    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    assert all(m.params["threads"] == 1 and not m.varied for m in matches) and len(matches) == 2
+    assert not only_a and [u.params["threads"] for u in only_b] == [2, 2]
+
+
+def test_only_a_only_b_and_value_as_single_sample():
+    side_a = C.pool({"a": [result("fpu", "latency", [1.0, 1.1, 1.0], hib=False, op="add", threads=1),
+                           result("fpu", "latency", [3.0, 3.1, 3.0], hib=False, op="div", threads=1)]})
+    side_b = C.pool({"b": [result("fpu", "latency", [], hib=False, op="add", threads=1),
+                           result("fpu", "latency", [5.0, 5.1], hib=False, op="sqrt", threads=1)]})
+    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    assert len(matches) == 1 and matches[0].samples_b == (1.0,)  # the value stands in for samples
+    assert "one-sample" in codes(matches[0].comparison) and matches[0].comparison.verdict == C.UNKNOWN
+    assert [u.params["op"] for u in only_a] == ["div"] and [u.params["op"] for u in only_b] == ["sqrt"]
+    assert only_a[0].side == "a" and only_a[0].runs == ("a",)
+
+
+def test_unknown_benchmark_keyed_on_its_non_float_params():
+    a = C.pool({"a": [result("custom", "x", [1.0, 2.0], mode="m", clock=3.51)]})
+    b = C.pool({"b": [result("custom", "x", [1.0, 2.0], mode="m", clock=3.49)]})
+    matches, _, _ = C.match_figures(a, b, KEYS)
+    assert len(matches) == 1 and matches[0].params == {"mode": "m"}
+
+
+# --------------------------------------------------------------------------- what else changed
+
+
+def probe_run(run_id: str, **env) -> dict:
+    environment = {"kernel": "6.1.0", "preemption": "PREEMPT_DYNAMIC", "governor": "performance", "turbo": True,
+                   "smt_active": False, "thp": "madvise", "numa_balancing": False, "hypervisor": None,
+                   "nics": [{"name": "lo", "mtu": 65536, "speed_mbps": None, "driver": None},
+                            {"name": "eth0", "mtu": 1500, "speed_mbps": 1000, "driver": "igb"}],
+                   "mpi": [{"name": "Open MPI", "version": "4.1.4", "path": "/usr/bin/mpirun"}],
+                   "blas": [{"name": "openblas", "path": "/usr/lib/libopenblas.so.0"}],
+                   "compilers": [{"name": "gcc", "version": "12.2.0", "path": "/usr/bin/gcc"}]}
+    environment.update(env)
+    return {"id": run_id, "started": f"2026-11-23T10:{run_id}", "host": "node1", "pid": hash(run_id) % 9999,
+            "command": "clusterbench run stream", "argv": [], "cluster": {},
+            "probe": {"cpu": {"model_name": "AMD EPYC", "microarchitecture": "Zen 4", "freq_nominal_mhz": 2596.1},
+                      "environment": environment, "memory": {"available_bytes": hash(run_id) % 10 ** 9}},
+            "builds": {"stream": {"compiler_version": "gcc 12.2.0", "flags": ["-O3", "-march=native"]}}}
+
+
+def test_env_diff_names_an_mtu_change_only():
+    a = probe_run("a")
+    b = copy.deepcopy(probe_run("b"))
+    b["probe"]["environment"]["nics"][1]["mtu"] = 9000
+    b["probe"]["environment"]["nics"][0]["mtu"] = 1500  # lo is ignored
+    changes = C.env_diff([a], [b])
+    assert [(c.what, c.a, c.b) for c in changes] == [("MTU of eth0", "1500", "9000")]
+    assert changes[0].label == "MTU of eth0: 1500 -> 9000" and changes[0].as_dict()["b"] == "9000"
+
+
+def test_env_diff_blas_and_build_flags_and_params():
+    a = probe_run("a")
+    b = probe_run("b", blas=[{"name": "blis", "path": "/usr/lib/libblis.so.4"}])
+    b["builds"]["stream"]["flags"] = ["-O2"]
+    b["builds"]["fpu"] = {"compiler_version": "gcc 12.2.0", "flags": ["-O3"]}  # built on one side only
+    ra = [result("dgemm", "gflops", [1.0, 2.0], blas="openblas", threads=2)]
+    rb = [result("dgemm", "gflops", [1.0, 2.0], blas="blis", threads=2)]
+    whats = {c.what: c for c in C.env_diff([a], [b], ra, rb)}
+    assert set(whats) == {"BLAS libraries", "build flags of stream", "blas (dgemm)"}
+    assert whats["BLAS libraries"].a == "libopenblas.so.0" and whats["BLAS libraries"].b == "libblis.so.4"
+    assert whats["blas (dgemm)"].label == "blas (dgemm): openblas -> blis"
+
+
+def test_env_diff_identical_probes_and_several_runs_per_side():
+    assert C.env_diff([probe_run("a1"), probe_run("a2")], [probe_run("b1")]) == []
+    mixed = C.env_diff([probe_run("a1"), probe_run("a2", thp="always")], [probe_run("b1")])
+    assert [(c.what, c.values_a, c.values_b) for c in mixed] == [
+        ("transparent huge pages", ("always", "madvise"), ("madvise",))]
+    multi = probe_run("b")
+    multi["cluster"] = {"hosts": ["n1", "n2"], "nodes": {}, "differences": []}
+    assert {c.what for c in C.env_diff([probe_run("a")], [multi])} == {"node count", "hosts"}
+
+
+# --------------------------------------------------------------------------- the whole comparison
+
+
+def test_compare_document_summary_and_worst_change():
+    runs_a, runs_b = [probe_run("a1"), probe_run("a2")], [probe_run("b1"), probe_run("b2")]
+    res_a = [stream_run(2, 100, 1, ("copy", "triad", "add")), stream_run(2, 100, 2, ("copy", "triad", "add"))]
+    res_b = [stream_run(2, 100, 3, ("copy", "triad", "add")), stream_run(2, 100, 4, ("copy", "triad", "add"))]
+    for run in res_b:  # triad 20% worse, copy 20% better, add unchanged
+        run[1]["samples"] = [x * 0.8 for x in run[1]["samples"]]
+        run[0]["samples"] = [x * 1.2 for x in run[0]["samples"]]
+    cmp = C.compare(runs_a, res_a, runs_b, res_b, KEYS)
+    assert cmp.summary == {"better": 1, "worse": 1, "no significant difference": 1, "cannot judge": 0}
+    assert cmp.worst_change_pct == pytest.approx(-20, abs=1)
+    assert [m.metric for m in cmp.worse_than(10)] == ["triad"] and cmp.worse_than(30) == []
+    assert all(m.comparison.p_adjusted is not None for m in cmp.matches)
+    doc = cmp.as_dict()
+    assert doc["compare_schema"] == 1 and doc["method"] == C.METHOD and doc["runs_a"] == ["a1", "a2"]
+    assert doc["matches"][0]["runs_a"] == ["a1", "a2"] and doc["env"] == []
+    json.dumps(doc)  # a JSON document as it stands
+
+
+def test_compare_nothing_in_common_is_a_usage_error():
+    fpu = [[result("fpu", "latency", [1.0, 1.1], hib=False, op="add", threads=1)]]
+    with pytest.raises(UsageError) as err:
+        C.compare([probe_run("a")], [stream_run(1, 100, 1)], [probe_run("b")], fpu, KEYS)
+    assert "side A has stream, side B has fpu" in str(err.value) and err.value.fix
+
+
+def test_holm_keeps_identical_configurations_quiet_across_many_figures():
+    # 40 figures, two runs per side, all from one configuration with 3% run-to-run noise
+    rng = random.Random(3)
+    hits = 0
+    for trial in range(20):
+        res = {}
+        for run in ("a1", "a2", "b1", "b2"):
+            res[run] = [result("fpu", f"m{i}", gauss(10 * rng.gauss(1, 0.03), 0.02, 8, rng.randrange(10 ** 6)),
+                               op="add", threads=1) for i in range(40)]
+        cmp = C.compare([probe_run("a1"), probe_run("a2")], {k: res[k] for k in ("a1", "a2")},
+                        [probe_run("b1"), probe_run("b2")], {k: res[k] for k in ("b1", "b2")}, KEYS, resamples=200)
+        hits += cmp.summary["better"] + cmp.summary["worse"] > 0
+    assert hits <= 2
