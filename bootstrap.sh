@@ -17,7 +17,7 @@ APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev 
           openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc libfftw3-dev libfftw3-mpi-dev)
 # the test suite also runs MPICH beside Open MPI and a real one-node Slurm (tests/test_mpich.py,
 # tests/test_slurm.py); slurm-wlm pulls slurmctld, slurmd, slurm-client and the PMIx/PMI-2 plugins
-[ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge)
+[ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge chromium)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
 
