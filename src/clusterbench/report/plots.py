@@ -540,10 +540,12 @@ def draw_stream_numa(data: dict, fig) -> None:
     ax.set_yticks(range(len(data["cpu_nodes"])), [str(n) for n in data["cpu_nodes"]])
     ax.set_xlabel("memory node (arrays bound here)")
     ax.set_ylabel("CPU node (threads run here)")
+    mid = (np.nanmin(m) + np.nanmax(m)) / 2
     for i, row in enumerate(data["matrix"]):
         for j, v in enumerate(row):
-            if v is not None:
-                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="white", fontsize=9)
+            if v is not None:  # dark text on the bright (high) end of viridis
+                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="black" if v > mid else "white",
+                        fontsize=9)
     fig.colorbar(im, ax=ax, label=f"Triad bandwidth ({data['unit']})")
 
 
