@@ -1,0 +1,115 @@
+"""``clusterbench compare A B``: load the two sides from the store, compare them
+(:mod:`clusterbench.analysis.compare`, pure) and print the result for a person.
+
+The document (``compare_sides``) is the ``--json`` output: ``Comparison.as_dict()`` (its own
+``compare_schema``) plus the selectors as given and each side's runs (id, started, command, tags, note).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from clusterbench.analysis import compare as cmp
+from clusterbench.benchmarks import all_benchmarks
+from clusterbench.errors import UsageError
+from clusterbench.store import Store
+
+
+def _side(store: Store, spec: str, benchmark: str | None, metric: str | None) -> tuple[list[dict], dict]:
+    runs, results = [], {}
+    for run_id in store.select_runs(spec):
+        run = store.get_run(run_id)
+        res = [r for r in store.results(run_id)
+               if (benchmark is None or r["benchmark"] == benchmark) and (metric is None or r["metric"] == metric)]
+        runs.append(run)
+        results[run_id] = res
+    return runs, results
+
+
+def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None, metric: str | None = None,
+                  min_effect: float | None = None) -> dict[str, Any]:
+    """Compare the runs selector ``a`` names (before) with those ``b`` names (after); ``min_effect``
+    in percent. Returns the ``--json`` document."""
+    if benchmark is not None and benchmark not in all_benchmarks():
+        raise UsageError(f"unknown benchmark '{benchmark}'", "see 'clusterbench list'")
+    runs_a, res_a = _side(store, a, benchmark, metric)
+    runs_b, res_b = _side(store, b, benchmark, metric)
+    shared = set(res_a) & set(res_b)
+    if shared:
+        raise UsageError(f"run {sorted(shared)[0][:8]} is on both sides ('{a}' and '{b}')",
+                         "give two different runs or tags")
+    what = " ".join(x for x in (benchmark, metric) if x)
+    for spec, res in ((a, res_a), (b, res_b)):
+        if not any(res.values()):
+            raise UsageError(f"side '{spec}' has no figures{' of ' + what if what else ''}",
+                             "its runs stored nothing (see 'clusterbench results show RUN')")
+    keys = {name: tuple(cls.key_params) for name, cls in all_benchmarks().items()}
+    opts = {} if min_effect is None else {"min_effect": min_effect / 100.0}
+    doc = cmp.compare(runs_a, res_a, runs_b, res_b, keys, **opts).as_dict()
+
+    def brief(run: dict) -> dict:
+        return {k: run.get(k) for k in ("id", "started", "host", "command", "tags", "note", "status")}
+
+    doc["sides"] = {"a": {"selector": a, "runs": [brief(r) for r in runs_a]},
+                    "b": {"selector": b, "runs": [brief(r) for r in runs_b]}}
+    return doc
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
+
+
+def format_comparison(doc: dict, show_all: bool = False) -> str:
+    """The comparison as text: the sides, the judged figures (significant ones first; with ``show_all``
+    also those without a significant difference), what else changed, and the method."""
+    from io import StringIO
+
+    from clusterbench.ui import print_table
+
+    out = StringIO()
+    for side in ("a", "b"):
+        s = doc["sides"][side]
+        first = s["runs"][0]
+        more = f" (+{len(s['runs']) - 1} more run(s))" if len(s["runs"]) > 1 else ""
+        tags = f" [{', '.join(first['tags'])}]" if first.get("tags") else ""
+        note = f"  # {first['note']}" if first.get("note") else ""
+        out.write(f"{side.upper()}: {s['selector']}: {first['id'][:8]} {first['started'][:19]}{tags} "
+                  f"{first['command']}{more}{note}\n")
+    summary = doc["summary"]
+    out.write(f"{len(doc['matches'])} figure(s) matched: " + ", ".join(f"{n} {v}" for v, n in summary.items() if n)
+              + "\n\n")
+    order = {cmp.WORSE: 0, cmp.BETTER: 1, cmp.UNKNOWN: 2, cmp.SAME: 3}
+    rows, hidden = [], 0
+    for m in sorted(doc["matches"], key=lambda m: (order.get((m["comparison"] or {}).get("verdict"), 4), m["label"])):
+        c = m["comparison"] or {}
+        verdict = c.get("verdict", cmp.UNKNOWN)
+        if verdict == cmp.SAME and not show_all:
+            hidden += 1
+            continue
+        ci = f"[{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]" if c.get("ci_low") is not None else ""
+        change = f"{c['change_pct']:+.1f}%" if c.get("change_pct") is not None else "-"
+        p = c.get("p_adjusted") if c.get("p_adjusted") is not None else c.get("p_value")
+        rows.append([m["label"], f"{_num(c.get('median_a'))}", f"{_num(c.get('median_b'))}", m.get("unit") or "",
+                     f"{_num(c.get('ratio'))} {ci}", change, verdict, f"{p:.2g}" if p is not None else "-",
+                     f"{c.get('n_a', 0)}/{c.get('n_b', 0)}"])
+    if rows:
+        print_table(rows, ["figure", "A", "B", "unit", "B/A [95% CI]", "change", "verdict", "p", "n"], out)
+    if hidden:
+        out.write(f"{hidden} figure(s) with no significant difference not shown (--all shows them)\n")
+    seen = set()
+    for m in doc["matches"]:
+        for w in (m["comparison"] or {}).get("warnings") or []:
+            if w["code"] not in seen:
+                seen.add(w["code"])
+                out.write(f"warning [{w['code']}] ({m['label']}): {w['message']}; {w['remedy']}\n")
+    for side, key in (("A", "only_a"), ("B", "only_b")):
+        if doc[key]:
+            names = ", ".join(u["label"] for u in doc[key][:5]) + (", ..." if len(doc[key]) > 5 else "")
+            out.write(f"only on {side} ({len(doc[key])}): {names}\n")
+    out.write("\nwhat else changed between A and B:\n" if doc["env"] else "\nnothing else changed between A and B "
+              "(kernel, settings, NICs, MPI, BLAS, compilers and flags, nodes)\n")
+    for e in doc["env"]:
+        out.write(f"  {e['label']}\n")
+    out.write(f"\nmethod: {doc['method']}\n")
+    return out.getvalue()
