@@ -558,3 +558,24 @@ def test_matplotlib_is_imported_only_by_the_report():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,
                          check=False)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_comparison_chart_from_analysis_compare():
+    """The chart reads what clusterbench.analysis.compare really produces."""
+    compare = pytest.importorskip("clusterbench.analysis.compare")
+
+    def side(rid: str, scale: float) -> tuple[dict, list[dict]]:
+        rs = [res("stream", "triad", 100.0 * scale, "MB/s", threads=1, variant="regular")]
+        rs[0]["samples"] = [100.0 * scale * (1 + i / 1000) for i in range(10)]
+        return run(rid), rs
+    (ra, xa), (rb, xb) = side("a" * 32, 1.0), side("b" * 32, 2.0)
+    d = compare.compare([ra], {ra["id"]: xa}, [rb], {rb["id"]: xb}, {"stream": ("threads", "variant")}).as_dict()
+    (spec,) = plan([], d)
+    (row,) = spec.data["rows"]
+    assert row["ratio"] == pytest.approx(2.0, rel=0.01) and row["lo"] <= row["ratio"] <= row["hi"]
+    assert row["verdict"] in compare.VERDICTS and row["label"].startswith("stream triad")
+    from clusterbench.report.plots import _verdict_color
+
+    assert [_verdict_color(v) for v in (compare.BETTER, compare.WORSE, compare.SAME, compare.UNKNOWN)] == [
+        "#2ca02c", "#d62728", "#7f7f7f", "#7f7f7f"]
+    assert spec.data["xlabel"] == "ratio bbbbbbbb / aaaaaaaa"

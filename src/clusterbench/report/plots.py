@@ -468,7 +468,8 @@ def comparison_rows(comparison: Any, most: int = 40) -> tuple[list[dict], int]:
             lo = hi = ratio
         label = f"{m.get('benchmark', '?')} {m.get('metric', '?')}"
         extra = _short_params(m.get("params"))
-        rows.append({"label": label + (f" ({extra})" if extra else ""), "ratio": ratio, "lo": lo, "hi": hi,
+        label = m["label"] if isinstance(m.get("label"), str) and m["label"] else label + (f" ({extra})" if extra else "")
+        rows.append({"label": label, "ratio": ratio, "lo": lo, "hi": hi,
                      "verdict": str(c.get("verdict") or ""), "change_pct": _num(c.get("change_pct"))})
     left = max(0, len(rows) - most)
     if left:
@@ -483,6 +484,10 @@ def _comparison(comparison: Any) -> list[PlotSpec]:
     sides = [comparison.get(k) for k in ("a", "b")]
     names = [s if isinstance(s, str) else (s.get("label") or s.get("name")) if isinstance(s, Mapping) else None
              for s in sides]
+    for i, key in enumerate(("runs_a", "runs_b")):  # Comparison.as_dict() names each side by its runs
+        runs = comparison.get(key)
+        if names[i] is None and isinstance(runs, list) and runs and all(isinstance(r, str) for r in runs):
+            names[i] = ", ".join(r[:8] for r in runs[:3]) + (f" +{len(runs) - 3}" if len(runs) > 3 else "")
     what = f"{names[1]} / {names[0]}" if all(isinstance(n, str) for n in names) else "B / A"
     return [PlotSpec("comparison", "comparison", "Comparison: ratio per metric",
                      f"Ratio {what} of each matched figure with its confidence interval; the line at 1 is no change. "
