@@ -313,3 +313,26 @@ def test_holm_keeps_identical_configurations_quiet_across_many_figures():
                         [probe_run("b1"), probe_run("b2")], {k: res[k] for k in ("b1", "b2")}, KEYS, resamples=200)
         hits += cmp.summary["better"] + cmp.summary["worse"] > 0
     assert hits <= 2
+
+
+def test_noise_gate_reads_the_spread_within_runs():
+    """Three runs a side, tight within each run (CV 0.5%) but 30% apart from run to run: the gate does
+    not call the side too noisy (the run t-test weighs the spread between runs) and a 2x change is
+    'better'; the same spread with no change is not called different."""
+    import random as _r
+    rng = _r.Random(5)
+
+    def side(medians, tag):
+        vals, labels = [], []
+        for i, m in enumerate(medians):
+            for _ in range(10):
+                vals.append(m * (1 + rng.gauss(0, 0.005)))
+                labels.append(f"{tag}{i}")
+        return vals, labels
+
+    a, la = side([100, 115, 130], "a")
+    b, lb = side([200, 230, 260], "b")
+    c = C.compare_samples(a, b, True, runs_a=la, runs_b=lb)
+    assert c.cv_a < 0.01 and c.verdict == C.BETTER and "high-cv" not in codes(c)
+    b2, lb2 = side([105, 125, 110], "b")
+    assert C.compare_samples(a, b2, True, runs_a=la, runs_b=lb2).verdict == C.SAME

@@ -34,8 +34,9 @@ Method (also in :data:`METHOD`, which the CLI and the report print):
 
 Verdict rule. "cannot judge" when a side has a single sample; when the sample sizes cannot reach
 ``p < alpha`` at all (smallest possible two-sided p = 2 / C(n_a + n_b, n_a), e.g. 0.1 for 3 vs 3);
-when the CV (stdev / mean of the pooled samples) of a side exceeds ``max_cv`` (10%, pyperf's
-threshold); when a median is not positive; or when run-labelled samples have one run on a side.
+when the CV (stdev / mean) of a side exceeds ``max_cv`` (10%, pyperf's threshold): with run labels
+the median of its runs' own CVs (the spread between runs is the run t-test's to weigh), else the
+pooled samples' CV; when a median is not positive; or when run-labelled samples have one run on a side.
 Otherwise "better"/"worse" only if ALL of: the bootstrap interval of the ratio excludes 1;
 ``|ratio - 1| >= min_effect`` (1%); and the decisive p, the larger of the Mann-Whitney p and the
 run t-test p (Holm-adjusted across the figures in :func:`compare`), is below alpha (0.05). Else
@@ -78,7 +79,7 @@ METHOD = (
     "agree; p-values adjusted over all figures compared (Holm). Better/worse only if the larger of the two "
     f"p-values, adjusted, is below alpha (0.05), the interval excludes 1 and the change is at least "
     f"{DEFAULT_MIN_EFFECT:.0%}. Cannot judge: one run or one sample on a side, sample sizes that cannot reach "
-    f"p < alpha (3 vs 3: smallest p 0.1), or a side's CV above {DEFAULT_MAX_CV:.0%}. change_pct is positive "
+    f"p < alpha (3 vs 3: smallest p 0.1), or a side's CV above {DEFAULT_MAX_CV:.0%} (within its runs, median over them). change_pct is positive "
     "when B is better (higher for higher-is-better metrics, lower otherwise)."
 )
 
@@ -317,6 +318,16 @@ def _groups(values: Sequence[float], labels: Sequence[Any] | None) -> list[list[
     return list(groups.values())
 
 
+def _within_cv(groups: list[list[float]], pooled: list[float], labelled: bool) -> float:
+    """The CV the noise gate judges: with run labels, the median of the runs' own CVs (runs of
+    one sample do not count); without, the pooled samples' CV."""
+    if labelled:
+        per_run = [_cv(g) for g in groups if len(g) > 1]
+        if per_run:
+            return statistics.median(per_run)
+    return _cv(pooled)
+
+
 def compare_samples(a: Sequence[float], b: Sequence[float], higher_is_better: bool, *,
                     runs_a: Sequence[Any] | None = None, runs_b: Sequence[Any] | None = None,
                     alpha: float = DEFAULT_ALPHA, confidence: float = DEFAULT_CONFIDENCE,
@@ -339,7 +350,9 @@ def compare_samples(a: Sequence[float], b: Sequence[float], higher_is_better: bo
     if not all(math.isfinite(x) for x in (*fa, *fb)):
         raise ValueError("non-finite sample")
     med_a, med_b = statistics.median(fa), statistics.median(fb)
-    cv_a, cv_b = _cv(fa), _cv(fb)
+    # the noise gate looks at the spread within runs: the spread between runs is what the run-level
+    # t-test weighs (pooling it here made clear run-to-run differences "too noisy to judge")
+    cv_a, cv_b = _within_cv(ga, fa, runs_a is not None), _within_cv(gb, fb, runs_b is not None)
     warnings: list[dict] = []
     judgeable = True
     for side, vals in (("A", fa), ("B", fb)):
