@@ -138,6 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--all", action="store_true", help="also list the figures with no significant difference")
     cmp_.add_argument("--json", action="store_true", help="print one JSON document")
 
+    doc = cmds.add_parser("doctor", help="what holds this node or cluster back: findings, fixes, undo (read-only)")
+    doc.add_argument("--hosts", help="nodes to examine, e.g. node1,node2 or cbsim-n1,cbsim-n2 (default: this machine)")
+    doc.add_argument("--hostfile", help="Open MPI hostfile naming the nodes")
+    doc.add_argument("--timeout", type=float, default=60.0, help="seconds per host (default 60)")
+    doc.add_argument("--remote-python", help="python with clusterbench installed on the hosts (default python3)")
+    doc.add_argument("--json", action="store_true", help="print one JSON document (doctor_schema 1)")
+
     rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)")
     rpt.add_argument("runs", nargs="+", metavar="RUN|TAG", help="run ids, prefixes, tags, 'last', 'last~N'")
     rpt.add_argument("-o", "--output", default="report", help="output folder (default ./report)")
@@ -259,6 +266,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_compare(args)
     if args.command == "report":
         return _cmd_report(args)
+    if args.command == "doctor":
+        return _cmd_doctor(args)
     return _cmd_results(args)
 
 
@@ -389,6 +398,18 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     from clusterbench.probe.cluster import format_check
     sys.stdout.write("".join(f"{line}\n" for line in format_check(res)))
     return 0 if compared else 3
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from clusterbench import doctor
+    from clusterbench.ui import dump_json
+
+    res = doctor.diagnose(doctor.hosts_from(args.hosts, args.hostfile), timeout=args.timeout, python=args.remote_python)
+    if args.json:
+        dump_json(res)
+    else:
+        sys.stdout.write("".join(f"{line}\n" for line in doctor.format_doctor(res)))
+    return 0  # findings are not errors
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
