@@ -300,7 +300,7 @@ def test_compare_nothing_in_common_is_a_usage_error():
     assert "side A has stream, side B has fpu" in str(err.value) and err.value.fix
 
 
-def test_holm_keeps_identical_configurations_quiet_across_many_figures():
+def test_adjustment_keeps_identical_configurations_quiet_across_many_figures():
     # 40 figures, two runs per side, all from one configuration with 3% run-to-run noise
     rng = random.Random(3)
     hits = 0
@@ -336,3 +336,19 @@ def test_noise_gate_reads_the_spread_within_runs():
     assert c.cv_a < 0.01 and c.verdict == C.BETTER and "high-cv" not in codes(c)
     b2, lb2 = side([105, 125, 110], "b")
     assert C.compare_samples(a, b2, True, runs_a=la, runs_b=lb2).verdict == C.SAME
+
+
+def test_benjamini_hochberg_adjusts_as_defined_and_keeps_power_holm_loses():
+    """p = 0.01, 0.02, 0.03, 0.04 over four real changes: BH's adjusted p is 0.04 for each (all
+    called), Holm's 0.04, 0.06, 0.06, 0.06 (one called)."""
+    from dataclasses import replace as _replace
+    base = C.compare_samples(gauss(10, 0.01, 12, 1), gauss(12, 0.01, 12, 2), True)
+    assert base.verdict == C.BETTER
+    comps = [_replace(base, p_value=p) for p in (0.03, 0.01, 0.04, 0.02)]
+    bh = C.benjamini_hochberg(comps)
+    assert [round(c.p_adjusted, 6) for c in bh] == [0.04] * 4 and all(c.verdict == C.BETTER for c in bh)
+    ho = C.holm(comps)
+    assert [round(c.p_adjusted, 6) for c in ho] == [0.06, 0.04, 0.06, 0.06]
+    assert [c.verdict for c in ho].count(C.BETTER) == 1
+    one_big = [_replace(base, p_value=p) for p in (0.001, 0.5, 0.9)]
+    assert [round(c.p_adjusted, 6) for c in C.benjamini_hochberg(one_big)] == [0.003, 0.75, 0.9]
