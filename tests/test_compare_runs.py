@@ -1,0 +1,63 @@
+"""compare on real runs (issue 10's "done when"): STREAM at 1 and 2 threads is significantly different
+with a ratio near the scaling the runs themselves show; two MPI runs on the virtual cluster at MTU 1500
+and 9000 name the MTU in what else changed. (The false-positive rate on identical runs is measured by
+speed/compare_fpr.py, not asserted here: a test that fails 5% of the time by design is not a test.)"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from clusterbench import session
+from clusterbench.report.compare import compare_sides, format_comparison
+from clusterbench.store import Store
+
+
+@pytest.mark.integration
+def test_stream_one_thread_against_two_is_significant(tmp_path: Path, live_probe) -> None:
+    if len((live_probe.get("topology") or {}).get("restriction", {}).get("cpus") or [0, 1]) < 2:
+        pytest.skip("needs two cpus")
+    store = Store(tmp_path / "s.db")
+    for _ in range(4):  # alternating, as a user should: A B A B ...
+        for threads, tag in ((1, "t1"), (2, "t2")):
+            session.run(["stream"], {"stream": {"threads": threads, "sweep": False, "ntimes": 20,
+                                                "array_elements": 10_000_000}},
+                        store=store, probe_data=live_probe, tags=[tag])
+    doc = compare_sides(store, "t1", "t2")
+    triad = [m for m in doc["matches"] if m["metric"] == "triad"]
+    assert {m["params"]["variant"] for m in triad} == {"regular", "nt"}, [m["label"] for m in triad]
+    judged = 0
+    for m in triad:
+        c = m["comparison"]
+        assert m["varied"] == {"threads": [1, 2]}
+        run_medians = {side: [statistics.median([s for s, r in zip(m[f"samples_{side}"], m[f"sample_runs_{side}"])
+                                                if r == rid]) for rid in m[f"runs_{side}"]] for side in ("a", "b")}
+        scaling = statistics.median(run_medians["b"]) / statistics.median(run_medians["a"])
+        assert abs(c["ratio"] / scaling - 1) < 0.05, (scaling, c["ratio"])  # the ratio is the runs' own scaling
+        if min(run_medians["b"]) > 1.1 * max(run_medians["a"]):  # every 2-thread run clearly above every 1-thread run
+            assert c["verdict"] == "better" and c["ci_low"] > 1.0, (m["label"], run_medians, c)
+            judged += 1
+        else:  # a busy machine that shows no clean scaling must not be called worse
+            assert c["verdict"] != "worse", (m["label"], run_medians, c)
+    if not judged:
+        pytest.skip(f"no clean thread scaling on this machine now: {run_medians}")
+    assert "threads 1 -> 2" in format_comparison(doc)
+
+
+@pytest.mark.integration
+def test_mtu_change_between_two_mpi_runs_is_named(mpi, live_probe, sim_cluster, tmp_path: Path) -> None:
+    from clusterbench.launch import simcluster
+
+    store = Store(tmp_path / "m.db")
+    for mtu in (1500, 9000):
+        c = sim_cluster(2, mtu=mtu)
+        for _ in range(2):
+            session.run(["pingpong"], {"pingpong": {"hosts": ",".join(n.name for n in c.nodes), "sizes": [8, 65536],
+                                                    "transport": "tcp", "allow_root": True}},
+                        profile="quick", store=store, timeout=120, probe_data=live_probe, tags=[f"mtu{mtu}"])
+        simcluster.down()
+    doc = compare_sides(store, "mtu1500", "mtu9000")
+    labels = [e["label"] for e in doc["env"]]
+    assert any("MTU" in x and "1500" in x and "9000" in x for x in labels), labels
+    assert "MTU" in format_comparison(doc)
