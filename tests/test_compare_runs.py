@@ -35,7 +35,7 @@ def test_stream_one_thread_against_two_is_significant(tmp_path: Path, live_probe
                                                 if r == rid]) for rid in m[f"runs_{side}"]] for side in ("a", "b")}
         scaling = statistics.median(run_medians["b"]) / statistics.median(run_medians["a"])
         assert abs(c["ratio"] / scaling - 1) < 0.05, (scaling, c["ratio"])  # the ratio is the runs' own scaling
-        if min(run_medians["b"]) > 1.1 * max(run_medians["a"]):  # every 2-thread run clearly above every 1-thread run
+        if min(run_medians["b"]) > max(run_medians["a"]) and scaling > 1.15:  # every 2-thread run above every 1-thread run
             assert c["verdict"] == "better" and c["ci_low"] > 1.0, (m["label"], run_medians, c)
             judged += 1
         else:  # a busy machine that shows no clean scaling must not be called worse

@@ -352,3 +352,16 @@ def test_benjamini_hochberg_adjusts_as_defined_and_keeps_power_holm_loses():
     assert [c.verdict for c in ho].count(C.BETTER) == 1
     one_big = [_replace(base, p_value=p) for p in (0.001, 0.5, 0.9)]
     assert [round(c.p_adjusted, 6) for c in C.benjamini_hochberg(one_big)] == [0.003, 0.75, 0.9]
+
+
+def test_env_diff_reads_every_node_of_a_cluster_run():
+    """A run across hosts keeps each node's NICs in run['cluster']: an MTU change there is named,
+    whatever the host names, and so is the virtual cluster's own MTU."""
+    def run(rid, mtu, hosts):
+        nodes = {h: {"probe": {}, "network": {"nics": [{"name": "lo", "mtu": 65536}, {"name": "cb0", "mtu": mtu}]}}
+                 for h in hosts}
+        return {"id": rid, "probe": {}, "cluster": {"hosts": hosts, "nodes": nodes, "sim_cluster": {"mtu": mtu}}}
+    labels = [e.label for e in C.env_diff([run("a", 1500, ["x1", "x2"])], [run("b", 9000, ["x1", "x2"])])]
+    assert "MTU of cb0 on the nodes: 1500 -> 9000" in labels and "virtual cluster MTU: 1500 -> 9000" in labels
+    assert not any("lo" in x for x in labels)
+    assert C.env_diff([run("a", 1500, ["x1", "x2"])], [run("b", 1500, ["x1", "x2"])]) == []

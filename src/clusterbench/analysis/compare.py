@@ -149,7 +149,8 @@ def smallest_p(m: int, n: int) -> float:
     2 / C(m + n, m). 3 vs 3 gives 0.1: no difference can be significant at 0.05."""
     if m < 1 or n < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(m + n, m))
+    log_comb = math.lgamma(m + n + 1) - math.lgamma(m + 1) - math.lgamma(n + 1)
+    return min(1.0, 2.0 * math.exp(-log_comb)) if log_comb < 700 else 0.0  # (C(m+n, m) overflows a float)
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -215,12 +216,29 @@ def _ratio(num: float, den: float) -> float:
     return num / den
 
 
+#: a run with more samples than this enters the bootstrap as that many evenly spaced quantiles of its
+#: samples (a ping-pong run stores ~1000 timings per size): the same distribution, a wider (conservative)
+#: interval, and a bounded cost (resamples x runs x this many draws per figure)
+BOOTSTRAP_MAX_PER_RUN = 100
+
+
+def _thin(g: Sequence[float]) -> list[float]:
+    n = len(g)
+    if n <= BOOTSTRAP_MAX_PER_RUN:
+        return list(g)
+    srt = sorted(g)
+    k = BOOTSTRAP_MAX_PER_RUN
+    return [srt[min(n - 1, int((j + 0.5) * n / k))] for j in range(k)]
+
+
 def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequence[float]], *,
                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> tuple[float, float]:
     """Percentile bootstrap interval of median(B) / median(A). Each run's samples are resampled
-    with replacement within that run (its size kept), so a side keeps its mix of runs."""
+    with replacement within that run (its size kept), so a side keeps its mix of runs; a run of more
+    than :data:`BOOTSTRAP_MAX_PER_RUN` samples is resampled from that many of its quantiles."""
     rng = random.Random(seed)
+    groups_a, groups_b = [_thin(g) for g in groups_a], [_thin(g) for g in groups_b]
     ratios = []
     for _ in range(resamples):
         sa = [x for g in groups_a for x in rng.choices(g, k=len(g))]
@@ -738,6 +756,21 @@ def _nic_settings(run: dict) -> dict[str, Any]:
             continue
         for k, label in (("mtu", "MTU"), ("speed_mbps", "speed (Mb/s)"), ("driver", "driver")):
             out[f"{label} of {nic['name']}"] = nic.get(k)
+    # a run across hosts: every node's NICs (runs.cluster), by interface name over the nodes (host
+    # names may differ between the sides; a value that differs between nodes shows as a list)
+    per_nic: dict[str, set] = {}
+    for node in ((run.get("cluster") or {}).get("nodes") or {}).values():
+        for nic in _get(node, "network.nics") or []:
+            if not isinstance(nic, dict) or nic.get("name") in (None, "lo"):
+                continue
+            for k, label in (("mtu", "MTU"), ("speed_mbps", "speed (Mb/s)"), ("driver", "driver")):
+                per_nic.setdefault(f"{label} of {nic['name']} on the nodes", set()).add(_text(nic.get(k)))
+    for key, values in per_nic.items():
+        out[key] = ", ".join(sorted(values))
+    sim = (run.get("cluster") or {}).get("sim_cluster")
+    if isinstance(sim, dict):
+        out["virtual cluster MTU"] = sim.get("mtu")
+        out["virtual cluster offloads"] = sim.get("offload")
     return out
 
 
