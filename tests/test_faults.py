@@ -21,9 +21,17 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO / "src")}
 
 
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a suite started in the background of a non-interactive shell
+    (`nohup ... &`, some CI runners) inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt in the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "clusterbench.cli", *args], env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_sigint)
 
 
 def _count(db: str, table: str) -> int:
