@@ -40,10 +40,9 @@ from clusterbench.benchmarks.base import (
 from clusterbench.benchmarks.hpl.hpl import (
     NB_MAX,
     Hpl,
+    choose_grid,
     default_n,
     default_nb,
-    grids,
-    parse_grid,
 )
 from clusterbench.benchmarks.mpi.common import (
     RANK_PARAMS,
@@ -134,15 +133,7 @@ class Ptrans(MpiBenchmark):
         p = super().check(ctx, params)
         place_ranks(ctx, p)
         ranks, per_node = p["ranks"], p["ranks_per_node"]
-        options = grids(ranks)
-        if p["grid"]:
-            gp, gq = parse_grid(p["grid"])
-            if gp * gq != ranks:
-                listed = ", ".join(f"{a}x{b}" + (f", {b}x{a}" if a != b else "") for a, b in options)
-                raise UsageError(f"--grid {gp}x{gq} has {gp * gq} processes and {ranks} ranks run",
-                                 f"use one of {listed}, or --ranks {gp * gq}")
-        else:
-            gp, gq = options[0]
+        gp, gq, _ = choose_grid(p["grid"], ranks)
         nb = p["nb"] if p["nb"] is not None else default_nb(ctx.probe)
         mem = available_memory(ctx.probe)
         n = p["n"]

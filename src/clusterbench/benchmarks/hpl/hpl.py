@@ -93,6 +93,20 @@ def parse_grid(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def choose_grid(grid: str | None, ranks: int) -> tuple[int, int, list[tuple[int, int]]]:
+    """(P, Q, every grid ``ranks`` allows): ``grid`` as given (refused in one line when it does not
+    have ``ranks`` processes, naming the grids that do), else the squarest. HPL's and PTRANS's rule."""
+    options = grids(ranks)
+    if not grid:
+        return options[0][0], options[0][1], options
+    gp, gq = parse_grid(grid)
+    if gp * gq != ranks:
+        listed = ", ".join(f"{a}x{b}" + (f", {b}x{a}" if a != b else "") for a, b in options)
+        raise UsageError(f"--grid {gp}x{gq} has {gp * gq} processes and {ranks} ranks run",
+                         f"use one of {listed}, or --ranks {gp * gq}" + (" --oversubscribe" if gp * gq > ranks else ""))
+    return gp, gq, options
+
+
 def default_nb(probe: dict) -> int:
     cpu = probe.get("cpu") or {}
     flags = set(cpu.get("isa") or [])
@@ -470,17 +484,7 @@ class Hpl(Benchmark):
         p["host_list"] = host_tuples(hosts)
 
     def _grid(self, p: dict[str, Any]) -> None:
-        ranks = p["ranks"]
-        options = grids(ranks)
-        if p["grid"]:
-            gp, gq = parse_grid(p["grid"])
-            if gp * gq != ranks:
-                listed = ", ".join(f"{a}x{b}" + (f", {b}x{a}" if a != b else "") for a, b in options)
-                raise UsageError(f"--grid {gp}x{gq} has {gp * gq} processes and {ranks} ranks run",
-                                 f"use one of {listed}, or --ranks {gp * gq}"
-                                 + (" --oversubscribe" if gp * gq > ranks else ""))
-        else:
-            gp, gq = options[0]
+        gp, gq, options = choose_grid(p["grid"], p["ranks"])
         p["p"], p["q"] = gp, gq
         p["grid"] = f"{gp}x{gq}"
         p["grid_options"] = [f"{a}x{b}" for a, b in options]
