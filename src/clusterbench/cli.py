@@ -145,6 +145,33 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--remote-python", help="python with clusterbench installed on the hosts (default python3)")
     doc.add_argument("--json", action="store_true", help="print one JSON document (doctor_schema 1)")
 
+    swp = cmds.add_parser("sweep", help="every node or every link at once: outlier nodes, slow links")
+    swsub = swp.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    # -- sweep node (owner: clusterbench.sweep.node) --
+    swn = swsub.add_parser("node", help="the quick node profile (or one benchmark) on every node at once, "
+                           "one launcher job; outlier nodes per metric (median and MAD)")
+    swn.add_argument("--hosts", help="nodes, e.g. node1,node2 or cbsim-n1,cbsim-n2 (default: the Slurm allocation)")
+    swn.add_argument("--hostfile", help="Open MPI hostfile naming the nodes")
+    swn.add_argument("--benchmark", default=None, help="one node benchmark instead of the quick node profile")
+    swn.add_argument("--mpi", default=None, help="which MPI launches the job (openmpi or mpich; default: found)")
+    swn.add_argument("--allow-root", action="store_true", help="let Open MPI run as root")
+    swn.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep")
+    swn.add_argument("--no-store", action="store_true", help="do not store the figures")
+    swn.add_argument("--json", action="store_true", help="print one JSON document")
+    # -- end sweep node --
+    # -- sweep network (owner: clusterbench.sweep.network) --
+    swk = swsub.add_parser("network", help="latency and bandwidth of every pair of nodes (n-1 rounds, each node "
+                           "in one pair at a time); slow links and slow nodes")
+    swk.add_argument("--hosts", help="nodes, e.g. node1,node2 or cbsim-n1,cbsim-n2 (default: the Slurm allocation)")
+    swk.add_argument("--hostfile", help="Open MPI hostfile naming the nodes")
+    swk.add_argument("--mpi", default=None, help="which MPI launches the job (openmpi or mpich; default: found)")
+    swk.add_argument("--allow-root", action="store_true", help="let Open MPI run as root")
+    swk.add_argument("--transport", default=None, help="MPI transport between nodes (as for run pingpong)")
+    swk.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep")
+    swk.add_argument("--no-store", action="store_true", help="do not store the figures")
+    swk.add_argument("--json", action="store_true", help="print one JSON document")
+    # -- end sweep network --
+
     rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)")
     rpt.add_argument("runs", nargs="+", metavar="RUN|TAG", help="run ids, prefixes, tags, 'last', 'last~N'")
     rpt.add_argument("-o", "--output", default="report", help="output folder (default ./report)")
@@ -268,6 +295,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_report(args)
     if args.command == "doctor":
         return _cmd_doctor(args)
+    if args.command == "sweep":
+        return _cmd_sweep(args)
     return _cmd_results(args)
 
 
@@ -410,6 +439,28 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("".join(f"{line}\n" for line in doctor.format_doctor(res)))
     return 0  # findings are not errors
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    if args.action == "node":
+        return _cmd_sweep_node(args)
+    return _cmd_sweep_network(args)
+
+
+# -- _cmd_sweep_node (owner: clusterbench.sweep.node) --
+def _cmd_sweep_node(args: argparse.Namespace) -> int:
+    from clusterbench.sweep import node as sweep_node
+
+    raise NotImplementedError(sweep_node)
+# -- end _cmd_sweep_node --
+
+
+# -- _cmd_sweep_network (owner: clusterbench.sweep.network) --
+def _cmd_sweep_network(args: argparse.Namespace) -> int:
+    from clusterbench.sweep import network as sweep_network
+
+    raise NotImplementedError(sweep_network)
+# -- end _cmd_sweep_network --
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
