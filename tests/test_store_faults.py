@@ -350,7 +350,7 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
     assert ro.results(rid)[0]["benchmark"] == "bandwidth"
     ro.close()
     st = Store(p)
-    assert st.schema == 4 and st.results(rid)[0]["benchmark"] == "membw"
+    assert st.schema == STORE_SCHEMA and st.results(rid)[0]["benchmark"] == "membw"
     assert st.get_run(rid)["status"] == "complete"
     assert {"pid_start", "boot_id"} <= {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
 
@@ -419,8 +419,8 @@ def test_a_first_release_store_without_notes_reads_and_upgrades_1_to_3(tmp_path:
     ro.close()
     st = Store(p)
     cols = {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
-    assert st.schema == 4 and {"notes", "cluster", "pid_start", "boot_id", "note"} <= cols
-    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
+    assert st.schema == STORE_SCHEMA and {"notes", "cluster", "pid_start", "boot_id", "note"} <= cols
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(STORE_SCHEMA)
     old = st.get_run("first")
     assert (old["notes"], old["argv"], old["probe"]) == ([], ["clusterbench", "run", "bandwidth"], {"hostname": "h"})
     (res,) = st.results("first")
@@ -429,7 +429,7 @@ def test_a_first_release_store_without_notes_reads_and_upgrades_1_to_3(tmp_path:
     st.finish_run(rid, "complete", notes=["a note"])
     assert st.get_run(rid)["notes"] == ["a note"] and st.get_run(rid)["status"] == "complete"
     st.close()
-    assert Store(p).schema == 4  # opening an upgraded file again changes nothing
+    assert Store(p).schema == STORE_SCHEMA  # opening an upgraded file again changes nothing
 
 
 @pytest.mark.integration
@@ -579,7 +579,7 @@ def test_concurrent_writers_upgrade_an_old_store_once(tmp_path: Path) -> None:
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err
         st = Store(p, readonly=True)
-        assert st.schema == 4 and st.get_run(rid)["status"] == "complete"
+        assert st.schema == STORE_SCHEMA and st.get_run(rid)["status"] == "complete"
         st.close()
 
 

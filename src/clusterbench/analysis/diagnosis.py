@@ -8,7 +8,10 @@ node's evidence (``scope="node"``) or at every node's (``scope="cluster"``) and 
 * ``None``: the rule passed;
 * a :class:`Hit` (or a list of them, e.g. one per NIC): a finding, with the evidence shown (value
   and source) and the fix and undo as commands built from the values read, so the undo restores
-  exactly what was there;
+  exactly what was there; ``apply`` holds the shell commands ``doctor --fix`` may run, per node
+  (``None`` for the node the finding is about), when the fix is a setting that can be changed and
+  changed back at run time. A fix that is advice (a reboot, a kernel, cooling, another host) has
+  no ``apply``: it is printed, never run;
 * :class:`CannotTell`: the evidence could not be read (or needs load, or more nodes), with why.
   A rule is never silently "ok" when it could not look.
 
@@ -36,6 +39,8 @@ STEAL_THRESHOLD_PCT = 5.0
 HOT_C = 80.0
 JUMBO_MTU = 9000
 RFS_ENTRIES = 32768  # the kernel's scaling.rst suggests 32768 for a moderately loaded server
+SOFTIRQ_SHARE = 0.80   # one CPU handling this share of NET_RX (or NET_TX) softirqs under load is "concentrated"
+SOFTIRQ_MIN = 1000     # fewer softirqs than this over the load: too little traffic to judge
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,15 @@ class Hit:
     undo: list[str] = field(default_factory=list)
     severity: str | None = None  # None: the rule's own
     node: str | None = None      # cluster rules: which node(s) the finding is about
+    #: what ``doctor --fix`` runs: {node or None (this finding's node): {"do": [sh], "undo": [sh]}}
+    apply: dict[str | None, dict[str, list[str]]] | None = None
+
+
+def _here(do: Sequence[str], undo: Sequence[str]) -> dict[str | None, dict[str, list[str]]]:
+    """``apply`` for a fix on the finding's own node (comments after ``#`` dropped)."""
+    def bare(cmds: Sequence[str]) -> list[str]:
+        return [c.split("  #")[0].strip() for c in cmds]
+    return {None: {"do": bare(do), "undo": bare(undo)}}
 
 
 
@@ -125,7 +139,10 @@ def _nic_item(items: Mapping[str, Any], key: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- node rules
 
 def check_tcp_buffers(ev: Mapping[str, Any]) -> Any:
+    """Values below the FAQ's are raised, never lowered; one that is read-only here (a global value seen
+    from a network namespace) is advice for the host, not something ``--fix`` runs."""
     low, show, fix, undo, unread = [], [], [], [], []
+    do, do_undo = [], []
     for name, want in OMPI_FAQ_TCP.items():
         it = get(ev, f"sysctl.{name}")
         if not it.get("readable"):
@@ -139,18 +156,26 @@ def check_tcp_buffers(ev: Mapping[str, Any]) -> Any:
                 continue
             if any(h < w for h, w in zip(have_t, want)):
                 new = tuple(max(h, w) for h, w in zip(have_t, want))  # never lower a value
-                low.append(name)
-                show.append(shown(f"sysctl.{name}", it))
-                fix.append(f"sysctl -w {name}='{' '.join(map(str, new))}'")
-                undo.append(f"sysctl -w {name}='{' '.join(map(str, have_t))}'")
+                cmd, back = f"sysctl -w {name}='{' '.join(map(str, new))}'", f"sysctl -w {name}='{' '.join(map(str, have_t))}'"
+            else:
+                continue
         elif have < want:
-            low.append(name)
-            show.append(shown(f"sysctl.{name}", it))
-            fix.append(f"sysctl -w {name}={want}")
-            undo.append(f"sysctl -w {name}={have}")
+            cmd, back = f"sysctl -w {name}={want}", f"sysctl -w {name}={have}"
+        else:
+            continue
+        low.append(name)
+        show.append(shown(f"sysctl.{name}", it))
+        if it.get("read_only"):
+            fix.append(f"{cmd}  # on the host: global, read-only in this network namespace")
+        else:
+            fix.append(cmd)
+            undo.append(back)
+            do.append(cmd)
+            do_undo.append(back)
     if low:
         wants = ", ".join(f"{n} {' '.join(map(str, w)) if isinstance(w, tuple) else w}" for n, w in OMPI_FAQ_TCP.items())
-        return Hit(f"{', '.join(low)} below the Open MPI FAQ values ({wants})", show, fix, undo)
+        return Hit(f"{', '.join(low)} below the Open MPI FAQ values ({wants})", show, fix, undo,
+                   apply=_here(do, do_undo) if do else None)
     if unread:
         return CannotTell("unreadable: " + "; ".join(unread))
     return None
@@ -169,8 +194,9 @@ def check_governor(ev: Mapping[str, Any]) -> Any:
     if len(govs) == 1:  # one governor everywhere: the loop form
         undo = [f"for f in {path.format('*')}; do echo {next(iter(govs))} > $f; done"]
     desc = ", ".join(f"{g} on {len(c)} CPU{'s' if len(c) != 1 else ''}" for g, c in sorted(slow.items()))
-    return Hit(f"CPU frequency governor is not performance ({desc})", [shown("cpufreq.governors", it)],
-               [f"for f in {path.format('*')}; do echo performance > $f; done"], undo)
+    fix = [f"for f in {path.format('*')}; do echo performance > $f; done"]
+    return Hit(f"CPU frequency governor is not performance ({desc})", [shown("cpufreq.governors", it)], fix, undo,
+               apply=_here(fix, undo))
 
 
 def check_boost(ev: Mapping[str, Any]) -> Any:
@@ -186,7 +212,7 @@ def check_boost(ev: Mapping[str, Any]) -> Any:
     else:
         fix, undo = "echo 0 > /sys/devices/system/cpu/cpufreq/boost", "echo 1 > /sys/devices/system/cpu/cpufreq/boost"
     return Hit("turbo/boost is on: the clock depends on temperature and on how many cores are busy",
-               [shown("cpufreq.boost", it)], [fix], [undo])
+               [shown("cpufreq.boost", it)], [fix], [undo], apply=_here([fix], [undo]))
 
 
 def check_preemption(ev: Mapping[str, Any]) -> Any:
@@ -209,7 +235,7 @@ def check_preemption(ev: Mapping[str, Any]) -> Any:
         undo = ["boot the previous kernel again (kept in the boot menu)"]
     sev = "info" if model == "voluntary" else "warn"
     return Hit(f"kernel preemption model is {model}, not none (no forced preemption)", [shown("kernel.preemption", it)],
-               fix, undo, severity=sev)
+               fix, undo, severity=sev, apply=_here(fix, undo) if "debug" in src else None)
 
 
 def check_thp(ev: Mapping[str, Any]) -> Any:
@@ -220,14 +246,15 @@ def check_thp(ev: Mapping[str, Any]) -> Any:
     if en["value"] == "never":
         return Hit("transparent huge pages are off: large arrays pay a TLB miss every 4 KiB page",
                    [shown("thp.enabled", en)], [f"echo madvise > {path}/enabled"], [f"echo never > {path}/enabled"],
-                   severity="info")
+                   severity="info", apply=_here([f"echo madvise > {path}/enabled"], [f"echo never > {path}/enabled"]))
     if en["value"] == "always":
         if not de.get("readable"):
             return _cannot("thp.defrag", de)
         if de["value"] == "always":
             return Hit("THP always with synchronous defrag: page faults stall while the kernel compacts memory",
                        [shown("thp.enabled", en), shown("thp.defrag", de)],
-                       [f"echo madvise > {path}/defrag"], [f"echo always > {path}/defrag"])
+                       [f"echo madvise > {path}/defrag"], [f"echo always > {path}/defrag"],
+                       apply=_here([f"echo madvise > {path}/defrag"], [f"echo always > {path}/defrag"]))
     return None
 
 
@@ -240,7 +267,7 @@ def check_swap(ev: Mapping[str, Any]) -> Any:
         return None
     return Hit(f"{v['used_kb'] / 1024:.0f} MiB of swap in use (of {v.get('total_kb', 0) / 1024:.0f} MiB)",
                [shown("swap", it)], ["swapoff -a  # needs that much free memory; pages come back into RAM"],
-               ["swapon -a"])
+               ["swapon -a"], apply=_here(["swapoff -a"], ["swapon -a"]))
 
 
 def check_numa_balancing(ev: Mapping[str, Any]) -> Any:
@@ -255,7 +282,8 @@ def check_numa_balancing(ev: Mapping[str, Any]) -> Any:
         return None
     return Hit(f"automatic NUMA balancing is on ({nb['value']}) on a node with {nodes['value']} NUMA nodes",
                [shown("sysctl.kernel.numa_balancing", nb), shown("numa.nodes", nodes)],
-               ["sysctl -w kernel.numa_balancing=0"], [f"sysctl -w kernel.numa_balancing={nb['value']}"])
+               ["sysctl -w kernel.numa_balancing=0"], [f"sysctl -w kernel.numa_balancing={nb['value']}"],
+               apply=_here(["sysctl -w kernel.numa_balancing=0"], [f"sysctl -w kernel.numa_balancing={nb['value']}"]))
 
 
 def _cpu_mask(cpus: Sequence[int]) -> str:
@@ -289,14 +317,16 @@ def check_rps(ev: Mapping[str, Any]) -> Any:
             fix.append(f"sysctl -w net.core.rps_sock_flow_entries={RFS_ENTRIES}")
             undo.append(f"sysctl -w net.core.rps_sock_flow_entries={rfs['value']}")
             ev_shown.append(shown("sysctl.net.core.rps_sock_flow_entries", rfs))
-        elif not rfs.get("readable"):
+        do = list(fix)  # what --fix runs: not the global sysctl this node cannot read (a namespace, a container)
+        if not rfs.get("readable"):
             fix.append(f"sysctl -w net.core.rps_sock_flow_entries={RFS_ENTRIES}  # global: set it on the host")
         if flow.get("readable") and not flow["value"]:
             fix.append(f"echo {RFS_ENTRIES} > {base}/rps_flow_cnt")
+            do.append(f"echo {RFS_ENTRIES} > {base}/rps_flow_cnt")
             undo.append(f"echo {flow['value']} > {base}/rps_flow_cnt")
             ev_shown.append(shown(f"nic.{name}.rfs_flow_cnt", flow))
         return Hit(f"{name}: one receive queue and RPS off: every packet's protocol work lands on the CPU "
-                   "that takes the interrupt", ev_shown, fix, undo)
+                   "that takes the interrupt", ev_shown, fix, undo, apply=_here(do, undo))
 
     return _per_nic(ev, one)
 
@@ -315,9 +345,10 @@ def check_coalescing(ev: Mapping[str, Any]) -> Any:
         old = [f"adaptive-rx {'on' if adaptive else 'off'}" if adaptive is not None else "",
                f"rx-usecs {usecs}" if usecs is not None else "", f"rx-frames {frames}" if frames is not None else ""]
         fix = f"ethtool -C {name} adaptive-rx on" if adaptive is not None else f"ethtool -C {name} rx-usecs 50"
+        undo = f"ethtool -C {name} {' '.join(o for o in old if o)}"
         return Hit(f"{name}: interrupt coalescing off (adaptive-rx {'off' if adaptive is False else 'n/a'}, "
                    f"rx-usecs {usecs}): one interrupt per received frame",
-                   [shown(f"nic.{name}.coalescing", it)], [fix], [f"ethtool -C {name} {' '.join(o for o in old if o)}"])
+                   [shown(f"nic.{name}.coalescing", it)], [fix], [undo], apply=_here([fix], [undo]))
 
     return _per_nic(ev, one)
 
@@ -336,7 +367,8 @@ def check_jumbo(ev: Mapping[str, Any]) -> Any:
         return Hit(f"{name}: MTU {mtu['value']} although the NIC takes up to {mx['value']}",
                    [shown(f"nic.{name}.mtu", mtu), shown(f"nic.{name}.max_mtu", mx)],
                    [f"ip link set dev {name} mtu {JUMBO_MTU}  # on every node, and the switch must pass jumbo frames"],
-                   [f"ip link set dev {name} mtu {mtu['value']}"], severity="info")
+                   [f"ip link set dev {name} mtu {mtu['value']}"], severity="info",
+                   apply=_here([f"ip link set dev {name} mtu {JUMBO_MTU}"], [f"ip link set dev {name} mtu {mtu['value']}"]))
 
     return _per_nic(ev, one)
 
@@ -393,8 +425,40 @@ def check_openblas(ev: Mapping[str, Any]) -> Any:
 
 
 def check_softirqs(ev: Mapping[str, Any]) -> Any:
-    return CannotTell("needs --during: NET_RX/NET_TX softirq deltas must be read while a network benchmark runs "
-                      "(not built yet)")
+    """``softirqs.load``: NET_RX/NET_TX per-CPU deltas of /proc/softirqs over a load (``doctor --during``)."""
+    it = get(ev, "softirqs.load")
+    if not it.get("readable"):
+        return CannotTell("needs --during mpi (or hpl): NET_RX/NET_TX softirq deltas must be read while a network "
+                          "benchmark runs" if it.get("why", "").endswith("not gathered") else
+                          f"softirqs.load unreadable ({it.get('source')}): {it.get('why')}")
+    v = it["value"] or {}
+    online = get(ev, "cpus.online")
+    cpus = set(online.get("value") or []) if online.get("readable") else None
+    hits, quiet = [], []
+    for kind in ("NET_RX", "NET_TX"):
+        deltas = list(v.get(kind) or [])
+        if cpus is not None:
+            deltas = [d for c, d in enumerate(deltas) if c in cpus]
+        total = sum(deltas)
+        if len(deltas) < 2:
+            return None  # one CPU: nowhere else to go
+        if total < SOFTIRQ_MIN:
+            quiet.append(f"{kind} {total}")
+            continue
+        top = max(range(len(deltas)), key=lambda c: deltas[c])
+        share = deltas[top] / total
+        if share >= SOFTIRQ_SHARE:
+            hits.append((kind, top, share, total))
+    if hits:
+        desc = "; ".join(f"{k}: {share:.0%} of {total} on CPU {top}" for k, top, share, total in hits)
+        return Hit(f"network softirqs concentrated during {v.get('load')} over {v.get('seconds', 0):.1f} s ({desc})",
+                   [shown("softirqs.load", it)],
+                   ["steer receive processing to all CPUs: see rule rps-single-queue (rps_cpus, RFS), or spread the "
+                    "NIC's interrupts (/proc/irq/N/smp_affinity, several receive queues with ethtool -L)"], [])
+    if len(quiet) == 2:  # NET_TX alone is often quiet (raised only when a send queue restarts): judge on NET_RX
+        return CannotTell(f"too little network work during {v.get('load')} to judge ({', '.join(quiet)} softirqs; "
+                          f"fewer than {SOFTIRQ_MIN})")
+    return None
 
 
 # --------------------------------------------------------------------------- cluster rules
@@ -423,7 +487,9 @@ def check_mtu_mismatch(evs: Mapping[str, Mapping[str, Any]]) -> Any:
                         [{"key": f"nic.{name}.mtu", "value": {n: it["value"] for n, it in sorted(d.items())},
                           "source": f"/sys/class/net/{name}/mtu on each node"}],
                         [f"on {n}: ip link set dev {name} mtu {top}" for n in odd],
-                        [f"on {n}: ip link set dev {name} mtu {d[n]['value']}" for n in odd], node=",".join(odd)))
+                        [f"on {n}: ip link set dev {name} mtu {d[n]['value']}" for n in odd], node=",".join(odd),
+                        apply={n: {"do": [f"ip link set dev {name} mtu {top}"],
+                                   "undo": [f"ip link set dev {name} mtu {d[n]['value']}"]} for n in odd}))
     return hits or None
 
 
@@ -520,7 +586,7 @@ RULES: list[Rule] = [
          "(seed 000 checked the BLAS of each node by hand)", "install the same versions everywhere", "(nothing)",
          "cluster check --hosts {hosts}", scope="cluster"),
     Rule("softirq-concentrated", "NET_RX/NET_TX softirqs concentrated on one CPU during network load",
-         ("softirqs.net",), check_softirqs,
+         ("softirqs.load",), check_softirqs,
          "seed 000 §5.5 found NET_RX softirqs all on CPU0 under HPL: that CPU is lost to the ranks",
          "RPS/RFS, more receive queues or IRQ affinity", "write the previous masks back",
          "run hpl --hosts {hosts}", needs_load=True),
@@ -561,7 +627,9 @@ def evaluate(evidence: Mapping[str, Mapping[str, Any]], rules: Sequence[Rule] | 
                 out["findings"].append({
                     "rule": r.id, "node": h.node or node, "severity": h.severity or r.severity, "title": r.title,
                     "summary": h.summary, "evidence": h.evidence, "why": r.why, "fix": h.fix, "undo": h.undo,
-                    "verify": verify, "needs_reboot": r.needs_reboot})
+                    "verify": verify, "needs_reboot": r.needs_reboot and h.apply is None,
+                    "apply": None if h.apply is None else
+                    {(k if k is not None else (h.node or node)): v for k, v in h.apply.items()}})
 
     for r in rules:
         if r.scope == "cluster":

@@ -187,7 +187,13 @@ def _sysctl(fs: FsRoot, name: str, ints: bool) -> dict[str, Any]:
         vals = [int(x) for x in text.split()]
     except ValueError:
         return unreadable(path, f"{path} holds {text!r}, not numbers")
-    return item(vals if ints else vals[0], path)
+    it = item(vals if ints else vals[0], path)
+    try:  # a global value shown read-only inside a network namespace (net.core.rmem_max on recent kernels)
+        if not os.stat(fs.path(path)).st_mode & 0o222:
+            it["read_only"] = True
+    except OSError:
+        pass
+    return it
 
 
 def _governors(fs: FsRoot) -> dict[str, Any]:

@@ -19,6 +19,12 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   schemas), and processes /proc hides (``hidepid``), are judged by the pid alone.
 * ``run_tags(run_id, tag)`` (schema 4) - the tags given with ``--tag`` (or ``results tag``) to select
   runs by name in ``compare``, ``report`` and ``results list --tag``; ``runs.note`` is ``--note``'s text.
+* ``fixes(id, created, rule, hosts, status, actions, finding, verify, ended, error)`` (schema 5) - the
+  fixes ``doctor --fix`` applied: per node the commands run and the commands that undo them (built
+  from the values read just before), the finding, ``status`` ``applied`` or ``undone``, and the
+  before/after comparison of ``doctor --verify``. A fix is recorded as ``applying`` before anything
+  is changed (so a crash mid-way leaves the undo behind) and removed again if applying fails and is
+  rolled back.
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
@@ -26,7 +32,7 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
 2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
 ``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3); 4 adds the user's ``runs.note`` and
-the ``run_tags`` table. An older file is upgraded in place (1 -> 2 -> 3 -> 4, one transaction) when it is
+the ``run_tags`` table; 5 adds ``fixes``. An older file is upgraded in place (1 -> 2 -> ... -> 5, one transaction) when it is
 opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
 
 Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
@@ -51,7 +57,7 @@ from typing import Any
 from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 
-STORE_SCHEMA = 4
+STORE_SCHEMA = 5
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
     # 'notes' joined schema 1 after its first commit without a version bump: added when missing
@@ -64,6 +70,18 @@ UPGRADES = {
         "CREATE TABLE IF NOT EXISTS run_tags (run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
         " tag TEXT NOT NULL, PRIMARY KEY (run_id, tag))",
         "CREATE INDEX IF NOT EXISTS run_tags_tag ON run_tags(tag)"),
+    4: ('''CREATE TABLE IF NOT EXISTS fixes (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    hosts TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('applying', 'applied', 'undone')),
+    actions TEXT NOT NULL,
+    finding TEXT NOT NULL,
+    verify TEXT,
+    ended TEXT,
+    error TEXT
+)''',),
 }
 #: a tag: letters, digits and ._+=@- (no spaces, commas or colons: 'tag:NAME' and 'a,b' are selector syntax)
 TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,63}")
@@ -103,6 +121,18 @@ CREATE TABLE IF NOT EXISTS run_tags (
     PRIMARY KEY (run_id, tag)
 );
 CREATE INDEX IF NOT EXISTS run_tags_tag ON run_tags(tag);
+CREATE TABLE IF NOT EXISTS fixes (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    hosts TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('applying', 'applied', 'undone')),
+    actions TEXT NOT NULL,
+    finding TEXT NOT NULL,
+    verify TEXT,
+    ended TEXT,
+    error TEXT
+);
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -401,6 +431,55 @@ class Store:
                 self.db.execute("UPDATE runs SET note=? WHERE id=?", (note or None, run_id))
         return run_id
 
+    # -- fixes (doctor --fix / --undo) -------------------------------------------------------
+    def add_fix(self, record: dict) -> str:
+        """Record a fix as ``applying`` (before anything is changed): id, rule, hosts, actions, finding."""
+        with self._tx():
+            self.db.execute(
+                "INSERT INTO fixes (id, created, rule, hosts, status, actions, finding) VALUES (?, ?, ?, ?, 'applying', ?, ?)",
+                (record["id"], record.get("created") or now_iso(), record["rule"], json.dumps(record["hosts"]),
+                 json.dumps(record["actions"]), json.dumps(record["finding"])))
+        return str(record["id"])
+
+    def set_fix(self, fix_id: str, *, status: str | None = None, verify: Any = None, error: str | None = None) -> None:
+        with self._tx():
+            if status is not None:
+                self.db.execute("UPDATE fixes SET status=?, ended=CASE WHEN ?='undone' THEN ? ELSE ended END WHERE id=?",
+                                (status, status, now_iso(), fix_id))
+            if verify is not None:
+                self.db.execute("UPDATE fixes SET verify=? WHERE id=?", (json.dumps(verify), fix_id))
+            if error is not None:
+                self.db.execute("UPDATE fixes SET error=? WHERE id=?", (error, fix_id))
+
+    def drop_fix(self, fix_id: str) -> None:
+        """Forget a fix that was rolled back while being applied."""
+        with self._tx():
+            self.db.execute("DELETE FROM fixes WHERE id=?", (fix_id,))
+
+    def _has_fixes(self) -> bool:
+        return bool(self._read("SELECT name FROM sqlite_master WHERE type='table' AND name='fixes'"))
+
+    def fixes(self, status: str | None = None) -> list[dict]:
+        """Every recorded fix, oldest first (an older store has none)."""
+        if not self._has_fixes():
+            return []
+        q = "SELECT * FROM fixes" + (" WHERE status=?" if status else "") + " ORDER BY created, id"
+        return [_fix_dict(r) for r in self._read(q, (status,) if status else ())]
+
+    def get_fix(self, ref: str) -> dict:
+        """A fix by id or unique prefix."""
+        rows = self._read("SELECT * FROM fixes WHERE id LIKE ? ESCAPE '\\'", (_like_literal(ref) + "%",)) \
+            if ref and self._has_fixes() else []
+        exact = [r for r in rows if r["id"] == ref]
+        if exact:
+            rows = exact
+        if not rows:
+            known = ", ".join(f["id"] for f in self.fixes()[-5:]) or "none recorded"
+            raise UsageError(f"no fix '{ref}' in {self.path}", f"see 'clusterbench doctor --fixes' (recent: {known})")
+        if len(rows) > 1:
+            raise UsageError(f"fix '{ref}' is ambiguous ({len(rows)} match)", "give more of its id")
+        return _fix_dict(rows[0])
+
     def add_build(self, run_id: str, name: str, info: dict) -> None:
         with self._tx():
             row = self.db.execute("SELECT builds FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -641,6 +720,14 @@ def _since(text: str) -> str:
     if when.tzinfo is not None:
         when = when.astimezone(timezone.utc).replace(tzinfo=None)
     return when.isoformat(timespec="seconds")
+
+
+def _fix_dict(r: sqlite3.Row) -> dict:
+    d = dict(r)
+    for k in ("hosts", "actions", "finding", "verify"):
+        if d.get(k) is not None:
+            d[k] = json.loads(d[k])
+    return d
 
 
 def _result_dict(r: sqlite3.Row) -> dict:
