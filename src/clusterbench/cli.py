@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--fail-if-worse", type=float, default=None, metavar="PCT",
                       help="exit 1 when a figure is significantly worse by more than PCT %%")
     cmp_.add_argument("--all", action="store_true", help="also list the figures with no significant difference")
+    cmp_.add_argument("--per-dollar", metavar="PRICE_A,PRICE_B", default=None,
+                      help="compare performance for cost (seed 003): each figure per unit of the price of its side's "
+                      "cluster (rate/price, 1/(time*price) for times); currency from [cost] currency in the config")
     cmp_.add_argument("--json", action="store_true", help="print one JSON document")
 
     doc = cmds.add_parser("doctor", help="what holds this node or cluster back: findings, fixes, undo (read-only)")
@@ -668,8 +671,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"--fail-if-worse {args.fail_if_worse} is not a percentage", "give 0 to 100, e.g. 5")
     if args.min_effect is not None and not 0 <= args.min_effect < 100:
         raise UsageError(f"--min-effect {args.min_effect} is not a percentage", "give 0 to 100, e.g. 1")
+    prices = None
+    currency = ""
+    if args.per_dollar is not None:
+        from clusterbench import config
+
+        try:
+            prices = tuple(float(x) for x in args.per_dollar.split(","))
+        except ValueError:
+            prices = ()
+        if len(prices) != 2 or not all(0 < p < float("inf") for p in prices):
+            raise UsageError(f"--per-dollar {args.per_dollar} is not two positive prices",
+                             "give the price of A's cluster and of B's, e.g. --per-dollar 600,2400")
+        currency = config.cost_model().currency
     doc = compare_sides(Store(args.db, readonly=True), args.a, args.b, benchmark=args.benchmark, metric=args.metric,
-                        min_effect=args.min_effect)
+                        min_effect=args.min_effect, prices=prices, currency=currency)  # type: ignore[arg-type]
     worse = args.fail_if_worse is not None and doc["worst_change_pct"] is not None \
         and doc["worst_change_pct"] < -args.fail_if_worse
     doc["fail_if_worse"] = {"pct": args.fail_if_worse, "failed": worse} if args.fail_if_worse is not None else None

@@ -8,9 +8,12 @@ import shlex
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.errors import UsageError
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.cost import CostModel
 
 ROOT_ENV = "CLUSTERBENCH_ALLOW_RUN_AS_ROOT"
 
@@ -52,6 +55,22 @@ def allow_run_as_root() -> bool:
         raise UsageError(f"allow_run_as_root in {config_path()} must be true or false, not {value!r}",
                          f"write allow_run_as_root = true in {config_path()}")
     return value
+
+
+def cost_model() -> "CostModel":
+    """The ``[cost]`` table (``analysis.cost``; an empty model when there is none); a bad value is a
+    one-line UsageError naming the key."""
+    from clusterbench.analysis.cost import CostModel, check_model
+
+    table = load().get("cost")
+    if table is None:
+        return CostModel()
+    if not isinstance(table, dict):
+        raise UsageError(f"cost in {config_path()} must be a table ([cost])", f"fix {config_path()}")
+    try:
+        return check_model(table)
+    except ValueError as exc:
+        raise UsageError(f"{exc} in {config_path()}", f"fix {config_path()}") from None
 
 
 def permanent_root_hint() -> str:

@@ -25,10 +25,34 @@ def _side(store: Store, spec: str, benchmark: str | None, metric: str | None) ->
     return runs, results
 
 
+def _priced(results: dict[str, list[dict]], price: float, currency: str) -> dict[str, list[dict]]:
+    """Every figure as performance for cost (``analysis.cost.per_price``): a rate / price, or
+    1 / (time * price) for a lower-is-better figure, so both read higher-is-better."""
+    from clusterbench.analysis.cost import per_price
+
+    cur = currency or "price unit"
+    out: dict[str, list[dict]] = {}
+    for run_id, res in results.items():
+        out[run_id] = []
+        for r in res:
+            hib = bool(r["higher_is_better"])
+            try:
+                samples = [per_price(float(x), hib, price) for x in r.get("samples") or [r["value"]]]
+                value = per_price(float(r["value"]), hib, price)
+            except ValueError:
+                continue  # a zero time cannot be priced: the figure is left out (it shows as one side only)
+            unit = f"{r['unit']}/{cur}" if hib else f"1/({r['unit']}*{cur})"
+            out[run_id].append({**r, "value": value, "samples": samples, "unit": unit, "higher_is_better": True})
+    return out
+
+
 def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None, metric: str | None = None,
-                  min_effect: float | None = None) -> dict[str, Any]:
+                  min_effect: float | None = None, prices: tuple[float, float] | None = None,
+                  currency: str = "") -> dict[str, Any]:
     """Compare the runs selector ``a`` names (before) with those ``b`` names (after); ``min_effect``
-    in percent. Returns the ``--json`` document."""
+    in percent. With ``prices`` (the price of side A's and side B's cluster), every figure is compared
+    as performance for cost (seed 003 ch. 6); B/A is then how many times B's performance per
+    currency unit is A's. Returns the ``--json`` document."""
     if benchmark is not None and benchmark not in all_benchmarks():
         raise UsageError(f"unknown benchmark '{benchmark}'", "see 'clusterbench list'")
     runs_a, res_a = _side(store, a, benchmark, metric)
@@ -42,6 +66,10 @@ def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None,
         if not any(res.values()):
             raise UsageError(f"side '{spec}' has no figures{' of ' + what if what else ''}",
                              "its runs stored nothing (see 'clusterbench results show RUN')")
+    if prices is not None:
+        if len(prices) != 2 or any(not (p > 0) for p in prices):
+            raise UsageError(f"prices {prices} must be two positive numbers", "e.g. --per-dollar 600,2400")
+        res_a, res_b = _priced(res_a, prices[0], currency), _priced(res_b, prices[1], currency)
     keys = {name: tuple(cls.key_params) for name, cls in all_benchmarks().items()}
     opts = {} if min_effect is None else {"min_effect": min_effect / 100.0}
     doc = cmp.compare(runs_a, res_a, runs_b, res_b, keys, **opts).as_dict()
@@ -51,6 +79,10 @@ def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None,
 
     doc["sides"] = {"a": {"selector": a, "runs": [brief(r) for r in runs_a]},
                     "b": {"selector": b, "runs": [brief(r) for r in runs_b]}}
+    doc["per_price"] = None if prices is None else {
+        "price_a": prices[0], "price_b": prices[1], "currency": currency,
+        "definition": "performance for cost (seed 003 ch. 6): value / price for a rate, 1 / (time * price) for a "
+                      "time; B/A is B's performance per currency unit over A's (normalised so A = 1)"}
     return doc
 
 
@@ -76,6 +108,10 @@ def format_comparison(doc: dict, show_all: bool = False) -> str:
         note = f"  # {first['note']}" if first.get("note") else ""
         out.write(f"{side.upper()}: {s['selector']}: {first['id'][:8]} {first['started'][:19]}{tags} "
                   f"{first['command']}{more}{note}\n")
+    pp = doc.get("per_price")
+    if pp:
+        cur = pp.get("currency") or "price unit"
+        out.write(f"per {cur}: A's cluster costs {pp['price_a']:g}, B's {pp['price_b']:g}; {pp['definition']}\n")
     summary = doc["summary"]
     out.write(f"{len(doc['matches'])} figure(s) matched: " + ", ".join(f"{n} {v}" for v, n in summary.items() if n)
               + "\n\n")
