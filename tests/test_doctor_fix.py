@@ -95,6 +95,7 @@ def test_benchmark_argv_checks() -> None:
 
 # --------------------------------------------------------------------------- store + apply/undo, for real
 
+@pytest.mark.integration  # runs sh
 def test_fix_applies_records_and_undoes_exactly(tmp_path: Path) -> None:
     f = tmp_path / "setting"
     f.write_text("old 1\n")

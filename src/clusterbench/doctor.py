@@ -412,9 +412,16 @@ def format_doctor(doc: dict[str, Any]) -> list[str]:
     lines.append(f"doctor: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({', '.join(nodes)}); "
                  f"{len(findings)} finding{'s' if len(findings) != 1 else ''}, {len(cannot)} cannot tell, "
                  f"{len(passed)} passed (read-only: nothing was changed)")
-    for f in findings:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for f in findings:  # the same finding with the same evidence on several nodes is printed once
+        same = {k: f[k] for k in ("rule", "summary", "fix", "undo")}
+        same["evidence"] = [(e["key"], _value(e["value"])) for e in f["evidence"]]
+        groups.setdefault(repr(same), []).append(f)
+    for members in groups.values():
+        f = members[0]
+        where = ", ".join(m["node"] for m in members)
         lines.append("")
-        lines.append(f"[{f['severity']}] {f['node']}: {f['title']} ({f['rule']})")
+        lines.append(f"[{f['severity']}] {where}: {f['title']} ({f['rule']})")
         lines.append(f"  {f['summary']}")
         for e in f["evidence"]:
             lines.append(f"  evidence: {e['key']} = {_value(e['value'])}  [{e['source']}]")
@@ -429,8 +436,12 @@ def format_doctor(doc: dict[str, Any]) -> list[str]:
     if cannot:
         lines.append("")
         lines.append("cannot tell:")
+        same: dict[tuple[str, str], list[str]] = {}
         for c in cannot:
-            lines.append(f"  {c['node']}: {c['title']} ({c['rule']}): {c['why']}")
+            same.setdefault((c["rule"], c["why"]), []).append(c["node"])
+        titles = {c["rule"]: c["title"] for c in cannot}
+        for (rule_id, why), where in same.items():
+            lines.append(f"  {', '.join(where)}: {titles[rule_id]} ({rule_id}): {why}")
     lines.append("")
     lines.append(f"passed: {len(passed)} check{'s' if len(passed) != 1 else ''}"
                  + (f" ({', '.join(sorted({p['rule'] for p in passed}))})" if passed else ""))
