@@ -172,12 +172,20 @@ def build_parser() -> argparse.ArgumentParser:
                            "one launcher job; outlier nodes per metric (median and MAD)")
     swn.add_argument("--hosts", help="nodes, e.g. node1,node2 or cbsim-n1,cbsim-n2 (default: the Slurm allocation)")
     swn.add_argument("--hostfile", help="Open MPI hostfile naming the nodes")
-    swn.add_argument("--benchmark", default=None, help="one node benchmark instead of the quick node profile")
+    swn.add_argument("--benchmark", default=None, metavar='"NAME [OPTIONS]"',
+                     help="one node benchmark instead of the quick node profile, with its run options, "
+                     'e.g. "peak --seconds 0.3" (quick profile unless --full is among them)')
     swn.add_argument("--mpi", default=None, help="which MPI launches the job (openmpi or mpich; default: found)")
     swn.add_argument("--allow-root", action="store_true", help="let Open MPI run as root")
-    swn.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep")
+    swn.add_argument("--remote-python", help="python with clusterbench installed on the nodes (default: this one, "
+                     "which needs a shared filesystem; or $CLUSTERBENCH_REMOTE_PYTHON)")
+    swn.add_argument("--node-cpus", action="append", default=[], metavar="NODE=CPUS",
+                     help="virtual cluster: the cpus of a node, e.g. cbsim-n1=0 (repeatable; default one cpu each, "
+                     "round robin)")
+    swn.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep (default 900)")
     swn.add_argument("--no-store", action="store_true", help="do not store the figures")
-    swn.add_argument("--json", action="store_true", help="print one JSON document")
+    swn.add_argument("--json", action="store_true", help="print one JSON document (sweep_schema 1)")
+    _tag_options(swn)
     # -- end sweep node --
     # -- sweep network (owner: clusterbench.sweep.network) --
     swk = swsub.add_parser("network", help="latency and bandwidth of every pair of nodes (n-1 rounds, each node "
@@ -511,9 +519,44 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 # -- _cmd_sweep_node (owner: clusterbench.sweep.node) --
 def _cmd_sweep_node(args: argparse.Namespace) -> int:
-    from clusterbench.sweep import node as sweep_node
+    import shlex
 
-    raise NotImplementedError(sweep_node)
+    from clusterbench import doctor
+    from clusterbench.benchmarks import ALIASES
+    from clusterbench.sweep import node as sweep_node
+    from clusterbench.ui import RichProgress, dump_json
+
+    hosts = doctor.hosts_from(args.hosts, args.hostfile)
+    name, given, profile = None, {}, "quick"
+    if args.benchmark is not None:
+        words = shlex.split(args.benchmark)
+        if not words:
+            raise UsageError("--benchmark is empty", 'give a node benchmark, e.g. --benchmark "peak --seconds 0.3"')
+        name = ALIASES.get(words[0], words[0])
+        if name not in sweep_node.node_benchmarks():
+            raise UsageError(f"'{words[0]}' is not a node benchmark",
+                             f"choose from {', '.join(sweep_node.node_benchmarks())}")
+        ns = build_parser().parse_args(["run", name, *words[1:]])  # its own options, checked as `run` checks them
+        given = {p.name: getattr(ns, p.name) for p in all_benchmarks()[name].params
+                 if getattr(ns, p.name, None) is not None}
+        profile = ns.profile or "quick"
+    node_cpus = sweep_node.parse_node_cpus(args.node_cpus)
+    store = None if args.no_store else Store(args.db)
+    progress = RichProgress() if sys.stderr.isatty() and not args.json else None
+    kwargs = dict(given=given, profile=profile, mpi=args.mpi, allow_root=args.allow_root, timeout=args.timeout,
+                  store=store, use_store=not args.no_store, python=args.remote_python,
+                  node_cpus=node_cpus, tags=args.tags, note=args.note,
+                  argv=["clusterbench", *sys.argv[1:]], progress=progress)
+    if progress is not None:
+        with progress:
+            doc = sweep_node.sweep_node(hosts, name, **kwargs)  # type: ignore[arg-type]
+    else:
+        doc = sweep_node.sweep_node(hosts, name, **kwargs)  # type: ignore[arg-type]
+    if args.json:
+        dump_json(doc)
+    else:
+        sys.stdout.write("".join(f"{line}\n" for line in sweep_node.format_sweep_node(doc)))
+    return 4 if doc["failed"] else 0
 # -- end _cmd_sweep_node --
 
 

@@ -1,0 +1,868 @@
+"""``sweep node``: the quick node profile (or one node benchmark) on every node at once, as ONE launcher
+job; the figures gathered to the caller; outlier nodes flagged per figure; their likely cause from
+``doctor``'s rules.
+
+What runs
+    The kernels are built here first (the build cache, :mod:`clusterbench.kernels.build`), and the
+    store is checked writable, so bad input or a missing compiler fails before anything starts. Then
+    one job starts one process per node, :mod:`clusterbench.sweep.agent`, which runs the benchmarks
+    in-process (``session.run``, no store) on its node's cpus and prints its probe and figures as short
+    JSON lines tagged with its node name. The launcher is Open MPI's ``mpirun`` (``--map-by ppr:1:node
+    --bind-to none --tag-output``; from the head namespace through the launch agent on the virtual
+    cluster) or MPICH's ``mpiexec`` (``-prepend-pattern``), or, inside a Slurm allocation, ``srun
+    --ntasks-per-node=1 --cpu-bind=none --label --mpi=none``. The agent is not an MPI program; these
+    launchers start plain programs. The launcher's output interleaves the nodes' lines, and a line may
+    be cut where the launcher read a pipe; each rank's own stream is rebuilt from the launcher's tags
+    before it is parsed (:class:`Demux`), and every line carries a per-node sequence number, so a lost
+    or garbled line is an error for that node, never a wrong figure. Nothing is gathered by one ssh per
+    node; the job is bounded in time and ended as a whole (process group, watchdog) on timeout,
+    failure or Ctrl-C.
+
+What real clusters need
+    The agent runs ``python -m clusterbench.sweep.agent`` with this Python (``sys.executable``) unless
+    ``python`` says otherwise: a shared filesystem holding this installation (e.g. a virtual environment
+    in a shared ``$HOME``), or clusterbench installed on every node at the path given. Kernels are
+    compiled on each node into its cache (``$CLUSTERBENCH_CACHE``, exported to the job) when the cache
+    is not shared or the node's CPU differs from this one's, so the nodes need the C compiler too. The
+    virtual cluster's nodes share this machine's filesystem and cache.
+
+CPUs
+    On a real cluster each node's agent uses every cpu of its node (``--bind-to none``; under Slurm,
+    what the step gives it). The virtual cluster's nodes all share this machine's cpus, so each node is
+    pinned to cpus of its own: ``node_cpus`` (``{node: [cpu, ...]}``), by default one cpu each, round
+    robin. There the nodes also start measuring together (a start barrier once every node has built
+    and probed) and a node that finishes keeps its cpus busy until all have finished (see
+    :mod:`clusterbench.sweep.agent`), so every node measures under the same sharing throughout.
+
+Outliers
+    Per figure (benchmark, metric and the benchmark's key params), the nodes' values are judged with
+    :func:`clusterbench.analysis.outliers.flag` (modified z-score beyond 3.5 on the bad side and at
+    least 10 % from the median, 3 or more nodes: :data:`outliers.METHOD`). When a node is flagged,
+    ``doctor`` reads every node once (:func:`clusterbench.doctor.diagnose`) and the findings that fire
+    on that node, bear on that benchmark and do not fire on every node are its likely causes.
+
+Stored
+    One run (unless ``use_store`` is False): each node's figures with ``params.node``, the nodes' probes
+    and NIC settings as the run's cluster record (from the agents' own output), so ``results table
+    BENCH --rows node`` and ``compare`` read it like any run.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterbench.analysis import outliers
+from clusterbench.benchmarks.base import Progress
+from clusterbench.errors import (
+    ClusterbenchError,
+    EnvironmentProblem,
+    KernelFailed,
+    UsageError,
+)
+from clusterbench.sweep import agent as agent_mod
+
+SWEEP_SCHEMA = 1
+#: seconds the whole sweep may take unless the caller says otherwise
+DEFAULT_TIMEOUT = 900.0
+#: seconds until every node has said hello (real clusters; the virtual cluster: see sim_launch_timeout)
+LAUNCH_TIMEOUT = 60.0
+#: seconds the launcher may take to exit once every node has reported
+FINALIZE_GRACE = 15.0
+#: how many lines of the launcher's stderr an error message may quote from
+_TAIL = 16384
+
+#: doctor's rules that bear on each benchmark's figures (others are network rules)
+_COMPUTE = ("cpu-governor", "cpu-boost", "preemption", "steal-time", "thermal-hot")
+_MEMORY = ("thp", "swap-in-use", "numa-balancing", "steal-time", "cpu-governor", "thermal-hot")
+RELEVANT_RULES: dict[str, tuple[str, ...]] = {
+    "peak": _COMPUTE,
+    "fpu": _COMPUTE,
+    "dgemm": _COMPUTE + ("openblas-generic", "software-differs", "thp", "swap-in-use"),
+    "stream": _MEMORY,
+    "membw": _MEMORY,
+    "memlat": _MEMORY + ("preemption",),
+}
+_DEFAULT_RULES = tuple(dict.fromkeys(_COMPUTE + _MEMORY + ("openblas-generic", "software-differs")))
+
+
+# --------------------------------------------------------------------------- hosts
+
+def node_benchmarks() -> list[str]:
+    """``node`` (the profile) and the benchmarks it is made of."""
+    from clusterbench.benchmarks import all_benchmarks
+
+    return ["node", *[n for n, c in all_benchmarks().items() if "node" in getattr(c, "suites", {})]]
+
+
+def expand_nodelist(text: str) -> list[str]:
+    """A Slurm node list (``n[1-3,5],gpu01``) as names, without Slurm (for when scontrol is missing)."""
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?([^,]*)", text):
+        head, ranges, tail = m.group(1), m.group(2), m.group(3)
+        if not head and not ranges:
+            continue
+        if not ranges:
+            out.append(head + tail)
+            continue
+        for part in ranges.split(","):
+            a, _, b = part.partition("-")
+            if b:
+                width = len(a)
+                out += [f"{head}{i:0{width}d}{tail}" for i in range(int(a), int(b) + 1)]
+            else:
+                out.append(f"{head}{a}{tail}")
+    return out
+
+
+def slurm_hosts(env: dict[str, str] | None = None) -> list[str] | None:
+    """The nodes of the Slurm allocation this process runs in (``$SLURM_JOB_NODELIST`` through
+    ``scontrol show hostnames``), or None outside one."""
+    env = dict(os.environ if env is None else env)
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not env.get("SLURM_JOB_ID") or not nodelist:
+        return None
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        try:
+            r = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True,
+                               timeout=20, env=env, check=False)
+            names = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+            if r.returncode == 0 and names:
+                return names
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return expand_nodelist(nodelist)
+
+
+def resolve_hosts(hosts: Sequence[str] | None) -> tuple[list[str], bool]:
+    """(hosts, inside_slurm): the hosts given, else the Slurm allocation's, else a UsageError."""
+    in_slurm = bool(os.environ.get("SLURM_JOB_ID"))
+    if hosts:
+        names = [h.split(":")[0] for h in hosts]  # host:slots as elsewhere: one agent per node regardless
+        dup = sorted({h for h in names if names.count(h) > 1})
+        if dup:
+            raise UsageError(f"host {dup[0]} is listed twice", "list each node once")
+        return names, in_slurm
+    found = slurm_hosts()
+    if not found:
+        raise UsageError("sweep node needs --hosts or --hostfile, or to run inside a Slurm allocation",
+                         "e.g. --hosts node1,node2,node3 or salloc -N 4 clusterbench sweep node")
+    return found, True
+
+
+def default_node_cpus(hosts: Sequence[str], cpus: Sequence[int]) -> dict[str, list[int]]:
+    """One cpu per node, round robin (the virtual cluster's nodes share this machine's cpus)."""
+    return {h: [cpus[i % len(cpus)]] for i, h in enumerate(hosts)}
+
+
+# --------------------------------------------------------------------------- output of the job
+
+class Demux:
+    """Each rank's own byte stream rebuilt from a launcher's combined stdout.
+
+    Open MPI (``--tag-output``: ``[JOB,RANK]<stdout>:``) and MPICH (``-prepend-pattern``) put the tag
+    at the start of every chunk they forward and after every newline inside it, so a line cut where
+    the launcher read a pipe continues after the next tag of the same rank, whatever came between
+    (``anywhere``). srun (``--label``: ``RANK: ``) labels whole lines (``anywhere`` False). Text before
+    the first tag of a line is the launcher's own (``rank`` None)."""
+
+    def __init__(self, pattern: bytes, anywhere: bool) -> None:
+        self.re = re.compile(pattern)
+        self.anywhere = anywhere
+        self.bufs: dict[int, bytes] = {}
+
+    def feed(self, line: bytes) -> list[tuple[int | None, bytes]]:
+        """The complete lines ``line`` finishes, as ``(rank, line)``."""
+        if not self.anywhere:
+            m = self.re.match(line)
+            return [(int(m.group(1)), line[m.end():])] if m else [(None, line)]
+        parts = self.re.split(line)
+        out: list[tuple[int | None, bytes]] = []
+        if parts[0]:
+            out.append((None, parts[0]))
+        segs = list(zip(parts[1::2], parts[2::2]))
+        for j, (rank_b, seg) in enumerate(segs):
+            rank = int(rank_b)
+            buf = self.bufs.get(rank, b"") + seg
+            if j == len(segs) - 1:  # the newline that ended this physical line is this rank's
+                out.append((rank, buf))
+                buf = b""
+            self.bufs[rank] = buf
+        return out
+
+
+OPENMPI_TAG = rb"\[[^\],\[]+,(\d+)\]<stdout>:"
+HYDRA_PATTERN = "[cbsweep-rank-%r]"
+HYDRA_TAG = rb"\[cbsweep-rank-(\d+)\]"
+SRUN_LABEL = rb"^\s*(\d+): "
+
+
+@dataclass
+class NodeReport:
+    """What one node's agent said."""
+
+    name: str
+    rank: int | None = None
+    hello: dict | None = None
+    probe: dict | None = None
+    network: dict | None = None
+    cpus: list[int] | None = None
+    ready_s: float | None = None
+    results: list[dict] = field(default_factory=list)
+    done: dict | None = None
+    done_s: float | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    seq: int = 0
+    parts: dict[int, list[str]] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.done is not None or self.error is not None
+
+
+class Gather:
+    """The agents' lines, checked and assembled per node (see the agent's protocol)."""
+
+    def __init__(self, hosts: Sequence[str], started: float) -> None:
+        self.hosts = list(hosts)
+        self.started = started
+        self.nodes: dict[str, NodeReport] = {}
+        self.rank_node: dict[int, str] = {}
+        self.chatter: list[str] = []
+        self.events: list[tuple[str, str]] = []  # (node, kind) as they arrive
+
+    def line(self, rank: int | None, line: bytes) -> None:
+        text = line.decode(errors="replace").rstrip("\r")
+        if not text.lstrip().startswith('{"cbsweep"'):
+            if text.strip():
+                self.chatter = (self.chatter + [text])[-50:]
+            return
+        try:
+            import json
+
+            rec = json.loads(text)
+            node = str(rec["node"])
+            seq = int(rec["seq"])
+        except (ValueError, KeyError, TypeError):
+            who = self.rank_node.get(rank) if rank is not None else None
+            if who:
+                self._broken(who, "a garbled line")
+            else:
+                self.chatter = (self.chatter + [text[:200]])[-50:]
+            return
+        rep = self.nodes.get(node)
+        if rep is None:
+            rep = self.nodes[node] = NodeReport(node, rank=rec.get("rank"))
+        if rank is not None:
+            self.rank_node[rank] = node
+        if rep.error is not None and rep.exit_code == -1:
+            return  # already known to be broken
+        if seq != rep.seq:
+            self._broken(node, f"line {rep.seq} missing (got {seq})")
+            return
+        rep.seq += 1
+        self._record(rep, rec)
+
+    def _broken(self, node: str, what: str) -> None:
+        rep = self.nodes.setdefault(node, NodeReport(node))
+        if rep.error is None:
+            rep.error = f"its output was damaged in transit ({what})"
+            rep.exit_code = -1
+            self.events.append((node, "error"))
+
+    def _record(self, rep: NodeReport, rec: dict) -> None:
+        import json
+
+        kind = rec.get("kind")
+        if kind == "part":
+            pieces = rep.parts.setdefault(int(rec["msg"]), [])
+            if int(rec["i"]) != len(pieces):
+                self._broken(rep.name, "a record's parts out of order")
+                return
+            pieces.append(str(rec["data"]))
+            if len(pieces) < int(rec["n"]):
+                return
+            try:
+                rec = json.loads("".join(rep.parts.pop(int(rec["msg"]))))
+            except ValueError:
+                self._broken(rep.name, "a record's parts do not join")
+                return
+            kind = rec.get("kind")
+        now = time.monotonic() - self.started
+        if kind == "hello":
+            rep.hello = rec
+        elif kind == "probe":
+            rep.probe, rep.network, rep.cpus = rec.get("probe"), rec.get("network"), rec.get("cpus")
+        elif kind == "ready":
+            rep.ready_s = now
+        elif kind == "result":
+            rep.results.append(rec["result"])
+        elif kind == "done":
+            rep.done, rep.done_s = rec, now
+            if int(rec.get("results", -1)) != len(rep.results):
+                rep.done = None
+                self._broken(rep.name, f"{len(rep.results)} of {rec.get('results')} figures arrived")
+                return
+        elif kind == "error":
+            rep.error = rec.get("message") or "failed"
+            if rec.get("fix"):
+                rep.error += f"; {rec['fix']}"
+            rep.exit_code = int(rec.get("exit_code") or 1)
+        self.events.append((rep.name, str(kind)))
+
+    # states over all the expected nodes
+    def said_hello(self) -> list[str]:
+        return [h for h in self.hosts if h in self.nodes and self.nodes[h].hello is not None]
+
+    def all(self, pred: Callable[[NodeReport], bool]) -> bool:
+        return all(h in self.nodes and pred(self.nodes[h]) for h in self.hosts)
+
+
+@dataclass
+class Job:
+    """One launch: the command, the environment changes, how to read its output."""
+
+    command: list[str]
+    env: dict[str, str]
+    launcher: str
+    demux: Demux
+    workdir: str
+    sim: bool = False
+    mpi: dict | None = None
+
+
+class LaunchHung(KernelFailed):
+    """Not every node said hello within the launch timeout."""
+
+
+def sim_launch_timeout(n: int) -> float:
+    """The virtual cluster: 15 s (as MPI runs there) and 1 s more per node (every agent is a Python
+    that starts on this machine's cpus)."""
+    from clusterbench.launch.mpi import SIM_LAUNCH_TIMEOUT
+
+    return SIM_LAUNCH_TIMEOUT + 1.0 * n
+
+
+def _exported_env() -> dict[str, str]:
+    """What the agents need from here: clusterbench's own settings (the kernel cache above all)."""
+    keep = {k: v for k, v in os.environ.items()
+            if k.startswith("CLUSTERBENCH_") and k not in ("CLUSTERBENCH_DB",)}
+    for k in ("CC", "OPENBLAS_CORETYPE"):
+        if k in os.environ:
+            keep[k] = os.environ[k]
+    return keep
+
+
+def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slurm: bool, sim: Any,
+              mpi: str | None, allow_root: bool) -> Job:
+    """The command that starts ``program`` once on every host (see the module docstring)."""
+    n = len(hosts)
+    env = _exported_env()
+    if slurm and sim is None:
+        srun = shutil.which("srun")
+        if not srun:
+            raise EnvironmentProblem("inside a Slurm allocation but srun is not on PATH",
+                                     "load Slurm's module, or give --hosts to launch with mpirun")
+        cmd = [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--nodelist=" + ",".join(hosts),
+               "--cpu-bind=none", "--label", "--kill-on-bad-exit=0", "--mpi=none", "--job-name=clusterbench-sweep",
+               *program]
+        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir)
+    from clusterbench.benchmarks.mpi import common
+    from clusterbench.launch import mpi as mpimod
+    from clusterbench.launch import simcluster
+
+    kind = mpi
+    p = {"allow_root": allow_root or None, "launcher": "mpirun", "mpi": kind}
+    common.check_allow_root(p)
+    inst = mpimod.detect_mpi(kind=kind)
+    if sim is not None:
+        from clusterbench.launch.remote import SRC_DIR
+
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (SRC_DIR, os.environ.get("PYTHONPATH")) if x)
+    spec = mpimod.LaunchSpec(nranks=n, hosts=[mpimod.Host(h, 1) for h in hosts], allow_root=bool(p["allow_root"]),
+                             prove_transport=False, env=dict(env), launcher="mpirun")
+    if sim is not None:
+        spec.prefix = simcluster.exec_prefix("head", sim)
+        spec.sim = sim
+    if inst.name == "openmpi":
+        # one process per node, unbound (the later --map-by/--bind-to win); every chunk tagged with its rank
+        spec.extra_args += ["--map-by", "ppr:1:node", "--bind-to", "none", "--tag-output"]
+        demux = Demux(OPENMPI_TAG, anywhere=True)
+    else:
+        spec.extra_args += ["-prepend-pattern", HYDRA_PATTERN]
+        demux = Demux(HYDRA_TAG, anywhere=True)
+    cmd, env_add = mpimod.build_command(inst, spec, program, workdir)
+    return Job([*spec.prefix, *cmd], {**env, **env_add}, os.path.basename(inst.mpirun), demux, workdir,
+               sim=sim is not None, mpi={"name": inst.name, "version": inst.version, "launcher": inst.mpirun})
+
+
+# --------------------------------------------------------------------------- running the job
+
+def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: float,
+            sync_dir: str | None, progress: Progress) -> tuple[Gather, float, str]:
+    """Run the job until every node has reported (or failed) and the launcher has exited; returns
+    (what was gathered, wall seconds from launch to exit, the launcher's stderr tail). The whole job
+    (launcher, daemons, agents) is ended on timeout, failure or Ctrl-C."""
+    from clusterbench.launch import process
+    from clusterbench.launch.mpi.run import _explain
+
+    started = time.monotonic()
+    g = Gather(hosts, started)
+    try:
+        run = process.spawn(job.command, env={**os.environ, **job.env}, launcher=True, cleanup=[job.workdir])
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot start {job.command[0]} ({exc.strerror})",
+                                 "install Open MPI (openmpi-bin) or run inside a Slurm allocation") from exc
+    err = process.Records("sweep", tail_bytes=_TAIL)
+    deadline = started + timeout
+    launch_deadline = started + launch_timeout
+    finished_at: float | None = None
+    go = release = False
+    seen = 0
+
+    def tick() -> float | None:
+        nonlocal go, release, finished_at, seen
+        now = time.monotonic()
+        for node, kind in g.events[seen:]:
+            if kind in ("ready", "done", "error"):
+                progress.advance(1)
+        seen = len(g.events)
+        alive = [h for h in hosts if not (h in g.nodes and g.nodes[h].error is not None)]
+        if sync_dir and not go and alive and all(h in g.nodes and g.nodes[h].ready_s is not None for h in alive):
+            Path(sync_dir, "go").touch()  # every node that is still in has built and probed: measure together
+            go = True
+        if finished_at is None and g.all(lambda r: r.finished):
+            finished_at = now
+            if sync_dir:
+                Path(sync_dir, "release").touch()
+                release = True
+        if finished_at is not None:
+            return None if now >= finished_at + FINALIZE_GRACE else finished_at + FINALIZE_GRACE - now
+        if len(g.said_hello()) < len(hosts) and now >= launch_deadline:
+            missing = [h for h in hosts if h not in g.said_hello()]
+            msg, fix = _explain(err.tail_text, None, job.launcher)
+            raise LaunchHung(f"{job.launcher} started no sweep agent on {', '.join(missing[:4])}"
+                             f"{' and more' if len(missing) > 4 else ''} within {launch_timeout:.0f} s",
+                             fix if "exited" not in msg else "check that every host is reachable (ssh, "
+                             "or the virtual cluster is up) and runs this Python")
+        if now >= deadline:
+            late = [h for h in hosts if not (h in g.nodes and g.nodes[h].finished)]
+            raise KernelFailed(f"sweep node timed out after {timeout:g} s waiting for {', '.join(late[:4])} "
+                               "(the whole job was ended)", "raise --timeout or sweep a smaller benchmark")
+        return min(deadline, launch_deadline if len(g.said_hello()) < len(hosts) else deadline) - now
+
+    try:
+        for _, kind, line in process.read_lines([run.proc], tick):
+            if kind == "err":
+                err.feed_err(line)
+                continue
+            for rank, ln in job.demux.feed(line):
+                g.line(rank, ln)
+        tick()
+        proc = run.proc
+        try:
+            proc.wait(timeout=max(1.0, (finished_at or time.monotonic()) + FINALIZE_GRACE - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            if finished_at is None:
+                raise KernelFailed("the sweep's launcher did not exit", "raise --timeout") from None
+        wall = time.monotonic() - started
+        if not g.all(lambda r: r.finished):
+            missing = [h for h in hosts if not (h in g.nodes and g.nodes[h].finished)]
+            text = err.tail_text + "\n" + "\n".join(g.chatter)
+            msg, fix = _explain(text, proc.returncode, job.launcher)
+            cls = EnvironmentProblem if not g.said_hello() else KernelFailed
+            if not g.said_hello() and fix.startswith("rerun with a smaller size"):  # _explain's default
+                fix = ("check that every host is reachable and runs this Python with clusterbench "
+                       "(a shared filesystem, or --remote-python)")
+            raise cls(f"{msg} (no report from {', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''})",
+                      fix)
+        return g, wall, err.tail_text
+    finally:
+        if sync_dir and not release:
+            Path(sync_dir, "release").touch()  # agents holding their cpus let go before the job is ended
+        run.end()
+
+
+# --------------------------------------------------------------------------- judging
+
+def _key_params(bench: str) -> tuple[str, ...]:
+    from clusterbench.benchmarks import all_benchmarks
+
+    cls = all_benchmarks().get(bench)
+    return tuple(k for k in (cls.key_params if cls else ()) if k != "node")
+
+
+def figure_label(bench: str, metric: str, params: dict) -> str:
+    from clusterbench.ui import _fmt_param
+
+    return " ".join([bench, metric, *(_fmt_param(k, v) for k, v in params.items() if v is not None)])
+
+
+def figures(results: dict[str, list[dict]]) -> list[dict]:
+    """The nodes' results grouped into figures (benchmark, metric, key params), each with its value
+    per node, in the order they were measured."""
+    out: dict[tuple, dict] = {}
+    for node, rs in results.items():
+        for r in rs:
+            keys = _key_params(r["benchmark"])
+            params = {k: (r.get("params") or {}).get(k) for k in keys}
+            ident = (r["benchmark"], r["metric"], tuple((k, repr(v)) for k, v in params.items()))
+            fig = out.setdefault(ident, {"benchmark": r["benchmark"], "metric": r["metric"], "unit": r.get("unit"),
+                                         "higher_is_better": bool(r.get("higher_is_better", True)),
+                                         "params": params, "label": figure_label(r["benchmark"], r["metric"], params),
+                                         "values": {}})
+            fig["values"][node] = float(r["value"])
+    return list(out.values())
+
+
+def judge(fig: dict) -> dict:
+    """Median, MAD, each node's modified z-score and the flagged nodes of one figure."""
+    vals = fig["values"]
+    xs = list(vals.values())
+    med = statistics.median(xs) if xs else None
+    mad = statistics.median(abs(x - med) for x in xs) if xs else None
+    zs = outliers.modified_z(vals)
+    flags = outliers.flag(vals, fig["higher_is_better"])
+    return {**fig, "median": med, "mad": mad, "z": zs, "flags": flags}
+
+
+def likely_causes(flagged: dict[str, set[str]], findings: Sequence[dict], hosts: Sequence[str]) -> dict[str, list[dict]]:
+    """For each flagged node (``{node: {benchmark, ...}}``), doctor's findings that fire on it, bear on
+    one of its flagged benchmarks and do not fire on every node (those cannot tell it apart)."""
+    fires: dict[str, set[str]] = {}
+    for f in findings:
+        for n in str(f.get("node") or "").split(","):
+            fires.setdefault(f["rule"], set()).add(n.strip())
+    everywhere = {r for r, ns in fires.items() if set(hosts) <= ns}
+    out: dict[str, list[dict]] = {}
+    for node, benches in flagged.items():
+        rules: set[str] = set()
+        for b in benches:
+            rules.update(RELEVANT_RULES.get(b, _DEFAULT_RULES))
+        seen = set()
+        for f in findings:
+            nodes = {n.strip() for n in str(f.get("node") or "").split(",")}
+            if node in nodes and f["rule"] in rules and f["rule"] not in everywhere and f["rule"] not in seen:
+                seen.add(f["rule"])
+                out.setdefault(node, []).append({"rule": f["rule"], "title": f["title"], "summary": f.get("summary"),
+                                                 "severity": f.get("severity"), "fix": f.get("fix") or []})
+    return out
+
+
+# --------------------------------------------------------------------------- the sweep
+
+def parse_node_cpus(items: Sequence[str] | None) -> dict[str, list[int]] | None:
+    """``["n1=0", "n2=0-1,3"]`` -> ``{"n1": [0], "n2": [0, 1, 3]}``."""
+    if not items:
+        return None
+    from clusterbench.probe.sysfs import parse_cpulist
+
+    out: dict[str, list[int]] = {}
+    for item in items:
+        node, sep, cpus = item.partition("=")
+        parsed = parse_cpulist(cpus) if sep else None
+        if not node.strip() or not parsed:
+            raise UsageError(f"--node-cpus {item!r} is not NODE=CPUS", "e.g. --node-cpus cbsim-n1=0 --node-cpus cbsim-n2=1")
+        out[node.strip()] = sorted(parsed)
+    return out
+
+
+def _resolve_benchmark(benchmark: str | None, given: dict | None) -> tuple[str, dict]:
+    from clusterbench.benchmarks import ALIASES
+
+    name = ALIASES.get(benchmark, benchmark) if benchmark else "node"
+    allowed = node_benchmarks()
+    if name not in allowed:
+        raise UsageError(f"'{benchmark}' is not a node benchmark", f"choose from {', '.join(allowed)}")
+    return name, dict(given or {})
+
+
+def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None, *, given: dict | None = None,
+               profile: str = "quick", mpi: str | None = None, allow_root: bool = False,
+               timeout: float | None = None, launch_timeout: float | None = None, store: Any = None,
+               use_store: bool = True, python: str | None = None, node_cpus: dict[str, list[int]] | None = None,
+               diagnose: bool = True, doctor_timeout: float = 60.0, tags: Sequence[str] = (), note: str | None = None,
+               argv: Sequence[str] | None = None, progress: Progress | None = None,
+               probe_data: dict | None = None) -> dict:
+    """Run ``benchmark`` (default: the quick node profile) on every host at once as one launcher job,
+    gather the figures, flag outlier nodes per figure and store the run; returns the ``--json``
+    document (``sweep_schema`` 1; see :func:`format_sweep_node`). ``hosts`` None: the Slurm allocation
+    this process runs in. Raises a one-line :class:`ClusterbenchError` on bad input, an unreachable
+    host or a launcher that fails, with nothing stored."""
+    from clusterbench import session
+    from clusterbench.benchmarks.base import RunContext, allowed_cpus
+    from clusterbench.benchmarks.mpi.common import sim_cluster_of
+    from clusterbench.launch import mpi as mpimod
+    from clusterbench.launch.mpi.hosts import _check_name
+    from clusterbench.store.db import check_tag
+
+    progress = progress or Progress()
+    t_start = time.monotonic()
+    names, in_slurm = resolve_hosts(hosts)
+    name, given = _resolve_benchmark(benchmark, given)
+    tags = list(dict.fromkeys(check_tag(t) for t in tags))
+    timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    if not timeout > 0:
+        raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
+    for h in names:
+        _check_name(h, f"host '{h}'")
+    sim = sim_cluster_of([mpimod.Host(h, 1) for h in names])
+    if sim is None:
+        from clusterbench.launch import simcluster
+
+        c = simcluster.load()
+        if c is not None and any(h in {n.name for n in c.nodes} for h in names):
+            odd = [h for h in names if h not in {n.name for n in c.nodes}]
+            raise UsageError(f"{odd[0]} is not a node of the virtual cluster ({', '.join(n.name for n in c.nodes)})",
+                             "sweep the virtual cluster's nodes or real hosts, not both")
+
+    # validate and build here first: bad input or a missing compiler fails before anything starts
+    probe_data = probe_data if probe_data is not None else __import__("clusterbench.probe", fromlist=["probe"]).probe()
+    ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, oversubscribe=True)
+    t_prep = time.monotonic()
+    steps = session.plan([name], {name: given}, ctx)
+    if sim is not None:
+        cpus_here = allowed_cpus(ctx)
+        node_cpus = dict(node_cpus or {})
+        unknown = [n for n in node_cpus if n not in names]
+        if unknown:
+            raise UsageError(f"--node-cpus names {unknown[0]}, which is not one of the hosts", "name the hosts swept")
+        bad = [(n, c) for n, cs in node_cpus.items() for c in cs if c not in cpus_here]
+        if bad:
+            raise UsageError(f"--node-cpus {bad[0][0]}={bad[0][1]}: cpu {bad[0][1]} is not one this process may use "
+                             f"({','.join(map(str, cpus_here))})", "give cpus of this machine")
+        node_cpus = {**default_node_cpus(names, cpus_here), **node_cpus}
+    for bench, params in steps:
+        bench.prepare(ctx, params)
+    prepare_s = time.monotonic() - t_prep
+    if use_store and store is None:
+        from clusterbench.store import Store
+
+        store = Store()
+    if not use_store:
+        store = None
+    if store is not None:
+        store.check_writable()
+
+    spec = {"v": agent_mod.PROTOCOL, "benchmark": name, "given": given, "profile": profile, "timeout": timeout,
+            "kernel_timeout": timeout, "hosts": names, "node_cpus": node_cpus or {}, "sync_dir": None}
+    py = python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or sys.executable
+    n = len(names)
+    lt = launch_timeout or (sim_launch_timeout(n) if sim is not None else LAUNCH_TIMEOUT)
+    attempts = mpimod.SIM_LAUNCH_ATTEMPTS if sim is not None else 1
+    progress.start(f"sweep {n} nodes", 2 * n)
+    for attempt in range(attempts):
+        with tempfile.TemporaryDirectory(prefix="cb-sweep-") as wd:
+            sync_dir = None
+            if sim is not None:  # the virtual cluster shares this filesystem and these cpus
+                sync_dir = os.path.join(wd, "sync")
+                os.mkdir(sync_dir)
+            spec["sync_dir"] = sync_dir
+            program = [py, "-m", "clusterbench.sweep.agent", agent_mod.encode_spec(spec)]
+            job = build_job(names, program, wd, slurm=in_slurm, sim=sim, mpi=mpi, allow_root=allow_root)
+            try:
+                gathered, wall, _ = run_job(job, names, timeout=timeout, launch_timeout=lt, sync_dir=sync_dir,
+                                            progress=progress)
+                break
+            except LaunchHung:
+                if attempt + 1 >= attempts:
+                    raise
+    doc = _document(name, given, profile, names, job, gathered, wall, prepare_s, sim)
+    if doc["outliers"] and diagnose:
+        _diagnose(doc, names, doctor_timeout, python)
+    if store is not None:
+        doc["run_id"] = _store_run(store, doc, gathered, name, profile, probe_data, ctx, sim, tags, note, argv)
+        doc["store"] = str(store.path)
+    doc["timing"]["total_s"] = time.monotonic() - t_start
+    return doc
+
+
+def _document(name: str, given: dict, profile: str, hosts: list[str], job: Job, g: Gather, wall: float,
+              prepare_s: float, sim: Any) -> dict:
+    reports = {h: g.nodes[h] for h in hosts}
+    ok = {h: r.results for h, r in reports.items() if r.error is None}
+    figs = [judge(f) for f in figures(ok)]
+    out_list = []
+    for f in figs:
+        for node, fl in f["flags"].items():
+            out_list.append({"node": node, "benchmark": f["benchmark"], "metric": f["metric"], "label": f["label"],
+                             "unit": f["unit"], "higher_is_better": f["higher_is_better"], **fl, "causes": []})
+    bench = {h: float(r.done.get("bench_s") or 0.0) for h, r in reports.items() if r.done}
+    slowest = max(bench.values()) if bench else 0.0
+    orch = max(0.0, wall - slowest)
+    per_node = {h: {"rank": r.rank, "cpus": r.cpus, "ready_s": r.ready_s, "done_s": r.done_s,
+                    "bench_s": bench.get(h), "results": len(r.results), "error": r.error} for h, r in reports.items()}
+    notes: dict[str, list[str]] = {}
+    for h, r in reports.items():
+        for text in (r.done or {}).get("notes") or []:
+            notes.setdefault(text, []).append(h)
+    return {
+        "sweep_schema": SWEEP_SCHEMA, "kind": "node", "benchmark": name, "given": given, "profile": profile,
+        "hosts": hosts, "launcher": job.launcher, "mpi": job.mpi, "command": job.command,
+        "virtual_cluster": sim is not None,
+        "node_cpus": {h: r.cpus for h, r in reports.items()},
+        "failed": {h: r.error for h, r in reports.items() if r.error is not None},
+        "metrics": figs, "outliers": out_list,
+        "method": outliers.METHOD,
+        "threshold": {"z": outliers.Z_THRESHOLD, "min_rel": outliers.MIN_REL, "min_peers": outliers.MIN_PEERS},
+        "causes": {}, "doctor": None,
+        "timing": {"wall_s": wall, "bench_max_s": slowest, "orchestration_s": orch,
+                   "orchestration_per_node_s": orch / len(hosts) if hosts else None, "prepare_s": prepare_s,
+                   "per_node": per_node},
+        "notes": [f"{t} ({', '.join(ns)})" if len(ns) < len(hosts) else t for t, ns in notes.items()],
+        "run_id": None, "store": None,
+    }
+
+
+def _diagnose(doc: dict, hosts: list[str], timeout: float, python: str | None) -> None:
+    from clusterbench import doctor
+
+    flagged: dict[str, set[str]] = {}
+    for o in doc["outliers"]:
+        flagged.setdefault(o["node"], set()).add(o["benchmark"])
+    try:
+        res = doctor.diagnose(hosts, timeout=timeout, python=python)
+    except ClusterbenchError as exc:
+        doc["doctor"] = {"ran": False, "error": str(exc)}
+        return
+    causes = likely_causes(flagged, res.get("findings") or [], hosts)
+    doc["doctor"] = {"ran": True, "error": None, "findings": len(res.get("findings") or []),
+                     "cannot_tell": len(res.get("cannot_tell") or [])}
+    doc["causes"] = causes
+    for o in doc["outliers"]:
+        rules = set(RELEVANT_RULES.get(o["benchmark"], _DEFAULT_RULES))
+        o["causes"] = [c["rule"] for c in causes.get(o["node"], []) if c["rule"] in rules]
+
+
+def _store_run(store: Any, doc: dict, g: Gather, name: str, profile: str, probe_data: dict, ctx: Any, sim: Any,
+               tags: list[str], note: str | None, argv: Sequence[str] | None) -> str:
+    from clusterbench.benchmarks.base import Result
+    from clusterbench.probe import cluster as consistency
+    from clusterbench.session import new_run_record
+    from clusterbench.store.db import now_iso
+
+    hosts = doc["hosts"]
+    record = new_run_record(list(argv) if argv else ["clusterbench", "sweep", "node", "--hosts", ",".join(hosts)],
+                            probe_data, profile)
+    nodes = {h: {"probe": g.nodes[h].probe, "network": g.nodes[h].network}
+             for h in hosts if g.nodes[h].probe is not None}
+    record["cluster"] = {"hosts": hosts, "sim_cluster": sim.to_json() if sim is not None else None, "nodes": nodes,
+                         "differences": consistency.diff(nodes), "sweep": {"launcher": doc["launcher"],
+                                                                           "node_cpus": doc["node_cpus"]}}
+    record["builds"] = dict(ctx.builds)
+    record["tags"], record["note"] = tags, note
+    notes = list(doc["notes"])
+    for o in doc["outliers"]:
+        notes.append(f"sweep node: {o['node']} flagged on {o['label']}: {o['value']:.4g} {o['unit']}, "
+                     f"{abs(o['rel']):.0%} {'below' if o['rel'] < 0 else 'above'} the median {o['median']:.4g}")
+    for h, e in doc["failed"].items():
+        notes.append(f"sweep node: {h} failed: {e}")
+    store.begin_run(record)
+    status, error = ("complete", None) if not doc["failed"] else ("incomplete", f"{len(doc['failed'])} node(s) failed")
+    try:
+        for h in hosts:
+            for r in g.nodes[h].results if g.nodes[h].error is None else []:
+                fields: dict[str, Any] = {k: r.get(k) for k in Result.__dataclass_fields__}
+                fields["params"] = {**(r.get("params") or {}), "node": h}
+                fields["limits"] = fields["limits"] or []
+                fields["warnings"] = fields["warnings"] or []
+                store.add_result(record["id"], Result(**fields))
+    except BaseException as exc:
+        status, error = "incomplete", f"storing failed: {exc}"
+        raise
+    finally:
+        store.finish_run(record["id"], status, error, [], notes, ended=now_iso())
+    return str(record["id"])
+
+
+# --------------------------------------------------------------------------- printing
+
+def _num(v: float | None) -> str:
+    from clusterbench.ui import _fmt_value
+
+    return "-" if v is None else _fmt_value(v)
+
+
+#: above this many nodes the figures are listed one per line instead of as a node table
+WIDE_MAX = 8
+
+
+def format_sweep_node(doc: dict) -> list[str]:
+    """The sweep as text: what ran, a table of figures by node (flagged values marked ``!``), the
+    flagged nodes with their likely causes, the method, timing and where it was stored."""
+    from io import StringIO
+
+    from clusterbench.ui import print_table
+
+    hosts = doc["hosts"]
+    t = doc["timing"]
+    what = "the quick node profile" if doc["benchmark"] == "node" else doc["benchmark"]
+    shown = ", ".join(hosts) if len(hosts) <= 8 else f"{hosts[0]} .. {hosts[-1]}"
+    head = f"sweep node: {what} on {len(hosts)} nodes ({shown}), one {doc['launcher']} job"
+    if doc.get("virtual_cluster"):
+        head += "; virtual cluster: cpus " + ", ".join(f"{h}={','.join(map(str, c or []))}"
+                                                        for h, c in doc["node_cpus"].items())
+    lines = [head, f"benchmark {t['bench_max_s']:.1f} s (slowest node), job {t['wall_s']:.1f} s, orchestration "
+                   f"{t['orchestration_s']:.1f} s ({t['orchestration_per_node_s']:.2f} s per node)", ""]
+    ok = [h for h in hosts if h not in doc["failed"]]
+    rows = []
+    if len(ok) <= WIDE_MAX:
+        header = ["figure", "unit", "median", "MAD", *ok]
+        for f in doc["metrics"]:
+            rows.append([f["label"], f["unit"] or "", _num(f["median"]), _num(f["mad"]),
+                         *[(_num(f["values"].get(h)) + (" !" if h in f["flags"] else "")) if h in f["values"] else "-"
+                           for h in ok]])
+    else:
+        header = ["figure", "unit", "median", "MAD", "worst node", "flagged"]
+        for f in doc["metrics"]:
+            vals = f["values"]
+            worst = (min if f["higher_is_better"] else max)(vals, key=vals.get) if vals else None
+            rows.append([f["label"], f["unit"] or "", _num(f["median"]), _num(f["mad"]),
+                         f"{worst} {_num(vals[worst])}" if worst else "-",
+                         ", ".join(f"{h} {_num(fl['value'])}" for h, fl in f["flags"].items()) or "-"])
+    buf = StringIO()
+    print_table(rows, header, buf)
+    lines += buf.getvalue().rstrip("\n").splitlines()
+    lines.append("")
+    if doc["outliers"]:
+        lines.append(f"outliers ({len(doc['outliers'])}):")
+        for o in doc["outliers"]:
+            z = "" if o["z"] is None else f", z {o['z']:+.1f}"
+            lines.append(f"  {o['node']}: {o['label']} {_num(o['value'])} {o['unit']}, {abs(o['rel']):.0%} "
+                         f"{'below' if o['rel'] < 0 else 'above'} the median {_num(o['median'])}{z}")
+        lines.append("likely causes (doctor's findings on the node alone that bear on those figures):")
+        d = doc.get("doctor")
+        for node in dict.fromkeys(o["node"] for o in doc["outliers"]):
+            cs = doc["causes"].get(node) or []
+            if cs:
+                for c in cs:
+                    lines.append(f"  {node}: {c['title']} ({c['rule']}): {c['summary']}")
+            elif d and not d.get("ran"):
+                lines.append(f"  {node}: doctor could not read the nodes: {d.get('error')}")
+            elif d:
+                lines.append(f"  {node}: none of doctor's rules fires on it alone (load from other programs, a "
+                             "throttled or shared CPU, hardware?)")
+            else:
+                lines.append(f"  {node}: doctor was not asked")
+    else:
+        lines.append(f"outliers: none among {len(doc['metrics'])} figures")
+    lines.append(f"method: {doc['method']}")
+    for h, e in doc["failed"].items():
+        lines.append(f"failed: {h}: {e}")
+    for text in doc.get("notes") or []:
+        lines.append(f"note: {text}")
+    if doc.get("run_id"):
+        lines.append(f"run {doc['run_id']} stored in {doc['store']} (per node: clusterbench results table BENCHMARK "
+                     f"--rows node --runs {doc['run_id'][:8]})")
+    return lines
