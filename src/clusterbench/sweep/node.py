@@ -98,10 +98,11 @@ _DEFAULT_RULES = tuple(dict.fromkeys(_COMPUTE + _MEMORY + ("openblas-generic", "
 # --------------------------------------------------------------------------- hosts
 
 def node_benchmarks() -> list[str]:
-    """``node`` (the profile) and the benchmarks it is made of."""
+    """``node`` (the profile) and every benchmark of the node family (``benchmarks/node/``)."""
     from clusterbench.benchmarks import all_benchmarks
 
-    return ["node", *[n for n, c in all_benchmarks().items() if "node" in getattr(c, "suites", {})]]
+    return ["node", *[n for n, c in all_benchmarks().items()
+                      if n != "node" and c.__module__.split(".")[-2] == "node"]]
 
 
 def expand_nodelist(text: str) -> list[str]:
@@ -145,14 +146,13 @@ def slurm_hosts(env: dict[str, str] | None = None) -> list[str] | None:
 
 
 def resolve_hosts(hosts: Sequence[str] | None) -> tuple[list[str], bool]:
-    """(hosts, inside_slurm): the hosts given, else the Slurm allocation's, else a UsageError."""
-    in_slurm = bool(os.environ.get("SLURM_JOB_ID"))
+    """(hosts, from_slurm): the hosts given, else the Slurm allocation's, else a UsageError."""
     if hosts:
         names = [h.split(":")[0] for h in hosts]  # host:slots as elsewhere: one agent per node regardless
         dup = sorted({h for h in names if names.count(h) > 1})
         if dup:
             raise UsageError(f"host {dup[0]} is listed twice", "list each node once")
-        return names, in_slurm
+        return names, False
     found = slurm_hosts()
     if not found:
         raise UsageError("sweep node needs --hosts or --hostfile, or to run inside a Slurm allocation",
@@ -369,7 +369,11 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
     """The command that starts ``program`` once on every host (see the module docstring)."""
     n = len(hosts)
     env = _exported_env()
-    if slurm and sim is None:
+    if sim is not None:  # this machine's filesystem: this source tree, whatever Python runs it
+        from clusterbench.launch.remote import SRC_DIR
+
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (SRC_DIR, os.environ.get("PYTHONPATH")) if x)
+    if slurm:
         srun = shutil.which("srun")
         if not srun:
             raise EnvironmentProblem("inside a Slurm allocation but srun is not on PATH",
@@ -377,7 +381,7 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
         cmd = [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--nodelist=" + ",".join(hosts),
                "--cpu-bind=none", "--label", "--kill-on-bad-exit=0", "--mpi=none", "--job-name=clusterbench-sweep",
                *program]
-        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir)
+        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir, sim=sim is not None)
     from clusterbench.benchmarks.mpi import common
     from clusterbench.launch import mpi as mpimod
     from clusterbench.launch import simcluster
@@ -386,10 +390,6 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
     p = {"allow_root": allow_root or None, "launcher": "mpirun", "mpi": kind}
     common.check_allow_root(p)
     inst = mpimod.detect_mpi(kind=kind)
-    if sim is not None:
-        from clusterbench.launch.remote import SRC_DIR
-
-        env["PYTHONPATH"] = os.pathsep.join(x for x in (SRC_DIR, os.environ.get("PYTHONPATH")) if x)
     spec = mpimod.LaunchSpec(nranks=n, hosts=[mpimod.Host(h, 1) for h in hosts], allow_root=bool(p["allow_root"]),
                              prove_transport=False, env=dict(env), launcher="mpirun")
     if sim is not None:
@@ -609,7 +609,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
 
     progress = progress or Progress()
     t_start = time.monotonic()
-    names, in_slurm = resolve_hosts(hosts)
+    names, from_slurm = resolve_hosts(hosts)
     name, given = _resolve_benchmark(benchmark, given)
     tags = list(dict.fromkeys(check_tag(t) for t in tags))
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
@@ -658,6 +658,9 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     spec = {"v": agent_mod.PROTOCOL, "benchmark": name, "given": given, "profile": profile, "timeout": timeout,
             "kernel_timeout": timeout, "hosts": names, "node_cpus": node_cpus or {}, "sync_dir": None}
     py = python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or sys.executable
+    # srun for the allocation's own nodes, or inside one for real hosts; the virtual cluster's nodes
+    # given by name are reached with mpirun through its launch agent
+    use_srun = from_slurm or (bool(os.environ.get("SLURM_JOB_ID")) and sim is None)
     n = len(names)
     lt = launch_timeout or (sim_launch_timeout(n) if sim is not None else LAUNCH_TIMEOUT)
     attempts = mpimod.SIM_LAUNCH_ATTEMPTS if sim is not None else 1
@@ -670,7 +673,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
                 os.mkdir(sync_dir)
             spec["sync_dir"] = sync_dir
             program = [py, "-m", "clusterbench.sweep.agent", agent_mod.encode_spec(spec)]
-            job = build_job(names, program, wd, slurm=in_slurm, sim=sim, mpi=mpi, allow_root=allow_root)
+            job = build_job(names, program, wd, slurm=use_srun, sim=sim, mpi=mpi, allow_root=allow_root)
             try:
                 gathered, wall, _ = run_job(job, names, timeout=timeout, launch_timeout=lt, sync_dir=sync_dir,
                                             progress=progress)
