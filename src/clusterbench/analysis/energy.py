@@ -1,0 +1,209 @@
+"""Energy over an interval from power samples or cumulative counters (pure: no I/O).
+
+Two kinds of readings come from the power sources (:mod:`clusterbench.probe.power`):
+
+* **power** (watts at an instant: a meter command, IPMI, a CSV log): the energy over [t0, t1] is the
+  trapezoid rule over the samples, the power at t0 and t1 interpolated linearly between the samples
+  on either side (:func:`integrate_power`);
+* **cumulative counters** (joules since some origin: RAPL's ``energy_uj``, a meter that prints
+  joules): the energy is the counter's increase, each step taken modulo the counter's range when it
+  wraps (:func:`unwrap`), the counter at t0 and t1 interpolated linearly (:func:`counter_energy`).
+
+Either refuses (:class:`NotCovered`, with the reason) when the samples do not cover the interval:
+no sample at or before t0, none at or after t1, or a counter that went backwards without a known
+range. A refused interval is an energy marked missing, never a guessed figure.
+
+Average power is joules / (t1 - t0); Gflops/W is Gflop/s over that average (:func:`per_watt`), the
+Green500's figure. What the method corresponds to, and what it leaves out, is :data:`METHOD` and
+:data:`LEVEL` (stored with every energy figure).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+#: how the energy is obtained (stored with every energy figure)
+METHOD = ("energy integrated over exactly the stated interval at each node's meter: trapezoid rule over "
+          "power samples (linear interpolation at the interval's ends) or the wrap-aware increase of a "
+          "cumulative energy counter; average power = energy / interval; Gflops/W = Gflop/s / average power")
+#: the Green500 / EEHPC measurement level it corresponds to, and what it leaves out
+LEVEL = ("EEHPC Level 1-like: average power over the core phase (the timed phase) measured at the nodes, every "
+         "node of the run metered (not extrapolated from a fraction). Left out: the network switch and anything "
+         "else outside the nodes, the power supplies' losses unless the meter sits at the wall (RAPL sees only "
+         "the CPU package and DRAM), idle nodes not in the run, cooling. Level 2/3 would need the whole system "
+         "(switch included) and revenue-grade meters at the wall")
+
+
+class NotCovered(ValueError):
+    """The samples cannot give the energy over the interval; ``str(exc)`` says why."""
+
+
+def _check_interval(t0: float, t1: float) -> None:
+    if not (math.isfinite(t0) and math.isfinite(t1)) or t1 <= t0:
+        raise NotCovered(f"the interval [{t0!r}, {t1!r}] is empty or not finite")
+
+
+def _sorted(times: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
+    if len(times) != len(values):
+        raise ValueError("times and values differ in length")
+    pairs = sorted(zip((float(t) for t in times), (float(v) for v in values)), key=lambda p: p[0])
+    for t, v in pairs:
+        if not (math.isfinite(t) and math.isfinite(v)):
+            raise NotCovered(f"a sample is not a finite number ({t!r}, {v!r})")
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _covers(ts: list[float], t0: float, t1: float, what: str) -> None:
+    if not ts:
+        raise NotCovered(f"no {what}")
+    if ts[0] > t0:
+        raise NotCovered(f"the first {what} is {ts[0] - t0:.3g} s after the start of the interval")
+    if ts[-1] < t1:
+        raise NotCovered(f"the last {what} is {t1 - ts[-1]:.3g} s before the end of the interval")
+
+
+def _at(ts: list[float], vs: list[float], t: float) -> float:
+    """The value at ``t`` by linear interpolation (``t`` within the samples)."""
+    lo, hi = 0, len(ts) - 1
+    while hi - lo > 1:  # the last sample at or before t, the first after it
+        mid = (lo + hi) // 2
+        if ts[mid] <= t:
+            lo = mid
+        else:
+            hi = mid
+    if ts[hi] <= t:
+        return vs[hi]
+    if ts[lo] >= t or ts[hi] == ts[lo]:
+        return vs[lo]
+    f = (t - ts[lo]) / (ts[hi] - ts[lo])
+    return vs[lo] + f * (vs[hi] - vs[lo])
+
+
+def integrate_power(times: Sequence[float], watts: Sequence[float], t0: float, t1: float) -> float:
+    """Joules over [t0, t1] from power samples (W at each time, any order): the trapezoid rule over
+    the samples inside, the power at t0 and t1 interpolated. Raises :class:`NotCovered` when the
+    samples do not reach back to t0 and on to t1, or a power is negative."""
+    _check_interval(t0, t1)
+    ts, ws = _sorted(times, watts)
+    if any(w < 0 for w in ws):
+        raise NotCovered(f"a power sample is negative ({min(ws):g} W)")
+    _covers(ts, t0, t1, "power sample")
+    pts = [(t0, _at(ts, ws, t0))] + [(t, w) for t, w in zip(ts, ws) if t0 < t < t1] + [(t1, _at(ts, ws, t1))]
+    return sum((b[0] - a[0]) * (a[1] + b[1]) / 2.0 for a, b in zip(pts, pts[1:]))
+
+
+def unwrap(values: Sequence[float], wrap: float | None) -> list[float]:
+    """A cumulative counter made monotonic: each decrease is a wrap at ``wrap`` (the counter's range,
+    e.g. RAPL's ``max_energy_range_uj``), so the step is ``(v1 - v0) mod wrap``. Without a known
+    range a decrease cannot be explained (a reset, another meter) and raises :class:`NotCovered`.
+    More than one wrap between two samples cannot be seen: sample faster than the range fills."""
+    out: list[float] = []
+    total = 0.0
+    for i, v in enumerate(values):
+        if i:
+            step = v - values[i - 1]
+            if step < 0:
+                if not wrap or wrap <= 0:
+                    raise NotCovered(f"the energy counter went backwards ({values[i - 1]:g} -> {v:g}) and its "
+                                     "range is unknown (reset or restarted meter?)")
+                step += wrap
+                if step < 0:
+                    raise NotCovered(f"the energy counter fell by more than its range {wrap:g}")
+            total += step
+        out.append(total)
+    return out
+
+
+def counter_energy(times: Sequence[float], values: Sequence[float], t0: float, t1: float,
+                   wrap: float | None = None) -> float:
+    """Joules over [t0, t1] from a cumulative counter in joules (any order of samples; ``wrap``: the
+    counter's range in joules, None when it is not known to wrap)."""
+    _check_interval(t0, t1)
+    ts, vs = _sorted(times, values)
+    _covers(ts, t0, t1, "counter reading")
+    cum = unwrap(vs, wrap)
+    return _at(ts, cum, t1) - _at(ts, cum, t0)
+
+
+def largest_gap(times: Sequence[float], t0: float, t1: float) -> float:
+    """The longest time between consecutive samples that bound or fall inside [t0, t1]."""
+    ts = sorted(float(t) for t in times)
+    if len(ts) < 2:
+        return math.inf
+    first = max((i for i, t in enumerate(ts) if t <= t0), default=0)
+    last = min((i for i, t in enumerate(ts) if t >= t1), default=len(ts) - 1)
+    return max((b - a for a, b in zip(ts[first:last + 1], ts[first + 1:last + 1])), default=0.0)
+
+
+def average_power(joules: float, t0: float, t1: float) -> float:
+    _check_interval(t0, t1)
+    return joules / (t1 - t0)
+
+
+def per_watt(rate: float, avg_watts: float) -> float:
+    """A rate (Gflop/s) per watt of average power: Gflops/W, the Green500's figure."""
+    if not (avg_watts > 0 and math.isfinite(avg_watts)):
+        raise ValueError(f"average power {avg_watts!r} W cannot divide a rate")
+    return rate / avg_watts
+
+
+def cluster_total(per_node: Mapping[str, Mapping[str, object]]) -> tuple[float | None, str | None]:
+    """(joules of all nodes, None) when every node has a figure, else (None, the first node's reason)."""
+    total = 0.0
+    for node, e in per_node.items():
+        if "missing" in e:
+            return None, f"{node}: {e['missing']}"
+        total += float(e["joules"])  # type: ignore[arg-type]
+    return total, None
+
+
+def _source_text(label: str, s: Mapping[str, object]) -> str:
+    rate = s.get("rate_hz")
+    how = "declared, not measured" if s.get("declared") else (f"{float(rate):g} Hz" if rate else "read after the run")  # type: ignore[arg-type]
+    covers = s.get("covers")
+    return f"{label} {s.get('spec')} ({how}" + (f"; all of {', '.join(covers)}" if covers else "") + ")"  # type: ignore[arg-type]
+
+
+def energy_lines(run_energy: Mapping[str, object], results: Sequence[Mapping[str, object]]) -> list[str]:
+    """What ``run`` prints about energy: the sources, each figure's energy over its timed phase (with
+    Gflops/W) or why it is missing, every benchmark's whole energy, and the method's level."""
+    srcs = run_energy.get("sources") or {}
+    lines = ["energy: sources " + "; ".join(_source_text(k, v) for k, v in srcs.items())  # type: ignore[union-attr]
+             + f" [{run_energy.get('basis')}]"]
+    per_watt = {(r["benchmark"], json_key(r)): r for r in results if str(r.get("unit")) == "Gflop/s/W"}
+    shown: set[tuple[object, str]] = set()
+    for r in results:
+        e = (r.get("params") or {}).get("energy")  # type: ignore[union-attr]
+        if not isinstance(e, Mapping) or str(r.get("unit")) == "Gflop/s/W":
+            continue
+        key = (r["benchmark"], json_key(r))
+        if "missing" in e:
+            if (r["benchmark"], "missing") not in shown:
+                shown.add((r["benchmark"], "missing"))
+                lines.append(f"energy: {r['benchmark']} timed phase: missing ({e['missing']}); the figures are kept")
+            continue
+        pw = per_watt.get(key)
+        if pw is None or key in shown:
+            continue
+        shown.add(key)
+        res = f" (phase ends to {e['phase_resolution_s']:g} s)" if e.get("phase_resolution_s") else ""
+        declared = " [declared power, not measured]" if e.get("declared") else ""
+        lines.append(f"energy: {r['benchmark']} {r['metric']} {float(r['value']):.4g} {r['unit']} over its timed "  # type: ignore[arg-type]
+                     f"phase of {float(e['phase_s']):.3f} s{res}: {float(e['joules']):.4g} J, "
+                     f"{float(e['avg_watts']):.4g} W average over {len(e.get('per_node') or {})} meter(s) "
+                     f"-> {float(pw['value']):.4g} Gflop/s/W{declared}")  # type: ignore[arg-type]
+    for b in run_energy.get("benchmarks") or []:  # type: ignore[union-attr]
+        head = f"energy: {b['benchmark']} whole benchmark ({float(b['phase_s']):.2f} s"
+        head += f", within {b['within']})" if b.get("within") else ")"
+        if "missing" in b:
+            lines.append(f"{head}: missing ({b['missing']})")
+        else:
+            lines.append(f"{head}: {float(b['joules']):.4g} J, {float(b['avg_watts']):.4g} W average")
+    lines.append("energy: method " + LEVEL.split(". Level 2/3")[0])
+    return lines
+
+
+def json_key(r: Mapping[str, object]) -> str:
+    """What tells one figure's parameter point from another's (its phase), to pair it with its per-watt figure."""
+    e = (r.get("params") or {}).get("energy") or {}  # type: ignore[union-attr]
+    return repr(e.get("phase_unix"))
