@@ -26,6 +26,10 @@ def register(cls: type[Benchmark]) -> type[Benchmark]:
         unknown = [name for name in (*m.limits, *m.provides) if name not in LIMITS]
         if unknown:
             raise TypeError(f"{cls.__name__}.{m.name} names unknown limit(s) {unknown}; known: {sorted(LIMITS)}")
+    declared = {m.name for m in cls.metrics}
+    bad = [f"{a} -> {b}" for a, b in cls.per_watt.items() if a not in declared or b not in declared]
+    if bad:
+        raise TypeError(f"{cls.__name__}.per_watt names undeclared metric(s): {bad}")
     REGISTRY[cls.name] = cls
     for m in cls.metrics:
         for lim in m.provides:

@@ -44,7 +44,7 @@ import re
 from typing import Any
 
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import Metric, Param, RunContext, available_memory
+from clusterbench.benchmarks.base import Metric, Param, Phase, RunContext, available_memory
 from clusterbench.benchmarks.mpi.common import (
     RANK_PARAMS,
     KernelSession,
@@ -147,7 +147,10 @@ class Hpcg(MpiBenchmark):
         Metric("spmv_gflops", "GFLOP/s", True, "SpMV flops (k+1)2nnz per set over SpMV's time, halo included"),
         Metric("mg_gflops", "GFLOP/s", True, "multigrid preconditioner flops over its time"),
         Metric("bandwidth_gbs", "GB/s", True, "HPCG's counted bytes over the timed sets' time (1e9 B/s)"),
+        Metric("gflops_per_watt", "Gflop/s/W", True, "the rating over the average power of the run's nodes during "
+               "exactly the timed sets (--power/--watts; EEHPC Level 1-like)"),
     )
+    per_watt = {"rating": "gflops_per_watt"}
     params = (
         Param("local", str, "104x104x104", "local box per rank, NXxNYxNZ (multiples of 8; HPCG's usual 104^3)"),
         Param("time", float, 60.0, "seconds of timed CG sets (HPCG's official runs: 1800 or more)",
@@ -210,16 +213,21 @@ class Hpcg(MpiBenchmark):
             "hosts": [h[0] for h in params["host_list"]] if params["host_list"] else None,
         }
         ctx.progress.start("hpcg", total=6)
+        phase: list[Phase] = []  # the timed sets, from the rating's record (the kernel prints it first)
 
         def on_record(rec: dict) -> None:
             kp = dict(rec.get("params") or {})
             value = kp.pop("value", None)
+            ph = kp.pop("phase_unix", None)
+            if isinstance(ph, list) and len(ph) == 2:
+                phase[:] = [Phase(float(ph[0]), float(ph[1]))]
             prm = {**base, **kp, **self._validation_params(validation)}
             if rec["metric"] == "rating":
                 ctx.note(self._note(prm, float(value)))
             out.append(ctx.emit(self, rec["metric"], rec["samples"], prm, times_s=rec.get("times_s"),
                                 value=float(value) if value is not None else None,
-                                check_cv=rec["metric"] == "rating"))
+                                check_cv=rec["metric"] == "rating",
+                                phase=phase[0] if phase else Phase.unknown("the hpcg kernel reported no timed phase")))
             ctx.progress.advance(1)
 
         mpi = detect(params)

@@ -202,6 +202,8 @@ _RESULT_RE = re.compile(r"^(W([RC])(\d)([0-5])([LCR])(\d+)([LCR])(\d+))\s+(\d+)\
                         r"(\S+)\s+(\S+)\s*$")
 _RESID_RE = re.compile(r"^\|\|Ax-b\|\|_oo/\(eps\*\(\|\|A\|\|_oo\*\|\|x\|\|_oo\+\|\|b\|\|_oo\)\*N\)=\s*(\S+)"
                        r"\s+\.+\s+(PASSED|FAILED)")
+#: HPL 2.1 and later (not hpcc's HPL 2.0): ctime() of time() just outside the timed HPL_pdgesv call
+_PDGESV_TIME_RE = re.compile(r"^HPL_pdgesv\(\) (start|end) time\s+(.+)$")
 _THRESH_RE = re.compile(r"Computational tests pass if scaled residuals are less than\s+(\S+)")
 _HPL_VERSION_RE = re.compile(r"^HPLinpack (\S+)\s+--")
 _HPL_ERROR_RE = re.compile(r"HPL ERROR|Illegal input|>>>.*<<<")
@@ -214,11 +216,22 @@ def _num(text: str) -> float:
         return math.nan
 
 
+def parse_ctime(text: str) -> float | None:
+    """``ctime()``'s "Fri Sep  5 01:31:45 2025" (the printing machine's local time, read as this
+    machine's) -> unix seconds, or None."""
+    try:
+        return float(time.mktime(time.strptime(" ".join(text.split()), "%a %b %d %H:%M:%S %Y")))
+    except (ValueError, OverflowError):
+        return None
+
+
 def parse_hpl_output(text: str) -> list[dict]:
     """Every result of HPL's printer (xhpl's output, or the HPL section of ``hpccoutf.txt``).
 
     One dict per "T/V N NB P Q Time Gflops" line: {variant, n, nb, p, q, pmap, time_s, gflops,
-    residual, passed, threshold, checked, algorithm, version}. ``residual`` is None and
+    residual, passed, threshold, checked, algorithm, version}, and ``start_unix``/``end_unix`` when
+    HPL printed its "HPL_pdgesv() start time ..."/"end time ..." lines (HPL 2.1 and later: whole
+    seconds, local time). ``residual`` is None and
     ``passed`` False when HPL printed no residual line for it (threshold <= 0 skips the check, a
     crash cuts the output): only HPL's own PASSED makes ``passed`` True."""
     results: list[dict] = []
@@ -248,6 +261,10 @@ def parse_hpl_output(text: str) -> list[dict]:
                 "version": version,
             }
             results.append(open_result)
+            continue
+        m = _PDGESV_TIME_RE.match(line)
+        if m and results:
+            results[-1][f"{m.group(1)}_unix"] = parse_ctime(m.group(2))
             continue
         m = _RESID_RE.match(line)
         if m and open_result is not None:

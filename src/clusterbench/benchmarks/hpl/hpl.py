@@ -49,7 +49,8 @@ from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, KernelSession, check_allow_root,
                           host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores,
                           sim_cluster_of)
-from clusterbench.benchmarks.base import Benchmark, HpccKey, Metric, Param, Result, RunContext, allowed_cpus, available_memory, placement
+from clusterbench.benchmarks.base import (Benchmark, HpccKey, Metric, Param, Phase, Result, RunContext, allowed_cpus,
+                                          available_memory, placement)
 from clusterbench.benchmarks.node.dgemm import coretype_warning, thread_env
 from clusterbench.probe import blas as blasprobe
 from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
@@ -181,6 +182,28 @@ class HplOutcome:
     breakdown_of: str | None = None
     params: dict[str, Any] = field(default_factory=dict)  # engine-specific facts (placement, BLAS, ...)
     warnings: list[Warning_ | None] = field(default_factory=list)
+    #: the timed phase (factorisation + solve) in wall-clock seconds, for the energy over exactly it
+    phase: Phase | None = None
+
+
+def phase_from_hpl_lines(start: float | None, end: float | None, time_s: float, engine: str) -> Phase:
+    """The timed phase from HPL's "HPL_pdgesv() start time"/"end time" lines: whole seconds (time()
+    truncated) around the HPL_pdgesv call HPL's own ``time_s`` measures. The phase is placed where both
+    truncations allow ([max(start, end - t), min(start + 1, end + 1 - t)], its middle), so it is
+    ``time_s`` long, its ends known to half a second or better; flagged as 1 s resolution. Without the
+    lines (hpcc's HPL 2.0 prints none) the phase is unknown and says so."""
+    if start is None or end is None:
+        return Phase.unknown(f"{engine}'s HPL printed no 'HPL_pdgesv() start/end time' lines (HPL 2.0, as in "
+                             "hpcc, has none), so its timed phase is not known; the whole benchmark's energy is in "
+                             "the run's energy record",
+                             "for Gflops/W use --engine builtin, or xhpl of HPL 2.1 or later (both state their timed phase)")
+    lo, hi = max(start, end - time_s), min(start + 1.0, end + 1.0 - time_s)
+    if hi < lo:
+        return Phase.unknown(f"{engine}'s 'HPL_pdgesv() start/end time' lines ({end - start:.0f} s apart) do not "
+                             f"agree with its time of {time_s:.2f} s (was the clock stepped?)")
+    t0 = (lo + hi) / 2
+    return Phase(t0, t0 + time_s, resolution_s=1.0,
+                 source=f"{engine}'s 'HPL_pdgesv() start/end time' lines (whole seconds), placed by its time_s")
 
 
 class Engine(Protocol):
@@ -317,10 +340,13 @@ class BuiltinEngine:
         ws = blas_warnings(ctx, info.get("blas_config") or "", info.get("blas_loaded") or [],
                            params["blas_path"], info.get("blas_threads"), threads)
         ws.append(coretype_warning(params.get("openblas_record") or {}, info.get("blas_config") or ""))
+        ph = kp.get("phase_unix")
+        phase = (Phase(float(ph[0]), float(ph[1])) if isinstance(ph, list) and len(ph) == 2
+                 else Phase.unknown("the hpl kernel reported no timed phase"))
         return HplOutcome(n=int(kp["n"]), nb=int(kp["nb"]), p=int(kp["p"]), q=int(kp["q"]), pmap=str(kp["pmap"]),
                           time_s=float(kp["time_s"]), gflops=float(kp["gflops"]), residual=float(kp["residual"]),
                           breakdown_s=kp.get("breakdown_s"), breakdown_of=kp.get("breakdown_of"), params=extra,
-                          warnings=ws)
+                          warnings=ws, phase=phase)
 
 
 register_engine(BuiltinEngine())
@@ -351,7 +377,9 @@ class ExternalEngine:
                  "mpi": {"name": mpi.name, "version": mpi.version}, "engine_wall_s": res.get("wall_s")}
         return HplOutcome(n=int(rec["n"]), nb=int(rec["nb"]), p=int(rec["p"]), q=int(rec["q"]),
                           pmap=str(rec["pmap"]), time_s=float(rec["time_s"]), gflops=float(rec["gflops"]),
-                          residual=float(rec["residual"]), params=extra)
+                          residual=float(rec["residual"]), params=extra,
+                          phase=phase_from_hpl_lines(rec.get("start_unix"), rec.get("end_unix"),
+                                                     float(rec["time_s"]), self.name))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,12 +393,15 @@ class Hpl(Benchmark):
     key_params = ('n', 'nb', 'grid', 'topology', 'blas')
     suites = {"hpcc": 10}
     hpcc_keys = (HpccKey("HPL_Tflops", "rmax", scale=1e-3),)
+    per_watt = {"rmax": "gflops_per_watt"}
     metrics = (
         Metric("rmax", "Gflop/s", True, "HPL's rate: (2/3 N^3 + 3/2 N^2) / t / 1e9, t = factorisation + solve "
                "(wall); only runs whose scaled residual is below 16", ("rpeak", "measured_peak", "rpeak_max")),
         Metric("time_s", "s", False, "wall time of the factorisation and the solve (HPL's time)"),
         Metric("residual", "1", False, "scaled residual ||Ax-b||_oo / (eps (||A||_oo ||x||_oo + ||b||_oo) N), "
                "eps = 2^-53; PASSED below 16"),
+        Metric("gflops_per_watt", "Gflop/s/W", True, "rmax over the average power of the run's nodes during "
+               "exactly the timed phase (--power/--watts; the Green500's figure, EEHPC Level 1-like)"),
     )
     params = (
         Param("n", int, None, "matrix order N (default: from --mem; given, it wins over --mem)", min=1),
@@ -581,9 +612,10 @@ class Hpl(Benchmark):
                                      shares_cores([mpimod.Host(*h) for h in params["host_list"]]
                                                   if params["host_list"] else None))
         ws = [*out.warnings, crowded]
-        results = [ctx.emit(self, "rmax", [out.gflops], prm, times_s=[out.time_s], extra_warnings=ws),
-                   ctx.emit(self, "time_s", [out.time_s], prm, times_s=[out.time_s]),
-                   ctx.emit(self, "residual", [out.residual], prm)]
+        ph = out.phase or Phase.unknown(f"the {params['engine']} engine reported no timed phase")
+        results = [ctx.emit(self, "rmax", [out.gflops], prm, times_s=[out.time_s], extra_warnings=ws, phase=ph),
+                   ctx.emit(self, "time_s", [out.time_s], prm, times_s=[out.time_s], phase=ph),
+                   ctx.emit(self, "residual", [out.residual], prm, phase=ph)]
         shares = out.params.get("breakdown_mean_s") or out.breakdown_s
         if shares and out.time_s > 0:  # the mean over ranks adds up to the time; the maxima need not
             top = sorted(shares.items(), key=lambda kv: -kv[1])
