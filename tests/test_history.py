@@ -176,7 +176,7 @@ def test_old_store_read_only_has_no_tags(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no run or tag"):
         ro.select_runs("baseline")
     ro.close()
-    assert Store(p).schema == 5 and Store(p, readonly=True).select_runs("last") == [rid]
+    assert Store(p).schema == 6 and Store(p, readonly=True).select_runs("last") == [rid]
 
 
 @pytest.mark.integration

@@ -67,6 +67,18 @@ def _common_run_options(sub: argparse.ArgumentParser) -> None:
                      "benchmark such as a large hpl needs it)")
     sub.add_argument("--no-store", action="store_true", help="do not write the results store")
     _tag_options(sub)
+    _power_options(sub)
+
+
+def _power_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--power", action="append", default=[], metavar="[NODE=]SPEC",
+                     help="power source (repeatable, per node): rapl, ipmi, cmd:COMMAND (prints watts or joules), "
+                     "csv:FILE (a time,watts log) or watts:W (declared); NODE=SPEC for one node, cluster=SPEC for "
+                     "one meter of all; figures with a timed phase get their energy and Gflops/W")
+    sub.add_argument("--watts", type=float, default=None, metavar="W",
+                     help="declared power of every node in W (not measured; marked declared): watts:W")
+    sub.add_argument("--power-interval", type=float, default=None, metavar="S",
+                     help="seconds between power samples (default: rapl 0.1, cmd and ipmi 1)")
 
 
 def _tag_options(sub: argparse.ArgumentParser) -> None:
@@ -371,7 +383,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     argv = ["clusterbench", *sys.argv[1:]]
     kwargs = dict(profile=args.profile or "default", store=store, use_store=not args.no_store, argv=argv,
                   timeout=args.timeout, oversubscribe=args.oversubscribe, progress=progress, tags=args.tags,
-                  note=args.note)
+                  note=args.note, power=args.power, watts=args.watts, power_interval=args.power_interval)
     try:
         if progress is not None:
             with progress:
@@ -401,6 +413,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"note: {note}\n")
         for w in report.run.get("warnings") or []:
             sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
+        if report.run.get("energy"):
+            from clusterbench.analysis.energy import energy_lines
+            sys.stdout.write("".join(f"{line}\n" for line in energy_lines(report.run["energy"],
+                                                                           [r.as_json() for r in report.results])))
         if store is not None:
             sys.stdout.write(f"run {report.run['id']} stored in {store.path}\n")
     return 0

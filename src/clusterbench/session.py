@@ -120,23 +120,53 @@ def run(
     probe_data: dict | None = None,
     tags: Sequence[str] = (),
     note: str | None = None,
+    power: Sequence[str] = (),
+    watts: float | None = None,
+    power_interval: float | None = None,
 ) -> RunReport:
     """Run benchmarks by name and return the report; see the module docstring.
+
+    ``power`` (``--power`` specs, e.g. ``["rapl"]``, ``["n1=csv:n1.csv", "n2=watts:7.5"]``), ``watts``
+    (``--watts``, a declared constant for every node) and ``power_interval`` (seconds between samples)
+    meter the run: see :mod:`clusterbench.probe.power`. The sources are checked before anything is
+    stored; every figure with a timed phase then carries ``params.energy`` and, for HPL's rmax and
+    HPCG's rating, a ``gflops_per_watt`` figure; the run record's ``energy`` holds every benchmark's.
 
     On an exception (bad input, a failed kernel, an interruption) the partial report is
     attached to it as ``exc.report`` when a run had started."""
     with _terminate_as_interrupt():  # from the start: a SIGTERM while compiling is handled too
         return _run(names, given or {}, profile, store, use_store, argv, timeout, oversubscribe,
-                    progress, probe_data, tags, note)
+                    progress, probe_data, tags, note, list(power), watts, power_interval)
+
+
+def _meter(power: Sequence[str], watts: float | None, interval: float | None, hosts: Sequence[str]) -> Any:
+    """The run's power meter, checked (a meter command run once, bounded), or None; UsageError on bad
+    input, before anything is stored."""
+    if not power and watts is None:
+        return None
+    from clusterbench.launch import simcluster
+    from clusterbench.probe import power as powermod
+
+    sim = simcluster.load() if hosts else None
+    sim_names = {n.name for n in sim.nodes} if sim is not None else set()
+    virtual = bool(hosts) and set(hosts) <= sim_names
+    local = [h for h in hosts if h in sim_names or h in ("localhost", socket.gethostname())]
+    meter = powermod.build_meter(power, watts, nodes=hosts, local=local, virtual=virtual, interval=interval)
+    meter.check()
+    return meter
 
 
 def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Store | None, use_store: bool,
          argv: Sequence[str] | None, timeout: float, oversubscribe: bool, progress: Progress | None,
-         probe_data: dict | None, tags: Sequence[str] = (), note: str | None = None) -> RunReport:
+         probe_data: dict | None, tags: Sequence[str] = (), note: str | None = None,
+         power: Sequence[str] = (), watts: float | None = None, power_interval: float | None = None) -> RunReport:
     from clusterbench.probe import probe as do_probe
     from clusterbench.store.db import check_tag
 
     tags = list(dict.fromkeys(check_tag(t) for t in tags))  # bad tags refused before anything runs
+    if power or watts is not None or power_interval is not None:  # so are bad power options
+        from clusterbench.probe.power import check_specs
+        check_specs(power, watts, power_interval)
 
     timeout_given = timeout is not None
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
@@ -153,6 +183,14 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     record = new_run_record(argv, probe_data, profile)
     record["tags"], record["note"] = tags, note
     hosts = list(dict.fromkeys(h for bench, params in steps for h in bench.hosts(params)))
+    meter = _meter(power, watts, power_interval, hosts)  # bad power input: refused before anything is stored
+    if meter is not None:
+        from clusterbench.analysis.energy import LEVEL, METHOD
+        from clusterbench.probe.power import basis
+
+        ctx.meter = meter
+        record["energy"] = {"sources": meter.describe(), "basis": basis(meter.sources), "nodes": meter.nodes,
+                            "method": METHOD, "level": LEVEL, "benchmarks": ctx.energy_log}
     if hosts:  # a run across hosts: every node's probe and NIC settings, before anything is stored
         from clusterbench.probe import cluster as consistency
         record["cluster"] = consistency.provenance(hosts, timeout=min(60.0, timeout))
@@ -182,8 +220,11 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         before = clock.snapshot()
         estimates = [bench.estimate_seconds(ctx, params) for bench, params in steps]
         ctx.progress.overall(sum(estimates))
+        if meter is not None:
+            meter.start()  # sampling from before the first benchmark starts
         for i, (bench, params) in enumerate(steps):
-            bench.run(ctx, params)
+            with ctx.benchmark_span(bench.name):
+                bench.run(ctx, params)
             ctx.progress.overall_done(sum(estimates[: i + 1]))
     except KeyboardInterrupt as exc:
         status, error = "incomplete", f"interrupted ({str(exc) or 'Ctrl-C'})"
@@ -197,10 +238,13 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     finally:
         exc_now = sys.exc_info()[1]
         with shielded(discard=exc_now is not None):  # a second Ctrl-C cannot leave the run open
+            if meter is not None:
+                meter.stop()
             warnings = warn.as_dicts(warn.clock_changed(before, clock.snapshot())) if before else []
             record.update(status=status, error=error, ended=now_iso(), warnings=warnings, notes=ctx.notes)
             if store is not None:
-                store.finish_run(record["id"], status, error, warnings, ctx.notes, ended=record["ended"])
+                store.finish_run(record["id"], status, error, warnings, ctx.notes, ended=record["ended"],
+                                 energy=record.get("energy"))
             report = RunReport(record, list(ctx.results))
             if exc_now is not None:
                 try:
@@ -219,5 +263,5 @@ def new_run_record(argv: Sequence[str], probe_data: dict, profile: str) -> dict:
         # with the pid, what tells this process from a later one that reuses the pid (store schema 3)
         "pid_start": process_start(os.getpid()), "boot_id": boot_id(),
         "clusterbench_version": __version__, "profile": profile, "probe": probe_data, "builds": {},
-        "cluster": {}, "warnings": [], "notes": [], "tags": [], "note": None,
+        "cluster": {}, "warnings": [], "notes": [], "tags": [], "note": None, "energy": None,
     }

@@ -25,6 +25,10 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   before/after comparison of ``doctor --verify``. A fix is recorded as ``applying`` before anything
   is changed (so a crash mid-way leaves the undo behind) and removed again if applying fails and is
   rolled back.
+* ``runs.energy`` (schema 6) - JSON, null unless the run had a power source (``--power``/``--watts``):
+  the sources (kind, rate, declared or measured) and the energy of every benchmark it ran, whole (start to
+  end as clusterbench saw it); a figure with a timed phase carries that phase's energy in
+  ``params.energy`` (see :mod:`clusterbench.probe.power`, :mod:`clusterbench.analysis.energy`).
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
@@ -32,7 +36,8 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
 2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
 ``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3); 4 adds the user's ``runs.note`` and
-the ``run_tags`` table; 5 adds ``fixes``. An older file is upgraded in place (1 -> 2 -> ... -> 5, one transaction) when it is
+the ``run_tags`` table; 5 adds ``fixes``; 6 adds ``runs.energy``. An older file is upgraded in place (1 -> 2 -> ... -> 6,
+one transaction) when it is
 opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
 
 Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
@@ -57,7 +62,7 @@ from typing import Any
 from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 
-STORE_SCHEMA = 5
+STORE_SCHEMA = 6
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
     # 'notes' joined schema 1 after its first commit without a version bump: added when missing
@@ -82,6 +87,7 @@ UPGRADES = {
     ended TEXT,
     error TEXT
 )''',),
+    5: ("ALTER TABLE runs ADD COLUMN energy TEXT",),
 }
 #: a tag: letters, digits and ._+=@- (no spaces, commas or colons: 'tag:NAME' and 'a,b' are selector syntax)
 TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,63}")
@@ -113,7 +119,8 @@ CREATE TABLE IF NOT EXISTS runs (
     cluster TEXT NOT NULL DEFAULT '{}',
     pid_start INTEGER,
     boot_id TEXT,
-    note TEXT
+    note TEXT,
+    energy TEXT
 );
 CREATE TABLE IF NOT EXISTS run_tags (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -502,11 +509,14 @@ class Store:
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
                    warnings: list[dict] | None = None, notes: list[str] | None = None,
-                   ended: str | None = None) -> None:
+                   ended: str | None = None, energy: dict | None = None) -> None:
+        """Close a run; ``energy`` (schema 6): the run's power sources and per-benchmark energy, if any."""
         with self._tx():
             self.db.execute("UPDATE runs SET status=?, ended=?, error=?, warnings=?, notes=? WHERE id=?",
                             (status, ended or now_iso(), error, json.dumps(warnings or []), json.dumps(notes or []),
                              run_id))
+            if energy is not None:
+                self.db.execute("UPDATE runs SET energy=? WHERE id=?", (json.dumps(energy, default=str), run_id))
 
     # -- reading ------------------------------------------------------------------------------
     def _run_dict(self, row: sqlite3.Row, full: bool) -> dict:
@@ -529,6 +539,7 @@ class Store:
             d["cluster"] = json.loads(row["cluster"]) if "cluster" in cols else {}
             for key in ("pid_start", "boot_id"):  # as in new_run_record; null before schema 3
                 d[key] = row[key] if key in cols else None
+            d["energy"] = json.loads(row["energy"]) if "energy" in cols and row["energy"] else None
         return d
 
     def _has_tags(self) -> bool:
