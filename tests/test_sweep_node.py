@@ -321,7 +321,7 @@ def test_cpu_hog_on_one_node_is_flagged(four_nodes, capsys):
     fillers = [_busy(b), _busy(b)]  # cpu B: node 4 and two loops, so node 4 has the third of a cpu nodes 1-3 have
     try:
         base = sweep("nohog")
-        if names[3] in peak(base)["flags"]:
+        if peak(base)["flags"]:
             base = sweep("nohog")  # once more, for a noisy machine
         assert peak(base)["flags"] == {}, peak(base)
         hog = _busy(b, ns=c.nodes[3].namespace, nice=-15)
@@ -382,8 +382,8 @@ def test_failures_are_one_line_and_leave_nothing(four_nodes, tmp_path, live_prob
     assert "\n" not in str(exc.value) and isinstance(exc.value, (EnvironmentProblem, KernelFailed))
     # the whole job is ended on a timeout (here while the nodes start or measure)
     t0 = time.monotonic()
-    with pytest.raises(KernelFailed, match="timed out after 10 s"):
-        sw.sweep_node(names, "peak", given={"seconds": 30.0, "samples": 1}, timeout=10, **kw)
-    assert time.monotonic() - t0 < 30
+    with pytest.raises(KernelFailed, match="timed out after 6 s"):
+        sw.sweep_node(names, "peak", given={"seconds": 30.0, "samples": 1}, timeout=6, **kw)
+    assert time.monotonic() - t0 < 25
     _nothing_left(c)
     assert Store(db).list_runs() == []
