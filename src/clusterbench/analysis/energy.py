@@ -199,7 +199,8 @@ def energy_lines(run_energy: Mapping[str, object], results: Sequence[Mapping[str
             lines.append(f"{head}: missing ({b['missing']})")
         else:
             lines.append(f"{head}: {float(b['joules']):.4g} J, {float(b['avg_watts']):.4g} W average")
-    lines.append("energy: method " + LEVEL.split(". Level 2/3")[0])
+    lines.append("energy: method " + LEVEL.split(". Level 2/3")[0]
+                 + ("; here the power is declared, not measured" if "declared" in str(run_energy.get("basis")) else ""))
     return lines
 
 
