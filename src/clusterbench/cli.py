@@ -207,9 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
     swk.add_argument("--mpi", default=None, help="which MPI launches the job (openmpi or mpich; default: found)")
     swk.add_argument("--allow-root", action="store_true", help="let Open MPI run as root")
     swk.add_argument("--transport", default=None, help="MPI transport between nodes (as for run pingpong)")
+    swk.add_argument("--pair-budget", type=float, default=None,
+                     help="seconds each pair measures (default 1; a round takes about this long)")
+    swk.add_argument("--bw-size", type=int, default=None, help="bandwidth message size in bytes (default 4194304)")
+    swk.add_argument("--passes", type=int, default=None,
+                     help="run the tournament N times, keep each pair's best pass (default 1)")
+    swk.add_argument("--oversubscribe", action="store_true",
+                     help="allow more nodes than cores of this machine (a virtual cluster)")
     swk.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep")
     swk.add_argument("--no-store", action="store_true", help="do not store the figures")
     swk.add_argument("--json", action="store_true", help="print one JSON document")
+    _tag_options(swk)
     # -- end sweep network --
 
     rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)")
@@ -578,9 +586,22 @@ def _cmd_sweep_node(args: argparse.Namespace) -> int:
 
 # -- _cmd_sweep_network (owner: clusterbench.sweep.network) --
 def _cmd_sweep_network(args: argparse.Namespace) -> int:
+    from clusterbench import doctor
     from clusterbench.sweep import network as sweep_network
+    from clusterbench.ui import dump_json
 
-    raise NotImplementedError(sweep_network)
+    hosts = doctor.hosts_from(args.hosts, args.hostfile) or sweep_network.hosts_from_slurm()
+    sweep_network.check_hosts(hosts)
+    doc = sweep_network.sweep_network(
+        hosts, pair_budget=args.pair_budget, bw_size=args.bw_size, passes=args.passes, mpi=args.mpi,
+        transport=args.transport, allow_root=args.allow_root, oversubscribe=args.oversubscribe, timeout=args.timeout,
+        store=None if args.no_store else Store(args.db), use_store=not args.no_store, tags=args.tags,
+        note=args.note, argv=["clusterbench", *sys.argv[1:]])
+    if args.json:
+        dump_json(doc)
+    else:
+        sys.stdout.write("".join(f"{line}\n" for line in sweep_network.format_sweep_network(doc)))
+    return 0
 # -- end _cmd_sweep_network --
 
 
