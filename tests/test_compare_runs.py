@@ -34,7 +34,10 @@ def test_stream_one_thread_against_two_is_significant(tmp_path: Path, live_probe
         run_medians = {side: [statistics.median([s for s, r in zip(m[f"samples_{side}"], m[f"sample_runs_{side}"])
                                                 if r == rid]) for rid in m[f"runs_{side}"]] for side in ("a", "b")}
         scaling = statistics.median(run_medians["b"]) / statistics.median(run_medians["a"])
-        assert abs(c["ratio"] / scaling - 1) < 0.05, (scaling, c["ratio"])  # the ratio is the runs' own scaling
+        # the ratio is the pooled samples' medians (compare's definition), not the run medians' (which differ
+        # from it by several % when a machine without thread scaling is noisy)
+        pooled = statistics.median(m["samples_b"]) / statistics.median(m["samples_a"])
+        assert abs(c["ratio"] / pooled - 1) < 1e-9, (pooled, c["ratio"])
         if min(run_medians["b"]) > max(run_medians["a"]) and scaling > 1.15:  # every 2-thread run above every 1-thread run
             assert c["verdict"] == "better" and c["ci_low"] > 1.0, (m["label"], run_medians, c)
             judged += 1
