@@ -255,6 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
     show = rsub.add_parser("show", help="show one run (id, unique prefix, or 'last')")
     show.add_argument("run")
     show.add_argument("--json", action="store_true")
+    plc = rsub.add_parser("place", help="where a run's HPL/HPCG figures would rank on the Green500, TOP500 and "
+                          "HPCG lists (the lists' published figures, as far as clusterbench's data holds them)")
+    plc.add_argument("run", nargs="?", default="last", help="run id, unique prefix, 'last' (default) or 'last~N'")
+    plc.add_argument("--list", dest="lists", action="append", choices=("green500", "top500", "hpcg"), default=None,
+                     help="the list (repeatable; default: every list the run has a figure for)")
+    plc.add_argument("--edition", default=None, metavar="YYYY-MM",
+                     help="the list's edition, e.g. 2022-06, or 'all' (default: the newest in the data)")
+    plc.add_argument("--json", action="store_true")
     exp = rsub.add_parser("export", help="export one run")
     exp.add_argument("run")
     exp.add_argument("--format", choices=("json", "csv", "hpccoutf"), required=True,
@@ -425,9 +433,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
             from clusterbench.analysis.energy import energy_lines
             sys.stdout.write("".join(f"{line}\n" for line in energy_lines(report.run["energy"],
                                                                            [r.as_json() for r in report.results])))
+            sys.stdout.write("".join(f"{line}\n" for line in _cost_lines(report)))
         if store is not None:
             sys.stdout.write(f"run {report.run['id']} stored in {store.path}\n")
     return 0
+
+
+def _cost_lines(report: Any) -> list[str]:
+    """Per-price figures and the energy cost of a metered run, when [cost] is configured (a bad [cost]
+    table is one warning line here: the run is already stored)."""
+    from clusterbench import config
+    from clusterbench.report.energy import cost_lines, energy_cost
+
+    try:
+        model = config.cost_model()
+    except UsageError as exc:
+        return [f"warning [cost]: {exc}"]
+    return cost_lines(energy_cost([report.run], [r.as_json() for r in report.results], model))
 
 
 def _kept(store: Store, run_id: str) -> str:
@@ -682,6 +704,8 @@ def _cmd_results(args: argparse.Namespace) -> int:
         return 0
     if args.action == "table":
         return _cmd_results_table(args, store)
+    if args.action == "place":
+        return _cmd_results_place(args, store)
     run = store.get_run(args.run)
     results = store.results(run["id"])
     doc = {"schema": SCHEMA_VERSION, "run": run, "results": results}
@@ -743,6 +767,20 @@ def _cmd_results_table(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+def _cmd_results_place(args: argparse.Namespace, store: Store) -> int:
+    from clusterbench.report.placement import format_lines, place_run
+    from clusterbench.ui import dump_json
+
+    run = store.get_run(args.run)
+    entries = place_run(store.results(run["id"]), lists=args.lists, edition=args.edition)
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, "run": run["id"], "placements": entries})
+    else:
+        sys.stdout.write(f"run {run['id'][:8]} ({run['host']}, {run['started'][:19]})\n")
+        sys.stdout.write("".join(f"{line}\n" for line in format_lines(entries)))
+    return 0
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from clusterbench.report.compare import compare_sides, format_comparison
     from clusterbench.ui import dump_json
@@ -800,7 +838,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
         raise UsageError(f"{out} already exists and is not an empty folder",
                          "choose another -o folder, or --force to replace it")
-    index = write_report(store, ids, out, comparison=comparison)
+    from clusterbench import config
+    index = write_report(store, ids, out, comparison=comparison, cost=config.cost_model())
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "report": str(index), "runs": ids})
     else:

@@ -5,7 +5,9 @@ source (a trial given alone brings its whole tune: the tune is the unit a user a
 the plots the data allows (:func:`clusterbench.report.plots.plan`), draws them as PNG files in
 ``plots/`` and writes ``index.html`` beside them: a section per plot with its caption, each
 source's headline figures (benchmark, metric, value with unit, fraction of its limit) and summary,
-and the environment of every source side by side, rows that differ marked. The page has no
+the "Energy and cost" section (:mod:`clusterbench.report.energy`: Gflops/W with the power source, the energy
+per benchmark, with a cost model the performance per price and the energy cost, and the list placement of
+:mod:`clusterbench.report.placement`; without energy it says nothing is measured), and the environment of every source side by side, rows that differ marked. The page has no
 JavaScript and no resource from the network (inline CSS, relative image paths): it opens offline
 from the file system.
 
@@ -309,7 +311,7 @@ def _summary_lines(results: list[dict]) -> tuple[list[str], list[str]]:
 
 
 def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | None]], title: str,
-         generated: str) -> str:
+         generated: str, cost: Any = None) -> str:
     """The HTML text. ``figures``: (spec, relative PNG path or None, why it was not drawn)."""
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
              f"<meta name=\"generator\" content=\"{GENERATOR}\">",
@@ -321,7 +323,8 @@ def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | 
                          f"{'s' if len(s.runs) != 1 else ''})" for s in sources) + ".</p>"]
     parts.append("<nav><ul>" + "".join(f"<li><a href=\"#plot-{_e(spec.slug)}\">{_e(spec.title)}</a></li>"
                                        for spec, _, _ in figures)
-                 + "<li><a href=\"#figures\">Headline figures</a></li><li><a href=\"#environment\">Environment</a></li>"
+                 + "<li><a href=\"#figures\">Headline figures</a></li><li><a href=\"#energy\">Energy and cost</a></li>"
+                 "<li><a href=\"#environment\">Environment</a></li>"
                  "</ul></nav>")
     if figures:
         parts.append("<h2 id=\"plots\">Plots</h2>")
@@ -353,12 +356,105 @@ def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | 
             parts.append("<p><b>Run warnings</b></p><ul class=\"summary\">"
                          + "".join(f"<li>{_e(w.get('message') if isinstance(w, Mapping) else w)}</li>"
                                    for w in warnings) + "</ul>")
+    parts.append(_energy_section(sources, cost))
     parts.append("<h2 id=\"environment\">Environment</h2>")
     if len(sources) > 1:
         parts.append("<p class=\"meta\">Rows marked \u2260 differ between the sources.</p>")
     parts.append(_env_table(sources))
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _energy_section(sources: list[Source], cost: Any = None) -> str:
+    """"Energy and cost": per-watt figures with their power source, missing energy with its reason, every
+    benchmark's whole energy; with a cost model the per-price figures and the energy cost; the list
+    placement of the ranked figures. Says so when nothing is measured: never a made-up number."""
+    from clusterbench.report.energy import energy_cost
+
+    parts = ["<h2 id=\"energy\">Energy and cost</h2>"]
+    for src in sources:
+        doc = energy_cost(src.runs, src.results, cost)
+        parts.append(f"<h3>{_e(src.label)}</h3>")
+        if not doc["has_energy"]:
+            parts.append("<p>No energy measured in this run (run it with <code>--power SPEC</code> or "
+                         "<code>--watts W</code>): no Gflops/W and no energy cost.</p>")
+        if doc["per_watt"]:
+            parts.append("<p><b>Gflops per watt</b> over each figure's timed phase</p>")
+            parts.append(_table(["benchmark", "figure", "value", "Gflop/s/W", "energy (J)", "average power (W)",
+                                 "phase (s)", "power source"],
+                                [[pw["benchmark"], str(pw["metric"] or ""),
+                                  f"{format_value(pw['value'])} {pw['unit'] or ''}".strip(),
+                                  format_value(pw["gflops_per_watt"]) + (" (declared power)" if pw["declared"] else ""),
+                                  format_value(pw["joules"]), format_value(pw["avg_watts"]), format_value(pw["phase_s"]),
+                                  pw["sources"]] for pw in doc["per_watt"]], num_cols=(2, 3, 4, 5, 6)))
+        for m in doc["missing"]:
+            parts.append(f"<p class=\"note\">{_e(m['benchmark'])} {_e(m['metric'])}: energy missing "
+                         f"({_e(m['reason'])}); the figure is kept, no per-watt figure.</p>")
+        if doc["benchmarks"]:
+            parts.append("<p><b>Energy per benchmark</b> (whole benchmark, from start to return)</p>")
+            parts.append(_table(["run", "benchmark", "time (s)", "energy (J)", "average power (W)"],
+                                [[b["run"], b["benchmark"], format_value(b["phase_s"]),
+                                  "missing: " + str(b["missing"]) if b["missing"] else format_value(b["joules"]),
+                                  "" if b["missing"] else format_value(b["avg_watts"])
+                                  + (" (declared)" if b["declared"] else "")] for b in doc["benchmarks"]],
+                                num_cols=(2, 3, 4)))
+        if doc["sources"] or doc["level"]:
+            parts.append("<p class=\"meta\">Power sources: " + _e("; ".join(doc["sources"]) or "-")
+                         + (f". Method: {_e(doc['level'])}." if doc["level"] else "") + "</p>")
+        c = doc["cost"]
+        if c:
+            cur = c["currency"]
+            if c["purchase"] is not None:
+                parts.append(f"<p><b>Performance per {_e(cur)}</b> (seed 003: a rate / price, a time 1 / (time x price)); "
+                             f"price of {c['nodes']} node(s) and the network: {_e(format_value(c['purchase']))} {_e(cur)}"
+                             + (f" (the run used {c['run_nodes']})" if c["run_nodes"] != c["nodes"] else "") + "</p>")
+                if c["per_price"]:
+                    parts.append(_table(["benchmark", "figure", "value", f"per {cur}", "definition"],
+                                        [[p["benchmark"], p["metric"], f"{format_value(p['value'])} {p['unit']}",
+                                          f"{p['per_price']:.4g} {p['per_price_unit']}", p["definition"]]
+                                         for p in c["per_price"]], num_cols=(2, 3)))
+                for lf in c["lifetime"]:
+                    parts.append(f"<p>Lifetime cost ({c['lifetime_years']:g} years at {format_value(lf['avg_watts'])} W, "
+                                 f"the timed phase's average): {_e(format_value(lf['lifetime_cost']))} {_e(cur)}; "
+                                 f"{_e(lf['benchmark'])} {_e(lf['metric'])} per {_e(cur)} of it: "
+                                 f"{lf['per_lifetime_cost']:.4g} {_e(lf['unit'])}/{_e(cur)}</p>")
+            else:
+                parts.append("<p class=\"meta\">No node_price in [cost]: no performance per price.</p>")
+            if c["energy_cost"]:
+                parts.append(f"<p><b>Energy cost</b> at {c['power_price_kwh']:g} {_e(cur)}/kWh (J / 3.6e6 x price)</p>")
+                parts.append(_table(["run", "benchmark", "scope", "energy (J)", "kWh", f"cost ({cur})"],
+                                    [[x["run"], x["benchmark"], x["scope"], format_value(x["joules"]), f"{x['kwh']:.3g}",
+                                      f"{x['cost']:.3g}"] for x in c["energy_cost"]], num_cols=(3, 4, 5)))
+                rc = c.get("run_energy_cost")
+                if rc:
+                    parts.append(f"<p>Energy cost of the run: {rc['cost']:.3g} {_e(cur)}"
+                                 + ("" if rc["complete"] else " (a benchmark's energy is missing: not counted)") + "</p>")
+            elif c["power_price_kwh"] is None:
+                parts.append("<p class=\"meta\">No power_price_kwh in [cost]: no energy cost.</p>")
+        parts.append(_placement_html(src))
+    return "\n".join(parts)
+
+
+def _placement_html(src: Source) -> str:
+    from clusterbench.errors import ClusterbenchError
+    from clusterbench.report.placement import best_figures, place_run
+
+    figs = best_figures(src.results)
+    if not figs:
+        return ""
+    try:
+        entries = place_run(src.results, edition="all")
+    except ClusterbenchError as exc:  # the data is the package's: say so rather than lose the page
+        return f"<p class=\"note\">List placement not available: {_e(exc)}</p>"
+    out = ["<p><b>List placement</b> (the lists' published figures as far as clusterbench's data holds them; "
+           "<code>clusterbench results place</code>)</p>",
+           _table(["list", "edition", "figure", "would rank", "rows in the data", "source"],
+                  [[e["list_name"], e["edition_name"],
+                    f"{e['figure']['metric']} {format_value(e['figure']['value'])} {e['figure']['unit']}",
+                    e["placement"]["text"], e["coverage"]["rows"], " ; ".join(e["sources"])] for e in entries])]
+    cav = list(dict.fromkeys(c for e in entries for c in e["caveats"]))
+    out.append("<ul class=\"summary\">" + "".join(f"<li>{_e(c)}</li>" for c in cav) + "</ul>")
+    return "\n".join(out)
 
 
 # -- writing ------------------------------------------------------------------------------------------
@@ -386,10 +482,11 @@ def _check_outdir(outdir: Path) -> None:
 
 
 def write_report(store: Any, run_ids: list[str], outdir: Path, *, comparison: dict | None = None,
-                 title: str | None = None) -> Path:
+                 title: str | None = None, cost: Any = None) -> Path:
     """Write the report of ``run_ids`` (ids, unique prefixes or 'last'; a ``tune hpl`` trial brings
     its whole tune) into ``outdir`` (``index.html`` and ``plots/*.png``), with the comparison chart
-    when ``comparison`` (``Comparison.as_dict()``) is given. Returns ``outdir/index.html``."""
+    when ``comparison`` (``Comparison.as_dict()``) is given, and the performance per price and energy
+    cost when ``cost`` (an :class:`clusterbench.analysis.cost.CostModel`) is. Returns ``outdir/index.html``."""
     outdir = Path(outdir).expanduser()
     if str(outdir).strip() in ("", "."):
         outdir = Path.cwd() / "report"
@@ -418,7 +515,7 @@ def write_report(store: Any, run_ids: list[str], outdir: Path, *, comparison: di
             figures.append((spec, rel, None))
         generated = _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
         text = page(sources, figures, title or "clusterbench report: " + ", ".join(s.label for s in sources),
-                    generated)
+                    generated, cost)
         with open(tmp / "index.html", "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
