@@ -37,6 +37,20 @@ def test_help_lists_benchmarks(capsys):
         assert name in out
 
 
+def test_every_benchmark_has_a_help_page(capsys):
+    """``run NAME --help`` for every benchmark (a parameter's help with a % once broke argparse)."""
+    from clusterbench.benchmarks import REGISTRY, _load_all
+
+    _load_all()
+    for name, cls in sorted(REGISTRY.items()):
+        with pytest.raises(SystemExit) as exc:
+            main(["run", name, "--help"])
+        assert exc.value.code == 0, name
+        out = capsys.readouterr().out
+        for p in cls.params:
+            assert "--" + p.name.replace("_", "-") in out, (name, p.name)
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["run", "nosuch"], "invalid choice"),
     (["run", "fpu", "--bogus"], "unrecognized arguments"),

@@ -197,12 +197,13 @@ def test_mpi_rank_killed_mid_run_keeps_results():
     assert _no_mpi_left()
 
 
-#: runs of the HPC Challenge kernels and HPCG that last a few seconds on 2 ranks
+#: runs of the HPC Challenge kernels, HPCG and pdes that last a few seconds on 2 ranks
 HPCC_KERNEL_RUNS = {
     "randomaccess": ("run", "randomaccess", "--allow-root", "--mode", "mpi", "--log2-size", "26", "--samples", "20"),
     "hpcg": ("run", "hpcg", "--allow-root", "--local", "32", "--time", "30"),
     "ptrans": ("run", "ptrans", "--allow-root", "--n", "6000", "--samples", "50"),
     "fft": ("run", "fft", "--allow-root", "--mode", "mpi", "--n", str(1 << 22), "--samples", "200"),
+    "pdes": ("run", "pdes", "--allow-root", "--end", "200000", "--repeat", "1", "--no-verify"),
 }
 
 

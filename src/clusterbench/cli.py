@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -45,6 +46,7 @@ def _strlist(text: str) -> list[str]:
 def _add_param(sub: argparse.ArgumentParser, p: Param) -> None:
     flag = "--" + p.name.replace("_", "-")
     default_note = "" if p.default is None else f" (default: {p.default})"
+    p = replace(p, help=p.help.replace("%", "%%"))  # argparse formats help with %: "99% intervals" is text
     if p.type is bool:
         sub.add_argument(flag, dest=p.name, action=argparse.BooleanOptionalAction, default=None, help=p.help + default_note)
         return

@@ -214,8 +214,8 @@ class Pdes(MpiBenchmark):
             recs.append(rec)
             ctx.progress.advance(1)
 
-        if local_one:
-            places, hosts = [(None, p["cpus"][0])], None
+        if local_one:  # this node, whatever the run's hosts ([] rather than None: no hosts)
+            places, hosts = [(None, p["cpus"][0])], []
         else:
             places, hosts = p["places"], p["host_list"]
         self.launch(ctx, p, self._args(p, sync, repeat), base, on_result, places=places, host_list=hosts,

@@ -63,7 +63,14 @@ _KNOWN_ERRORS = (
 )
 
 
+#: what a rank other than 0 says before it aborts the job (cb_mpi_die: "<kernel> rank N: message")
+_RANK_SAYS_RE = re.compile(r"^\S+ rank (\d+): (.+)$")
+
+
 def _explain(stderr: str, rc: int | None, what: str) -> tuple[str, str]:
+    said = [m for m in (_RANK_SAYS_RE.match(ln.strip()) for ln in stderr.splitlines()) if m]
+    if said:  # the kernel's own words on why it stopped, not MPI's abort banner
+        return f"{what} failed on rank {said[0].group(1)}: {said[0].group(2)}", "check the parameters (see --help)"
     for needle, problem, fix in _KNOWN_ERRORS:
         if needle in stderr:
             return f"{what}: {problem}", fix
