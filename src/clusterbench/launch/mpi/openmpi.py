@@ -50,7 +50,7 @@ def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
         cmd += ["--map-by", "core", "--bind-to", "core"]
     if spec.oversubscribe:
         cmd.append("--oversubscribe")
-    if _shares_a_cpu(spec):
+    if _shares_a_cpu(spec) and "mpi_yield_when_idle" not in spec.extra_args:
         # ranks that take turns on one core: a rank waiting in MPI gives the core up instead of
         # spinning out its time slice (a 2-rank exchange on one core: 2 s -> 10 ms)
         cmd += ["--mca", "mpi_yield_when_idle", "1"]
