@@ -1,9 +1,10 @@
 """pdes: a Time Warp parallel discrete event simulation (kernels/apps/pdes.c, written afresh),
 the latency-bound, irregular application seed 003 used to judge a cluster's network (with ROSS).
 
-Models: ``phold`` (Fujimoto's synthetic benchmark as ROSS runs it: every event schedules one
-event, with probability ``--remote`` to an LP drawn uniformly from all LPs, else to itself, at
-now + lookahead + Exp(mean)) and ``qnet`` (a closed network of first-come-first-served servers:
+Models: ``phold`` (Fujimoto's synthetic benchmark, routed as ROSS routes it: every event schedules
+one event, with probability ``--remote`` to an LP drawn uniformly from all LPs, else to itself, at
+now + lookahead + Exp(mean); ROSS's ``--mean`` includes the lookahead, so our ``--mean M`` is
+ROSS's ``--mean M+lookahead``) and ``qnet`` (a closed network of first-come-first-served servers:
 about 300 B of state per LP, so state saving costs something). LPs are spread in contiguous
 blocks over the ranks.
 
@@ -241,7 +242,8 @@ class Pdes(MpiBenchmark):
             "nodes": len(set(p["rank_hosts"])), "cpus": p["cpus"],
             "hosts": [h[0] for h in p["host_list"]] if p["host_list"] else None,
             "model_definition": ("phold: each event schedules one event at now + lookahead + Exp(mean), to an LP "
-                                 "drawn uniformly from all LPs with probability remote, else to itself (ROSS's rule)"
+                                 "drawn uniformly from all LPs with probability remote, else to itself (ROSS's routing; ROSS's --mean "
+                                 "includes the lookahead)"
                                  if p["model"] == "phold" else
                                  "qnet: FCFS servers; a job arriving at t starts at max(t, busy_until), is served "
                                  "Exp(mean), and arrives at its next server (phold's routing) at departure + lookahead"),
