@@ -38,7 +38,9 @@ def test_stream_one_thread_against_two_is_significant(tmp_path: Path, live_probe
         # from it by several % when a machine without thread scaling is noisy)
         pooled = statistics.median(m["samples_b"]) / statistics.median(m["samples_a"])
         assert abs(c["ratio"] / pooled - 1) < 1e-9, (pooled, c["ratio"])
-        if min(run_medians["b"]) > max(run_medians["a"]) and scaling > 1.15:  # every 2-thread run above every 1-thread run
+        # every 2-thread run well above every 1-thread run (a bare ordering of 4 runs against 4 is p = 0.03 before
+        # the adjustment over all figures, so a machine whose runs barely separate need not give a verdict)
+        if min(run_medians["b"]) > 1.1 * max(run_medians["a"]) and scaling > 1.15:
             assert c["verdict"] == "better" and c["ci_low"] > 1.0, (m["label"], run_medians, c)
             judged += 1
         else:  # a busy machine that shows no clean scaling must not be called worse
