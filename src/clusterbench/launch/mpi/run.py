@@ -94,9 +94,19 @@ class LaunchHung(KernelFailed):
     """MPI started no rank within the launch timeout (nothing was measured or passed on)."""
 
 
-#: Launch timeout on the virtual cluster, where a launch normally takes well under a second.
+#: Launch timeout on the virtual cluster, where a launch normally takes well under a second: the
+#: first attempt waits SIM_LAUNCH_FIRST + SIM_LAUNCH_PER_HOST per host, the second twice that, the
+#: last at least SIM_LAUNCH_TIMEOUT (a hung launch costs seconds, a slow one still gets its time).
 SIM_LAUNCH_TIMEOUT = 15.0
+SIM_LAUNCH_FIRST = 6.0
+SIM_LAUNCH_PER_HOST = 0.5
 SIM_LAUNCH_ATTEMPTS = 3
+
+
+def sim_launch_steps(nhosts: int) -> list[float]:
+    """The launch timeout of each attempt on the virtual cluster."""
+    first = SIM_LAUNCH_FIRST + SIM_LAUNCH_PER_HOST * nhosts
+    return [first, 2 * first, max(SIM_LAUNCH_TIMEOUT, 2 * first)][:SIM_LAUNCH_ATTEMPTS]
 
 
 def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: float,
@@ -109,16 +119,17 @@ def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: 
     daemon launch through ``ip netns exec`` has been seen to hang without calling back, about
     one launch in twenty to sixty under the test suite (once caught: the node's orted had exited
     silently and was left defunct while mpirun waited for its callback; cause unknown); such a
-    launch is given up after :data:`SIM_LAUNCH_TIMEOUT` and tried again, up to
-    :data:`SIM_LAUNCH_ATTEMPTS` times. Nothing was measured before a retry."""
+    launch is given up after a few seconds (:func:`sim_launch_steps`, longer at each attempt) and
+    tried again, up to :data:`SIM_LAUNCH_ATTEMPTS` times. Nothing was measured before a retry."""
     if not spec.prefix:
         return _run_mpi_once(mpi, spec, program, timeout, launch_timeout, on_record, name, proof_ranks, proof_out)
-    short = min(launch_timeout, SIM_LAUNCH_TIMEOUT)
-    for attempt in range(SIM_LAUNCH_ATTEMPTS):
+    steps = sim_launch_steps(len(spec.hosts or []))
+    for attempt, step in enumerate(steps):
         try:
-            return _run_mpi_once(mpi, spec, program, timeout, short, on_record, name, proof_ranks, proof_out)
+            return _run_mpi_once(mpi, spec, program, timeout, min(launch_timeout, step), on_record, name,
+                                 proof_ranks, proof_out)
         except LaunchHung:
-            if attempt + 1 == SIM_LAUNCH_ATTEMPTS:
+            if attempt + 1 == len(steps):
                 raise
     raise AssertionError("unreachable")
 
