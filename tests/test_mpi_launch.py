@@ -312,3 +312,13 @@ def test_launch_timeout(mpi: M.MpiInstall, kernel: Path, tmp_path: Path) -> None
         M.run_mpi(fake, _local_spec(prove_transport=False), [str(kernel)], timeout=60, launch_timeout=2)
     assert time.monotonic() - t0 < 12
     assert _leftovers(agent.name) == ""
+
+
+def test_virtual_cluster_launch_retries_wait_longer_each_time() -> None:
+    """A hung launch on the virtual cluster costs seconds; a slow one still gets its time."""
+    from clusterbench.launch.mpi.run import SIM_LAUNCH_ATTEMPTS, SIM_LAUNCH_TIMEOUT, sim_launch_steps
+
+    assert sim_launch_steps(2) == [7.0, 14.0, SIM_LAUNCH_TIMEOUT]
+    assert sim_launch_steps(32) == [22.0, 44.0, 44.0]
+    assert len(sim_launch_steps(4)) == SIM_LAUNCH_ATTEMPTS
+    assert all(a < b or b >= SIM_LAUNCH_TIMEOUT for a, b in zip(sim_launch_steps(4), sim_launch_steps(4)[1:]))

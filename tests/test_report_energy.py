@@ -52,6 +52,7 @@ def runs(tmp_path_factory, mpi):
             "plain": Store(db, readonly=True).list_runs()[0]["id"]}
 
 
+@pytest.mark.integration
 def test_report_shows_gflops_per_watt_and_energy_without_cost(runs):
     st = Store(runs["db"], readonly=True)
     by = {r["metric"]: r for r in st.results(runs["metered"])}
@@ -66,6 +67,7 @@ def test_report_shows_gflops_per_watt_and_energy_without_cost(runs):
     assert "List placement" in text and "Green500" in text and "TOP500" in text
 
 
+@pytest.mark.integration
 def test_report_with_a_cost_model_matches_the_hand_computation(runs):
     st = Store(runs["db"], readonly=True)
     by = {r["metric"]: r for r in st.results(runs["metered"])}
@@ -90,6 +92,7 @@ def test_report_with_a_cost_model_matches_the_hand_computation(runs):
     assert "cost: energy of the run at 0.3 EUR/kWh" in out
 
 
+@pytest.mark.integration
 def test_a_run_without_energy_says_nothing_is_measured(runs, monkeypatch, capsys):
     st = Store(runs["db"], readonly=True)
     text = _text(write_report(st, [runs["plain"]], runs["tmp"] / "rep3"))
