@@ -70,6 +70,28 @@ def live_probe() -> dict:
     return _probe_once()
 
 
+@pytest.fixture(scope="session")
+def sysfs_snapshot(tmp_path_factory: pytest.TempPathFactory):
+    """``get(tarball)``: the top directory of a ../shared/fixtures/sysfs snapshot, extracted once per
+    session for every module that reads it (the large ones take seconds to unpack); tests only read it."""
+    import tarfile
+
+    done: dict[Path, Path] = {}
+
+    def get(tb: Path) -> Path:
+        tb = Path(tb)
+        if tb not in done:
+            dest = tmp_path_factory.mktemp(tb.name[: -len(".tar.bz2")].replace("+", "_"))
+            with tarfile.open(tb) as t:
+                t.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            tops = [p for p in dest.iterdir() if p.is_dir()]
+            assert len(tops) == 1, tops
+            done[tb] = tops[0]
+        return done[tb]
+
+    return get
+
+
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own results store; the kernel cache is shared by the session."""

@@ -7,7 +7,6 @@ import copy
 import json
 import os
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -320,17 +319,8 @@ def test_parsers() -> None:
 
 # --------------------------------------------------------------------------- real snapshots
 
-_EXTRACTED: dict[Path, Path] = {}
 
 
-def _snapshot(tb: Path, tmp_path_factory) -> Path:
-    if tb not in _EXTRACTED:
-        dest = tmp_path_factory.mktemp(tb.name[: -len(".tar.bz2")])
-        with tarfile.open(tb) as t:
-            t.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-        (top,) = [p for p in dest.iterdir() if p.is_dir()]
-        _EXTRACTED[tb] = top
-    return _EXTRACTED[tb]
 
 
 #: evidence item -> the file in a snapshot it comes from
@@ -340,8 +330,8 @@ SNAPSHOT_FILES = {"swap": "proc/meminfo", "steal": "proc/stat", "cpus.online": "
 
 
 @pytest.mark.parametrize("tb", TARBALLS, ids=[t.name[: -len(".tar.bz2")] for t in TARBALLS])
-def test_evidence_from_snapshots(tb, tmp_path_factory) -> None:
-    root = _snapshot(tb, tmp_path_factory)
+def test_evidence_from_snapshots(tb, sysfs_snapshot) -> None:
+    root = sysfs_snapshot(tb)
     ev = E.gather(str(root))
     json.dumps(ev)
     assert ev["live"] is False and set(E.ITEMS) == set(ev["items"])
@@ -368,14 +358,14 @@ def test_evidence_from_snapshots(tb, tmp_path_factory) -> None:
     assert got == {r.id for r in D.RULES}
 
 
-def _fixture(name: str, tmp_path_factory) -> Path:
+def _fixture(name: str, sysfs_snapshot) -> Path:
     tb = FIXTURES / f"{name}.tar.bz2"
     if not tb.exists():
         pytest.skip(f"fixture {name} not in {FIXTURES}")
-    return _snapshot(tb, tmp_path_factory)
+    return sysfs_snapshot(tb)
 
 
-def test_snapshot_findings(tmp_path_factory) -> None:
+def test_snapshot_findings(sysfs_snapshot) -> None:
     """Real machines' settings found by the rules: a hybrid laptop's powersave governor and turbo,
     a server with swap in use, an Arm server's preemptible kernel, a Raspberry-Pi-like board's
     ondemand governor."""
@@ -389,7 +379,7 @@ def test_snapshot_findings(tmp_path_factory) -> None:
         tb = FIXTURES / f"{name}.tar.bz2"
         if not tb.exists():
             continue
-        root = _snapshot(tb, tmp_path_factory)
+        root = sysfs_snapshot(tb)
         if not (root / rel).exists():
             continue  # the snapshot lacks the file this case reads
         ev = E.gather(str(root))
@@ -398,16 +388,16 @@ def test_snapshot_findings(tmp_path_factory) -> None:
         done += 1
     if not done:
         pytest.skip("no fixture holds the files these cases read")
-    root = _fixture("20em64t-hybrid-1p6c2t+2ca4co1t", tmp_path_factory)
+    root = _fixture("20em64t-hybrid-1p6c2t+2ca4co1t", sysfs_snapshot)
     ev = E.gather(str(root))
     assert ev["items"]["cpufreq.governors"]["value"] == {"powersave": list(range(20))}
-    root = _fixture("40intel64-4n10c+pci-conflicts", tmp_path_factory)
+    root = _fixture("40intel64-4n10c+pci-conflicts", sysfs_snapshot)
     (h,) = fired(D.rule("swap-in-use").check(E.gather(str(root))))
     assert h.evidence[0]["value"]["used_kb"] == 15998968 - 15968444
 
 
-def test_snapshot_without_cpufreq_cannot_tell(tmp_path_factory) -> None:
-    root = _fixture("16amd64-8n2c", tmp_path_factory)
+def test_snapshot_without_cpufreq_cannot_tell(sysfs_snapshot) -> None:
+    root = _fixture("16amd64-8n2c", sysfs_snapshot)
     if (root / "sys/devices/system/cpu/cpu0/cpufreq").exists():
         pytest.skip("this snapshot has cpufreq")
     res = D.rule("cpu-governor").check(E.gather(str(root)))

@@ -14,7 +14,6 @@ import pytest
 from clusterbench import doctor
 from clusterbench.analysis import diagnosis as D
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.probe import evidence as E
 from clusterbench.store import Store
 
 from test_doctor import bad, healthy, ok, with_items  # noqa: E402  (the hand-made evidence)

@@ -3,7 +3,6 @@ node with Open MPI, and the node class on a 2-node virtual cluster (root)."""
 from __future__ import annotations
 
 import os
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,8 @@ IS_ROOT = os.geteuid() == 0
 
 
 @pytest.fixture(scope="module")
-def snap(tmp_path_factory):
-    """name -> probe of that snapshot (extracted once per module)."""
+def snap(sysfs_snapshot):
+    """name -> probe of that snapshot (extracted once per session)."""
     cache: dict[str, dict] = {}
 
     def get(name: str) -> dict:
@@ -29,12 +28,7 @@ def snap(tmp_path_factory):
             tb = FIXTURES / f"{name}.tar.bz2"
             if not tb.exists():
                 pytest.skip(f"fixture {tb} missing")
-            dest = tmp_path_factory.mktemp(name.replace("+", "_"))
-            with tarfile.open(tb) as t:
-                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                t.extractall(dest, **kwargs)
-            top = next(p for p in dest.iterdir() if p.is_dir())
-            cache[name] = probe(sysfs_root=str(top), use_hwloc=False)
+            cache[name] = probe(sysfs_root=str(sysfs_snapshot(tb)), use_hwloc=False)
         return cache[name]
     return get
 

@@ -74,11 +74,10 @@ def extract(tb: Path, dest: Path) -> Path:
     return tops[0]
 
 
-_EXTRACTED: dict[Path, Path] = {}
 
 
 @pytest.fixture(params=TARBALLS, ids=[t.name[: -len(".tar.bz2")] for t in TARBALLS])
-def snapshot(request, tmp_path_factory) -> tuple[str, Path, dict]:
+def snapshot(request, sysfs_snapshot) -> tuple[str, Path, dict]:
     tb: Path = request.param
     exp = _expected_file(tb)
     if exp is None:
@@ -86,9 +85,7 @@ def snapshot(request, tmp_path_factory) -> tuple[str, Path, dict]:
     text = exp.read_text(errors="replace")
     expected = parse_xml(text) if exp.suffix == ".xml" else parse_console(text)
     name = tb.name[: -len(".tar.bz2")]
-    if tb not in _EXTRACTED:  # extract each snapshot once per session; tests only read it
-        _EXTRACTED[tb] = extract(tb, tmp_path_factory.mktemp(name))
-    return name, _EXTRACTED[tb], expected
+    return name, sysfs_snapshot(tb), expected
 
 
 def test_fixture_discovery():

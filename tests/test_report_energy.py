@@ -5,7 +5,6 @@ measured; missing energy shows its reason, never a number."""
 from __future__ import annotations
 
 import html as htmllib
-import json
 import os
 import re
 import subprocess
