@@ -4,18 +4,25 @@
  * neighbour -1), the ranks in a 3-D process grid (the most cubic factorisation of their count),
  * the right-hand side b = A * ones, so the exact solution is all ones. Ghost values of the
  * neighbouring ranks are exchanged with MPI (point-to-point, only the values a rank's rows use).
- * Storage: a general sparse matrix, 27 slots per row (ELLPACK: values and int32 local column
- * indices contiguous per row, the row length apart) built from the global row numbers; the
- * stencil's regularity is never used by the kernels (HPCG's rule).
+ * Storage: a general sparse matrix, built as HPCG builds it (ELLPACK: 27 slots per row, values and
+ * int32 local column indices, from the global row numbers), then, in the optimisation step
+ * (timed, and charged as HPCG 3.1 charges its OptimizeProblem), split into the entries of local
+ * columns below the diagonal (L), the others but the diagonal (U: local columns above it, then the
+ * ghosts) and the diagonal, L and U each in ELL form ascending by column, its width the longest
+ * such part of any row. The stencil's regularity is never used by the kernels (HPCG's rule).
  *
  * Optimisations (HPCG allows them when validation passes and any extra iterations are paid; none
  * changes the arithmetic of the reference algorithm except the summation order within a row):
- * each row's dot product in four partial sums (a Gauss-Seidel sweep is a chain from row to row;
- * one running sum would make each row wait for 27 dependent multiply-adds), 1/a_ii kept; each row
- * stores its local entries below the diagonal first, so the pre-smoothing forward sweep from
- * x = 0 reads only those (the other terms multiply zeros, ghosts included); the multigrid
- * residual is computed only at the rows injection keeps (one in eight), fused with the
- * restriction; the large arrays live on transparent huge pages (big()). The ordering stays natural, so 50 iterations reach the reference reduction.
+ * a sweep reads only the part of the matrix it needs: the pre-smoothing forward sweep from x = 0
+ * only L (its other terms multiply zeros, ghosts included), and every backward sweep only U, its
+ * lower terms being the forward sweep's sums L_i x, which have not changed since (a backward
+ * sweep updates the lower neighbours of row i after it) and are kept in lsum; each row's dot
+ * product in four partial sums, and the term of the neighbour updated just before (the last L
+ * entry forward, the first U entry backward) added after the others, so the chain from row to
+ * row is one multiply-add and a multiply; 1/a_ii kept; the multigrid residual is computed only
+ * at the rows injection keeps (one in eight), fused with the restriction; the large arrays live
+ * on transparent huge pages (big()). The ordering stays natural, so 50 iterations reach the
+ * reference reduction.
  *
  * Preconditioner: a 4-level multigrid V-cycle (each coarser level halves every local dimension,
  * so they must be divisible by 8): on every level but the coarsest one symmetric Gauss-Seidel
@@ -45,8 +52,8 @@
  * Bytes per set (8 B values, 4 B indices, counted as HPCG's report counts them):
  *   DDOT 16n per dot, WAXPBY 24n per update, SpMV 12 nnz + 16n (x read, y written),
  *   SymGS sweep pair 2 (12 nnz + 24n), MG residual SpMV as SpMV, restriction 24 n_c, prolongation 24 n_c.
- * Rating: the flops of the reference count (50 iterations per set) over the timed sets' time plus
- * the optimisation overhead (none here: setup is the reference problem's), as HPCG's final rating.
+ * Rating: the flops of the reference count (50 iterations per set) over the timed sets' time plus,
+ * for every set, a tenth of the setup and optimisation time, as HPCG 3.1's final rating.
  *
  * Output (rank 0): info (placement, grid, dims, global rows and nonzeros), then a validation
  * record (all four tests), then results: rating (its params carry phase_unix, the timed sets from
@@ -77,10 +84,18 @@ typedef struct Level {
     int nx, ny, nz, n, ncols;     /* local box, rows, rows + ghosts */
     long long gnx, gny, gnz;
     double gnnz, gn;              /* global nonzeros and rows */
-    int *col;                     /* n * W */
+    int *col;                     /* as built: n * W, ELL (freed by split_level) */
     double *val;                  /* n * W */
-    unsigned char *len, *nlow;    /* row lengths; entries of local columns below the diagonal, stored first */
+    unsigned char *len;           /* row lengths */
+    /* as the kernels read it (split_level, the optimisation step): the entries of local columns below
+     * the diagonal (L) and the others but the diagonal (U: local columns above it, then ghosts), each
+     * in ELL form ascending by column, its width the longest such part of any row */
+    int wl, wu;
+    int *lcol, *ucol;
+    double *lval, *uval;
+    unsigned char *llen, *ulen;
     double *diag, *invdiag;       /* the diagonal value of each row, and 1 / it */
+    double *lsum;                 /* a forward sweep's lower sums (L_i x), which its backward sweep reuses */
     int nnbr, *nbr, *rcnt, *roff, *scnt, **sidx;
     double *sbuf;
     MPI_Request *req;
@@ -135,22 +150,50 @@ static int ext_cmp(const void *a, const void *b) {
     return (x->g > y->g) - (x->g < y->g);
 }
 
-/* Each row's entries reordered: local columns below the diagonal first (ascending), then the
- * rest (the diagonal, local columns above it, ghosts); nlow counts the first group. A forward
- * sweep from x = 0 then reads only those entries (every other term multiplies a zero). */
-static void order_rows(Level *L) {
-    for (int i = 0; i < L->n; i++) {
-        int *c = L->col + (size_t)i * W, tc[W], m = L->len[i], k = 0;
-        double *v = L->val + (size_t)i * W, tv[W];
-        for (int pass = 0; pass < 2; pass++)
-            for (int j = 0; j < m; j++)
-                if ((c[j] < i) == (pass == 0)) { tc[k] = c[j]; tv[k++] = v[j]; }
-        int low = 0;
-        while (low < m && tc[low] < i) low++;
-        memcpy(c, tc, (size_t)m * sizeof(int));
-        memcpy(v, tv, (size_t)m * sizeof(double));
-        L->nlow[i] = (unsigned char)low;
+/* The optimisation step (timed and charged as HPCG charges OptimizeProblem): each row split into its
+ * L and U parts, the diagonal kept apart. A sweep then reads only the part it needs: the forward
+ * sweep from x = 0 only L (the rest multiplies zeros), and every backward sweep only U, since its
+ * lower terms are the forward sweep's sums L_i x, unchanged since (lower neighbours are updated
+ * after row i in a backward sweep), so they are kept in lsum instead of being read again. Sorted by
+ * column, a row's last L entry is the neighbour a forward sweep updated last and its first U entry
+ * the one a backward sweep updated last: the kernels add that term after the others. */
+static void split_level(Level *L) {
+    const int n = L->n;
+    L->wl = L->wu = 0;
+    for (int i = 0; i < n; i++) {
+        int lo = 0, up = 0;
+        for (int k = 0; k < L->len[i]; k++) {
+            int c = L->col[(size_t)i * W + k];
+            if (c < i) lo++; else if (c != i) up++;
+        }
+        if (lo > L->wl) L->wl = lo;
+        if (up > L->wu) L->wu = up;
     }
+    const int wl = L->wl ? L->wl : 1, wu = L->wu ? L->wu : 1;
+    L->lcol = big((size_t)n * wl * sizeof(int)); L->lval = big((size_t)n * wl * sizeof(double));
+    L->ucol = big((size_t)n * wu * sizeof(int)); L->uval = big((size_t)n * wu * sizeof(double));
+    L->llen = malloc((size_t)n); L->ulen = malloc((size_t)n);
+    L->lsum = vec(n);
+    if (!L->lcol || !L->lval || !L->ucol || !L->uval || !L->llen || !L->ulen) die("out of memory splitting the matrix (%d rows)", n);
+    for (int i = 0; i < n; i++) {
+        struct { int c; int k; } e[W];
+        int m = 0, lo = 0, up = 0;
+        for (int k = 0; k < L->len[i]; k++)
+            if (L->col[(size_t)i * W + k] != i) { e[m].c = L->col[(size_t)i * W + k]; e[m++].k = k; }
+        for (int a = 1; a < m; a++)            /* insertion sort: at most W entries, mostly in order */
+            for (int b = a; b > 0 && e[b - 1].c > e[b].c; b--) { __typeof__(e[0]) t = e[b]; e[b] = e[b - 1]; e[b - 1] = t; }
+        for (int j = 0; j < m; j++) {
+            double v = L->val[(size_t)i * W + e[j].k];
+            if (e[j].c < i) { L->lcol[(size_t)i * wl + lo] = e[j].c; L->lval[(size_t)i * wl + lo++] = v; }
+            else { L->ucol[(size_t)i * wu + up] = e[j].c; L->uval[(size_t)i * wu + up++] = v; }
+        }
+        for (int k = lo; k < wl; k++) { L->lcol[(size_t)i * wl + k] = i; L->lval[(size_t)i * wl + k] = 0; }
+        for (int k = up; k < wu; k++) { L->ucol[(size_t)i * wu + k] = i; L->uval[(size_t)i * wu + k] = 0; }
+        L->llen[i] = (unsigned char)lo; L->ulen[i] = (unsigned char)up;
+    }
+    L->wl = wl; L->wu = wu;
+    free(L->col); free(L->val); free(L->len);
+    L->col = NULL; L->val = NULL; L->len = NULL;
 }
 
 /* Build the matrix of one level, its ghost columns and the exchange lists. */
@@ -162,7 +205,6 @@ static void build_level(Level *L, int nx, int ny, int nz) {
     L->col = big((size_t)n * W * sizeof(int));
     L->val = big((size_t)n * W * sizeof(double));
     L->len = malloc((size_t)n);
-    L->nlow = malloc((size_t)n);
     L->diag = vec(n);
     L->invdiag = vec(n);
     if (!L->col || !L->val || !L->len) die("out of memory building the matrix (%d rows)", n);
@@ -206,7 +248,6 @@ static void build_level(Level *L, int nx, int ny, int nz) {
         L->col[e] = n + (int)(hit - uniq);
     }
     L->ncols = n + (int)nu;
-    order_rows(L);
     /* neighbours: runs of one owner */
     L->nbr = malloc(26 * sizeof(int)); L->rcnt = calloc(26, sizeof(int)); L->roff = calloc(26, sizeof(int));
     L->scnt = calloc(26, sizeof(int)); L->sidx = calloc(26, sizeof(int *));
@@ -304,35 +345,78 @@ static inline double row_dot(const double *restrict v, const int *restrict c, in
     return (s0 + s1) + (s2 + s3);
 }
 
+#define LROW(L, i) (L)->lval + (size_t)(i) * (L)->wl, (L)->lcol + (size_t)(i) * (L)->wl
+#define UROW(L, i) (L)->uval + (size_t)(i) * (L)->wu, (L)->ucol + (size_t)(i) * (L)->wu
+
+/* row_dot's four partial sums carried over several parts of a row */
+static inline void row_acc(const double *restrict v, const int *restrict c, int m, const double *restrict x, double *s) {
+    double s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+    int k = 0;
+    for (; k + 4 <= m; k += 4) {
+        s0 += v[k] * x[c[k]];
+        s1 += v[k + 1] * x[c[k + 1]];
+        s2 += v[k + 2] * x[c[k + 2]];
+        s3 += v[k + 3] * x[c[k + 3]];
+    }
+    for (; k < m; k++) s0 += v[k] * x[c[k]];
+    s[0] = s0; s[1] = s1; s[2] = s2; s[3] = s3;
+}
+
+/* row i of A times x: diagonal, L and U */
+static inline double row_full(const Level *L, const double *restrict x, int i) {
+    double s[4] = {L->diag[i] * x[i], 0, 0, 0};
+    row_acc(LROW(L, i), L->llen[i], x, s);
+    row_acc(UROW(L, i), L->ulen[i], x, s);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 static void spmv(Level *L, double *restrict x, double *restrict y) {
     halo(L, x);
     const int n = L->n;
-    for (int i = 0; i < n; i++) {
-        const double *v = L->val + (size_t)i * W;
-        const int *c = L->col + (size_t)i * W;
-        y[i] = row_dot(v, c, L->len[i], x);
+    for (int i = 0; i < n; i++) y[i] = row_full(L, x, i);
+}
+
+/* Forward sweep, row i: x_i = (r_i - L_i x - u) / a_ii with u = U_i x (0 from x = 0), L_i x kept
+ * in lsum; the last L term (the neighbour updated just before) is added after the others, so the
+ * chain from row to row is one multiply-add and a multiply. */
+static inline void fwd_row(Level *L, const double *restrict r, double *restrict x, int i, double u) {
+    const double *v = L->lval + (size_t)i * L->wl;
+    const int *c = L->lcol + (size_t)i * L->wl, m = L->llen[i];
+    if (m) {
+        double s = row_dot(v, c, m - 1, x), t = r[i] - u - s, last = v[m - 1] * x[c[m - 1]];
+        L->lsum[i] = s + last;
+        x[i] = (t - last) * L->invdiag[i];
+    } else {
+        L->lsum[i] = 0;
+        x[i] = (r[i] - u) * L->invdiag[i];
     }
 }
 
-/* x_i + (r_i - row_i . x) / a_ii, the Gauss-Seidel update of row i (the row's sum includes
- * a_ii x_i, so this equals (r_i - sum over j != i of a_ij x_j) / a_ii). */
-static inline double gs_row(const Level *L, const double *r, const double *x, int i) {
-    return x[i] + (r[i] - row_dot(L->val + (size_t)i * W, L->col + (size_t)i * W, L->len[i], x)) * L->invdiag[i];
+/* Backward sweep, row i: x_i = (r_i - lsum_i - U_i x) / a_ii, the first U term (the neighbour
+ * updated just before) last. */
+static inline void bwd_row(Level *L, const double *restrict r, double *restrict x, int i) {
+    const double *v = L->uval + (size_t)i * L->wu;
+    const int *c = L->ucol + (size_t)i * L->wu, m = L->ulen[i];
+    if (m) {
+        double t = r[i] - L->lsum[i] - row_dot(v + 1, c + 1, m - 1, x);
+        x[i] = (t - v[0] * x[c[0]]) * L->invdiag[i];
+    } else {
+        x[i] = (r[i] - L->lsum[i]) * L->invdiag[i];
+    }
 }
 
+/* Symmetric Gauss-Seidel, forward then backward, from the x given (ghosts as exchanged before it). */
 static void symgs(Level *L, const double *r, double *x) {
     halo(L, x);
-    for (int i = 0; i < L->n; i++) x[i] = gs_row(L, r, x, i);
-    for (int i = L->n - 1; i >= 0; i--) x[i] = gs_row(L, r, x, i);
+    for (int i = 0; i < L->n; i++) fwd_row(L, r, x, i, row_dot(UROW(L, i), L->ulen[i], x));
+    for (int i = L->n - 1; i >= 0; i--) bwd_row(L, r, x, i);
 }
 
-/* symgs() from x = 0 (ghosts included): the ghosts a halo exchange would bring are zeros and the
- * forward sweep's terms above the diagonal multiply zeros, so it reads only the rows' first
- * nlow entries; the result is the same as symgs() on a zero x. */
+/* symgs() from x = 0 (ghosts included): the forward sweep's U terms multiply zeros, so it reads
+ * only L; the result is symgs() on a zero x. */
 static void symgs_zero(Level *L, const double *r, double *x) {
-    for (int i = 0; i < L->n; i++)
-        x[i] = (r[i] - row_dot(L->val + (size_t)i * W, L->col + (size_t)i * W, L->nlow[i], x)) * L->invdiag[i];
-    for (int i = L->n - 1; i >= 0; i--) x[i] = gs_row(L, r, x, i);
+    for (int i = 0; i < L->n; i++) fwd_row(L, r, x, i, 0.0);
+    for (int i = L->n - 1; i >= 0; i--) bwd_row(L, r, x, i);
 }
 
 /* z = M r (x must hold ncols doubles). */
@@ -346,7 +430,7 @@ static void mg(Level *L, const double *r, double *x) {
     const int nc = L->coarse->n;
     for (int i = 0; i < nc; i++) {
         const int f = L->f2c[i];
-        L->rc[i] = r[f] - row_dot(L->val + (size_t)f * W, L->col + (size_t)f * W, L->len[f], x);
+        L->rc[i] = r[f] - row_full(L, x, f);
     }
     mg(L->coarse, L->rc, L->xc);
     for (int i = 0; i < nc; i++) x[L->f2c[i]] += L->xc[i];
@@ -435,8 +519,6 @@ static void spectral(Level *A, const double *b, Work *w, int *it_plain, int *it_
         scale[i] = g < 9 ? (double)(g + 2) * 1.0e6 : 1.0e6;
     }
     for (int i = 0; i < n; i++) {
-        for (int k = 0; k < A->len[i]; k++)
-            if (A->col[(size_t)i * W + k] == i) A->val[(size_t)i * W + k] *= scale[i];
         bm[i] = b[i] + (scale[i] - 1.0) * A->diag[i];   /* A' * ones */
         A->diag[i] *= scale[i];
         A->invdiag[i] = 1.0 / A->diag[i];
@@ -446,8 +528,6 @@ static void spectral(Level *A, const double *b, Work *w, int *it_plain, int *it_
     for (int i = 0; i < n; i++) {
         A->diag[i] /= scale[i];
         A->invdiag[i] = 1.0 / A->diag[i];
-        for (int k = 0; k < A->len[i]; k++)
-            if (A->col[(size_t)i * W + k] == i) A->val[(size_t)i * W + k] /= scale[i];
     }
     free(scale); free(bm);
 }
@@ -509,6 +589,12 @@ int main(int argc, char **argv) {
     Level *lv = build_hierarchy(dims[0], dims[1], dims[2]);
     Level *A = lv;
     double setup_s = MPI_Wtime() - ts;
+    ts = MPI_Wtime();
+    for (int l = 0; l < NLEVELS; l++) split_level(&lv[l]);   /* the optimisation step */
+    double opt_s = MPI_Wtime() - ts;
+    double st[2] = {setup_s, opt_s};
+    MPI_Allreduce(MPI_IN_PLACE, st, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    setup_s = st[0]; opt_s = st[1];
     cb_mpi_report_placement(rank, nranks, info_extra, A);
     const int n = A->n;
     double *b = vec(A->ncols), *ones = vec(A->ncols);
@@ -530,9 +616,8 @@ int main(int argc, char **argv) {
         }
         return cb_mpi_finish(rank, -1);
     }
-    if (corrupt && rank == 0)   /* row 0's first off-diagonal becomes -1.5: A is no longer symmetric */
-        for (int k = 0; k < A->len[0]; k++)
-            if (A->col[k] != 0) { A->val[k] = -1.5; break; }
+    if (corrupt && rank == 0 && A->ulen[0])   /* row 0's first off-diagonal becomes -1.5: A is no longer symmetric */
+        A->uval[0] = -1.5;
 
     Work w = {vec(A->ncols), vec(A->ncols), vec(A->ncols), vec(A->ncols), vec(A->ncols)};
     /* (1) symmetry */
@@ -590,7 +675,9 @@ int main(int argc, char **argv) {
     Counts fc = flops_per_set(A, opt_iters);
     double fset = fc.ddot + fc.waxpby + fc.spmv + fc.mg;
     double fref = fset * (double)REF_ITERS / opt_iters;   /* credited flops per set */
-    double opt_overhead_s = 0.0;                           /* no optimisation step beyond the reference setup */
+    /* HPCG 3.1's final rating charges every set a tenth of the setup and optimisation time (the
+     * overhead of ten sets of 50 iterations) */
+    double opt_overhead_s = sets * (setup_s + opt_s) / 10.0;
     double bset = bytes_per_set(A, opt_iters);
     if (rank == 0) {
         cb_json_begin("validation");
@@ -628,9 +715,9 @@ int main(int argc, char **argv) {
         for (int s = 0; s < sets; s++) { rate[s] = fref / set_s[s] / 1e9; bw[s] = bset / set_s[s] / 1e9; }
         char prm[768];
         snprintf(prm, sizeof prm, "{\"value\":%.17g,\"sets\":%d,\"time_s\":%.9g,\"setup_s\":%.6g,"
-                 "\"optimisation_overhead_s\":%.6g,\"flops_per_set\":%.17g,\"credited_flops_per_set\":%.17g,"
+                 "\"optimisation_s\":%.6g,\"optimisation_overhead_s\":%.6g,\"flops_per_set\":%.17g,\"credited_flops_per_set\":%.17g,"
                  "\"bytes_per_set\":%.17g,\"halo_s\":%.6g,\"phase_unix\":[%.6f,%.6f]}",
-                 fref * sets / (total + opt_overhead_s) / 1e9, sets, total, setup_s, opt_overhead_s, fset, fref,
+                 fref * sets / (total + opt_overhead_s) / 1e9, sets, total, setup_s, opt_s, opt_overhead_s, fset, fref,
                  bset, t_halo, phase[0], phase[1]);
         cb_json_begin("result"); cb_json_str("metric", "rating"); cb_json_str("unit", "GFLOP/s");
         cb_json_raw("params", prm); cb_json_nums("samples", rate, sets); cb_json_nums("times_s", set_s, sets);
