@@ -1,5 +1,5 @@
 """hpcg: the kernel's matrix against an independent numpy construction (1 and 2 ranks), full runs
-at 16^3 per rank (1 and 2 ranks: valid, 50 iterations, HPCG's flop count recomputed here), the
+at 16^3 per rank (1 and 2 ranks: valid, 50 iterations or one more, HPCG's flop count recomputed here), the
 corruption hook failing validation with nothing stored, and bad input refused in one line."""
 from __future__ import annotations
 
@@ -89,12 +89,18 @@ def test_run_is_valid_and_counts_flops_as_hpcg(live_probe, mpi, ranks: int) -> N
     assert set(res) == METRICS
     rating = res["rating"]
     p = rating.params
-    assert p["valid"] and p["iterations"] == 50 and p["penalty"] == 0 and p["grid"] == [1, 1, ranks]
+    # the optimised kernels sum in another order than the reference ones: their 50th iteration may land
+    # a rounding above the reference reduction, and then one more iteration is paid, as in HPCG
+    assert p["valid"] and p["iterations"] in (50, 51) and p["penalty"] == p["iterations"] - 50
+    assert p["grid"] == [1, 1, ranks]
     v = p["validation"]
     assert v["spmv_departure"] < 100 and v["mg_departure"] < 100
     assert v["spectral_iterations_plain"] <= 12 and v["spectral_iterations_mg"] <= 2
     assert v["reference_reduction"] < 1e-10 and v["reproducible"] and v["sets"] == 3 == len(rating.samples)
-    assert p["flops_per_set"] == pytest.approx(hpcg_flops_per_set((16, 16, 16), (1, 1, ranks), 50), rel=1e-12)
+    assert p["flops_per_set"] == pytest.approx(hpcg_flops_per_set((16, 16, 16), (1, 1, ranks), p["iterations"]),
+                                               rel=1e-12)
+    assert p["credited_flops_per_set"] == pytest.approx(
+        hpcg_flops_per_set((16, 16, 16), (1, 1, ranks), p["iterations"]) * 50 / p["iterations"], rel=1e-12)
     # HPCG 3.1's final rating: every set is charged a tenth of the setup and optimisation time
     assert p["optimisation_overhead_s"] == pytest.approx(3 * (p["setup_s"] + p["optimisation_s"]) / 10, rel=1e-5)
     assert p["optimisation_s"] > 0 and p["setup_s"] > 0

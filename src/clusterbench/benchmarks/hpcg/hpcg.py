@@ -5,13 +5,16 @@ Problem: a 27-point stencil (diagonal 26, off-diagonals -1) on a local ``--local
 (default 104x104x104, HPCG's usual size), the ranks in a 3-D grid (the most cubic factorisation
 of their count), b = A * ones; CG preconditioned by a 4-level multigrid V-cycle (one symmetric
 Gauss-Seidel pre- and post-smoothing sweep per level, injection restriction and prolongation;
-local dimensions divisible by 8). The matrix is a general sparse one, built as HPCG builds it (27
-slots per row: values and int32 column indices), natural row order: the kernels are HPCG's
-reference algorithms, so the optimised run needs the reference's 50 iterations per set (the
-penalty is measured, not assumed, and reported as ``penalty``). Optimisations (kernels/hpcg/hpcg.c):
-the optimisation step splits each row into its parts below and above the diagonal, so the forward
-sweep from zero reads only the lower part and every backward sweep only the upper one (the lower
-sums of its forward sweep are kept); four partial sums per row with the term of the neighbour
+local dimensions divisible by 8). The matrix is a general sparse one (values and int32 column
+indices, each row's entries below and above the diagonal stored apart), natural row order: the
+kernels are HPCG's reference algorithms summed in another order. The reference reduction comes
+from 50 iterations of the reference kernels (whole rows in every sweep); the optimised ones run
+until they reach it, which takes 50 iterations or, when rounding lands the 50th just above it,
+51: the extra iterations are the penalty, measured and reported as ``penalty``, as HPCG does.
+Optimisations (kernels/hpcg/hpcg.c): the forward sweep from zero reads only the lower part, every
+backward sweep only the upper one (its forward sweep's lower sums are kept), the post-smoothing
+forward sweep reuses the pre-smoothing upper sums and reads only the entries whose columns
+changed since (coarse points, ghosts); four partial sums per row with the term of the neighbour
 updated just before added last; the multigrid residual computed only where restriction keeps it.
 The flop count stays HPCG's.
 
