@@ -66,7 +66,8 @@ def ours(local: int, seconds: int) -> dict:
     rating = res["rating"]
     return {"rating": rating["value"], "valid": bool(rating["params"].get("valid")),
             "gbs": res["bandwidth_gbs"]["value"] if "bandwidth_gbs" in res else float("nan"),
-            "limit": rating.get("limit")}
+            "limit": rating.get("limit"), "iterations": rating["params"].get("iterations"),
+            "penalty": rating["params"].get("penalty")}
 
 
 def main() -> int:
@@ -95,7 +96,7 @@ def main() -> int:
             o = ours(args.local, args.time)
             rows["ours"].append(o)
             say(f"  clusterbench     rating {o['rating']:8.3f} GFLOP/s  valid={o['valid']}  {o['gbs']:7.2f} GB/s"
-                f"  limit {json.dumps(o['limit'])}")
+                f"  {o['iterations']} iterations (penalty {o['penalty']})  limit {json.dumps(o['limit'])}")
     ratios = [o["rating"] / r["rating"] for o, r in zip(rows["ours"], rows["ref"])]
     best_o, best_r = max(x["rating"] for x in rows["ours"]), max(x["rating"] for x in rows["ref"])
     say("")
