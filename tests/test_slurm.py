@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from clusterbench.benchmarks.base import RunContext, allowed_cpus
 from clusterbench.errors import EnvironmentProblem, KernelFailed
 from clusterbench.kernels.build import build_kernel
 from clusterbench.launch import mpi as M
+from slurmkit import alive, common_conf, ours, skip_unless_slurm, slurmd_node_line, start_munge, stop, stop_munge
 
 pytestmark = pytest.mark.integration  # every test here starts real processes
 
@@ -41,9 +41,7 @@ def _free_ports(n: int) -> list[int]:
 
 def _node_line() -> str:
     """``NodeName=... CPUs=... RealMemory=...`` as slurmd -C finds this machine."""
-    out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30).stdout
-    line = next(ln for ln in out.splitlines() if ln.startswith("NodeName="))
-    return line + " NodeAddr=127.0.0.1 State=UNKNOWN"
+    return slurmd_node_line() + " NodeAddr=127.0.0.1 State=UNKNOWN"
 
 
 def _conf(d: Path, ports: list[int], node: str, name: str) -> str:
@@ -51,64 +49,22 @@ def _conf(d: Path, ports: list[int], node: str, name: str) -> str:
 SlurmctldHost={name}(127.0.0.1)
 SlurmctldPort={ports[0]}
 SlurmdPort={ports[1]}
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={d}/munge.sock
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
-SlurmctldPidFile={d}/slurmctld.pid
 SlurmdPidFile={d}/slurmd.pid
-SlurmctldLogFile={d}/slurmctld.log
 SlurmdLogFile={d}/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-{node}
+{common_conf(d)}{node}
 PartitionName={PARTITION} Nodes={name} Default=YES MaxTime=INFINITE State=UP
 """
-
-
-def _ours(d: Path) -> list[str]:
-    """Processes of this Slurm: its daemons (their command lines name the temp dir) and steps."""
-    out = subprocess.run(["pgrep", "-af", str(d)], capture_output=True, text=True, timeout=10).stdout
-    return [ln for ln in out.splitlines() if "pgrep" not in ln]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory):
     """A running one-node Slurm; yields the environment its clients need (SLURM_CONF)."""
-    if os.geteuid() != 0:
-        pytest.skip("starting slurmctld/slurmd/munged needs root")
-    missing = [t for t in ("munged", "slurmctld", "slurmd", "srun", "salloc", "sinfo") if not shutil.which(t)]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed: apt-get install slurm-wlm munge")
-    if subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True).returncode == 0:
-        pytest.skip("a slurmstepd of another Slurm runs here; this test cannot tell its steps apart")
+    skip_unless_slurm(DAEMONS, "slurm-wlm munge")
     d = tmp_path_factory.mktemp("slurm")
     d.chmod(0o700)
     (d / "state").mkdir()
     (d / "spool").mkdir()
-    key = d / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
     node = _node_line()
     name = node.split()[0].split("=", 1)[1]
     conf = d / "slurm.conf"
@@ -118,10 +74,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     procs: list[subprocess.Popen] = []
     munge_pid = None
     try:
-        subprocess.run(["munged", f"--key-file={key}", f"--socket={d}/munge.sock", f"--pid-file={d}/munged.pid",
-                        f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed", "--force"],
-                       check=True, timeout=20, env=env)
-        munge_pid = int((d / "munged.pid").read_text())
+        munge_pid = start_munge(d, env)
         for daemon in ("slurmctld", "slurmd"):
             log = open(d / f"{daemon}.out", "wb")
             procs.append(subprocess.Popen([daemon, "-D", "-f", str(conf)], stdout=log, stderr=subprocess.STDOUT,
@@ -143,21 +96,13 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     finally:
         subprocess.run(["scancel", f"--partition={PARTITION}"], env=env, capture_output=True, timeout=20)
         for p in reversed(procs):
-            _stop(p)
-        if munge_pid:
-            try:
-                os.kill(munge_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            stop(p)
+        stop_munge(munge_pid)
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and (_ours(d) or _alive(munge_pid)):
+        while time.monotonic() < deadline and (ours(d) or alive(munge_pid)):
             time.sleep(0.2)
-    assert not _ours(d) and not _alive(munge_pid), "Slurm daemons left behind"
+    assert not ours(d) and not alive(munge_pid), "Slurm daemons left behind"
     assert subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True).returncode != 0, "slurmstepd left"
-
-
-def _alive(pid: int | None) -> bool:
-    return bool(pid) and os.path.exists(f"/proc/{pid}")
 
 
 @pytest.fixture

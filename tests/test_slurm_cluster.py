@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +36,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from slurmkit import alive, common_conf, ours, skip_unless_slurm, slurmd_node_line, start_munge, stop, stop_munge
 
 pytestmark = pytest.mark.integration  # every test here starts real processes
 
@@ -65,70 +66,30 @@ def _procs_in(namespaces: list[str]) -> list[str]:
     return out
 
 
-def _ours(d: Path) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", str(d)], capture_output=True, text=True, timeout=10).stdout
-    return [ln for ln in out.splitlines() if "pgrep" not in ln]
-
-
 def _conf(d: Path, head_addr: str, nodes: list[tuple[str, str]], cpu_line: str) -> str:
     node_lines = "\n".join(f"NodeName={n} NodeAddr={a} {cpu_line} RealMemory=1000 State=UNKNOWN" for n, a in nodes)
     return f"""ClusterName=cbsweep
 SlurmctldHost={socket.gethostname()}({head_addr})
 SlurmctldPort=6817
 SlurmdPort=6818
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={d}/munge.sock
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool-%n
 SlurmdPidFile={d}/slurmd-%n.pid
 SlurmdLogFile={d}/slurmd-%n.log
 TmpFS={d}/tmp-%n
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmctldLogFile={d}/slurmctld.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-{node_lines}
+{common_conf(d)}{node_lines}
 PartitionName=cbsweep Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
 def _cpu_line() -> str:
     """``CPUs=... Boards=... CoresPerSocket=...`` as slurmd -C finds this machine (every node is it)."""
-    out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30).stdout
-    line = next(ln for ln in out.splitlines() if ln.startswith("NodeName="))
-    return " ".join(w for w in line.split()[1:] if not w.startswith("RealMemory="))
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    return " ".join(w for w in slurmd_node_line().split()[1:] if not w.startswith("RealMemory="))
 
 
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
     """A running Slurm over a 3-node virtual cluster; yields what the clients need."""
-    if os.geteuid() != 0:
-        pytest.skip("the virtual cluster and the Slurm daemons need root")
-    missing = [t for t in TOOLS if not shutil.which(t)]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed: apt-get install slurm-wlm munge util-linux")
-    if subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True).returncode == 0:
-        pytest.skip("a slurmstepd of another Slurm runs here; this test cannot tell its steps apart")
+    skip_unless_slurm(TOOLS, "slurm-wlm munge util-linux")
     from clusterbench.errors import EnvironmentProblem
     from clusterbench.launch import simcluster
 
@@ -152,17 +113,11 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         for n in names:
             (d / f"spool-{n}").mkdir()
             (d / f"tmp-{n}").mkdir()
-        key = d / "munge.key"
-        key.write_bytes(os.urandom(1024))
-        key.chmod(0o400)
         conf = d / "slurm.conf"
         conf.write_text(_conf(d, c.head.address, [(n.name, n.address) for n in c.nodes], _cpu_line()))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         env["SLURM_CONF"] = str(conf)
-        subprocess.run(["munged", f"--key-file={key}", f"--socket={d}/munge.sock", f"--pid-file={d}/munged.pid",
-                        f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed", "--force"],
-                       check=True, timeout=20, env=env)
-        munge_pid = int((d / "munged.pid").read_text())
+        munge_pid = start_munge(d, env)
         head = ["ip", "netns", "exec", c.head.namespace]
         starts = [[*head, "slurmctld", "-D", "-f", str(conf)]] + [
             ["nsenter", f"--net=/run/netns/{n.namespace}", "slurmd", "-D", "-N", n.name, "-f", str(conf)]
@@ -193,17 +148,13 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
             subprocess.run([*["ip", "netns", "exec", namespaces[0]], "scancel", "--partition=cbsweep"], env=env,
                            capture_output=True, timeout=20)
         for p in reversed(procs):
-            _stop(p)
-        if munge_pid:
-            try:
-                os.kill(munge_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            stop(p)
+        stop_munge(munge_pid)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and (_ours(d) or _procs_in(namespaces) or _alive(munge_pid)):
+        while time.monotonic() < deadline and (ours(d) or _procs_in(namespaces) or alive(munge_pid)):
             time.sleep(0.2)
-        left = _ours(d) + _procs_in(namespaces)
-        alive_munge = _alive(munge_pid)
+        left = ours(d) + _procs_in(namespaces)
+        alive_munge = alive(munge_pid)
         simcluster.down()
         if old_state is None:
             os.environ.pop("CLUSTERBENCH_SIM_STATE", None)
@@ -212,10 +163,6 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
         shutil.rmtree(d, ignore_errors=True)
     assert not left and not alive_munge, f"left behind: {left}, munged alive: {alive_munge}"
     assert not simcluster.list_namespaces()
-
-
-def _alive(pid: int | None) -> bool:
-    return bool(pid) and os.path.exists(f"/proc/{pid}")
 
 
 def _in_allocation(s: dict, nodes: int, argv: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
