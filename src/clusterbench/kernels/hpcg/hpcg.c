@@ -378,23 +378,17 @@ static void halo(Level *L, double *x) {
 /* One row times x, in four partial sums: a Gauss-Seidel sweep is a chain from row to row, and one
  * running sum would make every row wait for 27 dependent multiply-adds (the reference gets the
  * same freedom from -ffast-math); the rounding differs from a left-to-right sum, as HPCG allows. */
+static inline void row_acc(const double *restrict v, const int *restrict c, int m, const double *restrict x, double *s);
 static inline double row_dot(const double *restrict v, const int *restrict c, int m, const double *restrict x) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int k = 0;
-    for (; k + 4 <= m; k += 4) {
-        s0 += v[k] * x[c[k]];
-        s1 += v[k + 1] * x[c[k + 1]];
-        s2 += v[k + 2] * x[c[k + 2]];
-        s3 += v[k + 3] * x[c[k + 3]];
-    }
-    for (; k < m; k++) s0 += v[k] * x[c[k]];
-    return (s0 + s1) + (s2 + s3);
+    double s[4] = {0, 0, 0, 0};
+    row_acc(v, c, m, x, s);
+    return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 #define LROW(L, i) (L)->lval + (size_t)(i) * (L)->wl, (L)->lcol + (size_t)(i) * (L)->wl
 #define UROW(L, i) (L)->uval + (size_t)(i) * (L)->wu, (L)->ucol + (size_t)(i) * (L)->wu
 
-/* row_dot's four partial sums carried over several parts of a row */
+/* the four partial sums, carried over the parts of a row */
 static inline void row_acc(const double *restrict v, const int *restrict c, int m, const double *restrict x, double *s) {
     double s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
     int k = 0;
@@ -439,14 +433,16 @@ static inline void fwd_row(Level *L, const double *restrict r, double *restrict 
 }
 
 /* Backward sweep, row i: x_i = (r_i - lsum_i - U_i x) / a_ii, the first U term (the neighbour
- * updated just before) last. */
-static inline void bwd_row(Level *L, const double *restrict r, double *restrict x, int i) {
+ * updated just before) last; U_i x kept in usum[i] when usum is given. */
+static inline void bwd_row(Level *L, const double *restrict r, double *restrict x, int i, double *restrict usum) {
     const double *v = L->uval + (size_t)i * L->wu;
     const int *c = L->ucol + (size_t)i * L->wu, m = L->ulen[i];
     if (m) {
-        double t = r[i] - L->lsum[i] - row_dot(v + 1, c + 1, m - 1, x);
-        x[i] = (t - v[0] * x[c[0]]) * L->invdiag[i];
+        double rest = row_dot(v + 1, c + 1, m - 1, x), first = v[0] * x[c[0]];
+        if (usum) usum[i] = rest + first;
+        x[i] = ((r[i] - L->lsum[i] - rest) - first) * L->invdiag[i];
     } else {
+        if (usum) usum[i] = 0;
         x[i] = (r[i] - L->lsum[i]) * L->invdiag[i];
     }
 }
@@ -455,23 +451,9 @@ static inline void bwd_row(Level *L, const double *restrict r, double *restrict 
  * multiply zeros, so it reads only L. On a level with a coarser one the backward sweep keeps each
  * row's U_i x in usum for the post-smoothing sweep. */
 static void symgs_zero(Level *L, const double *r, double *x) {
+    double *usum = L->coarse ? L->usum : NULL;
     for (int i = 0; i < L->n; i++) fwd_row(L, r, x, i, 0.0);
-    if (!L->coarse) {
-        for (int i = L->n - 1; i >= 0; i--) bwd_row(L, r, x, i);
-        return;
-    }
-    for (int i = L->n - 1; i >= 0; i--) {
-        const double *v = L->uval + (size_t)i * L->wu;
-        const int *c = L->ucol + (size_t)i * L->wu, m = L->ulen[i];
-        if (m) {
-            double rest = row_dot(v + 1, c + 1, m - 1, x), first = v[0] * x[c[0]];
-            L->usum[i] = rest + first;
-            x[i] = ((r[i] - L->lsum[i] - rest) - first) * L->invdiag[i];
-        } else {
-            L->usum[i] = 0;
-            x[i] = (r[i] - L->lsum[i]) * L->invdiag[i];
-        }
-    }
+    for (int i = L->n - 1; i >= 0; i--) bwd_row(L, r, x, i, usum);
 }
 
 /* The post-smoothing sweep, after the coarse correction xc was added at the coarse points: the
@@ -488,7 +470,7 @@ static void symgs_post(Level *L, const double *r, double *x) {
         for (int k = L->ucptr[i]; k < L->ucptr[i + 1]; k++) u += L->ucval[k] * dv[L->ucidx[k]];
         fwd_row(L, r, x, i, u);
     }
-    for (int i = n - 1; i >= 0; i--) bwd_row(L, r, x, i);
+    for (int i = n - 1; i >= 0; i--) bwd_row(L, r, x, i, NULL);
 }
 
 /* z = M r (x must hold ncols doubles). */
