@@ -61,9 +61,11 @@ def test_pingpong_completes(runs, transport: str) -> None:
     for size, r in lat.items():
         st = r.params["all"]
         assert r.unit == "us" and not r.higher_is_better and r.value > 0
-        # the headline is the batch-timed average; no timer inside that loop, so it is not above
-        # the per-iteration mean by more than noise, and never below the fastest iteration
-        assert st["min"] * 0.9 <= r.value and r.params["batch_iterations"] >= 1
+        # the headline is the best batch loop's average (no timer inside it); the per-iteration samples
+        # come from another loop and carry one timer call each, so the headline sits near or below their
+        # fastest, not far below it: under load a whole per-iteration loop ran 16% above the best batch
+        # (3.16 vs 2.72 us, cv 0.98); half of it would be a unit or half-round-trip error
+        assert st["min"] * 0.6 <= r.value and r.params["batch_iterations"] >= 1
         assert st["min"] <= st["median"] <= st["p99"] <= st["max"] and st["n"] == r.params["iterations"] >= 10
         assert 0 < len(r.samples) <= 1000
         assert r.params["validated"] and r.params["cpus"] == params["cpus"]
