@@ -198,9 +198,10 @@ class Hpcg(MpiBenchmark):
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
         # ~2.4 kB moved per row and iteration (HPCG's count) at ~5 GB/s per rank (a slow core);
-        # validation runs ~2 sets and the last timed set may overrun --time by one set
+        # validation runs ~3 sets (the reference kernels' set is the slowest: whole rows every sweep,
+        # the residual everywhere) and the last timed set may overrun --time by one set
         per_set = math.prod(params["dims"]) * 2400 / 5e9 * REF_ITERS
-        return 2 + params["time"] + 3 * per_set
+        return 2 + params["time"] + 4 * per_set
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
