@@ -22,6 +22,13 @@ SHARED = Path(os.environ.get("CLUSTERBENCH_SHARED", REPO.parent / "shared"))
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: starts real processes (compilers, kernels, MPI, "
                                        "Slurm, namespaces, reference tools); deselect with -m 'not integration'")
+    # matplotlib builds its font cache on first use by running fc-list; on a fresh machine that would
+    # happen inside the first unit test that draws a plot, where processes are refused, and the plot
+    # would be missing. Build it here, before any guard.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.font_manager  # noqa: F401
 
 
 def _unit_tier(config: pytest.Config) -> bool:
