@@ -32,16 +32,25 @@ def config_path() -> Path:
 
 def load() -> dict[str, Any]:
     """The config file's table ({} when there is none); a malformed file is a one-line UsageError."""
+    from clusterbench.files import read_text
+
     path = config_path()
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return {}
+    text = read_text(path, "config file", fix=f"fix or remove {path}")
+    try:
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config file {path} is not valid TOML ({exc})", f"fix or remove {path}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read config file {path} ({exc.strerror})", f"fix or remove {path}") from None
+    unknown = sorted(set(doc) - set(KNOWN_KEYS))
+    if unknown:
+        raise UsageError(f"config file {path}: unknown key or table {unknown[0]!r}",
+                         f"the known ones are {', '.join(KNOWN_KEYS)}; fix or remove it")
+    return doc
+
+
+#: the top-level keys and tables of config.toml (anything else is a typo, refused in one line)
+KNOWN_KEYS = ("allow_run_as_root", "cost")
 
 
 def allow_run_as_root() -> bool:

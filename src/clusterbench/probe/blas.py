@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import process
 
 #: name -> (candidate paths, {lib} = a multiarch library directory; Debian package to install)
 BLAS_CANDIDATES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -56,7 +57,7 @@ def _libdirs() -> list[str]:
 def _ldconfig() -> list[str]:
     for exe in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):
         try:
-            out = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10).stdout
+            out = process.run([exe, "-p"], timeout=10).stdout
         except (OSError, subprocess.TimeoutExpired):
             continue
         return [m.group(1) for m in re.finditer(r"=>\s*(\S+)", out)]
@@ -125,23 +126,24 @@ def check_blas_file(path: str) -> None:
 
     The symbol names are looked for in the file's bytes (its dynamic string table holds them):
     cheap, process-free, and enough to tell a BLAS from /bin/ls, a text file or libm."""
+    from clusterbench.errors import UsageError
+    from clusterbench.files import read_bytes
+
     try:
-        with open(path, "rb") as f:
-            head = f.read(18)
-            if head[:4] != b"\x7fELF":
-                raise EnvironmentProblem(f"--blas {path} is not a shared library (not an ELF file)",
-                                         "give the path of a BLAS .so, e.g. libopenblas.so.0, or a name: "
-                                         "--blas openblas")
-            etype = int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
-            if etype != _ET_DYN:
-                raise EnvironmentProblem(f"--blas {path} is an ELF program, not a shared library",
-                                         "give the path of a BLAS .so, e.g. libopenblas.so.0, or a name: "
-                                         "--blas openblas")
-            f.seek(0)
-            data = f.read()
-    except OSError as exc:
-        raise EnvironmentProblem(f"--blas {path} cannot be read ({exc.strerror})",
-                                 "check the path and its permissions") from exc
+        data = read_bytes(path, "shared library", fix="give the path of a BLAS .so, e.g. libopenblas.so.0, or a "
+                          "name: --blas openblas")
+    except UsageError as exc:
+        raise EnvironmentProblem(f"--blas: {exc.problem}", exc.fix) from None
+    head = data[:18]
+    if head[:4] != b"\x7fELF":
+        raise EnvironmentProblem(f"--blas {path} is not a shared library (not an ELF file)",
+                                 "give the path of a BLAS .so, e.g. libopenblas.so.0, or a name: "
+                                 "--blas openblas")
+    etype = int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
+    if etype != _ET_DYN:
+        raise EnvironmentProblem(f"--blas {path} is an ELF program, not a shared library",
+                                 "give the path of a BLAS .so, e.g. libopenblas.so.0, or a name: "
+                                 "--blas openblas")
     if not any(sym + b"\0" in data for sym in DGEMM_SYMBOLS):
         raise EnvironmentProblem(f"--blas {path} is an ELF file without cblas_dgemm or dgemm_: not a BLAS",
                                  "give the path of a BLAS library (OpenBLAS, BLIS, MKL, netlib libblas.so.3) "
@@ -220,8 +222,8 @@ def openblas_corename(path: str, coretype: str | None = None) -> str | None:
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     try:
-        out = subprocess.run([sys.executable, "-c", _REPORT, path], capture_output=True, text=True, timeout=30,
-                             env=env)
+        out = process.run([sys.executable, "-c", _REPORT, path], timeout=30,
+                          env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"could not load {path} to read its OpenBLAS core ({exc})",
                                  "check the library, or pass --openblas-coretype none") from exc

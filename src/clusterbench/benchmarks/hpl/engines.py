@@ -390,12 +390,13 @@ def find_engine(engine: str, path: str | None = None, verify: bool = True) -> st
 def check_engine_binary(engine: str, path: str) -> None:
     """EnvironmentProblem unless ``path`` is an ELF executable that reads the engine's input file
     (so --engine-path /bin/true is refused before a run is opened, not after it failed)."""
+    from clusterbench.errors import UsageError
+    from clusterbench.files import read_bytes
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise EnvironmentProblem(f"--engine-path {path} cannot be read ({exc.strerror})",
-                                 "check the path and its permissions") from exc
+        data = read_bytes(path, "engine binary", fix=f"give the path of the {engine} executable")
+    except UsageError as exc:
+        raise EnvironmentProblem(f"--engine-path: {exc.problem}", exc.fix) from None
     if data[:4] != b"\x7fELF":
         raise EnvironmentProblem(f"--engine-path {path} is not a compiled program (not an ELF file): not {engine}",
                                  f"give the {engine} executable itself, not a wrapper script; {ENGINE_FIX[engine]}")

@@ -23,7 +23,9 @@ _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:@]+$")
 
 def _check_name(name: str, where: str) -> str:
     if not name or not _HOST_RE.match(name):
-        raise UsageError(f"{where}: '{name}' is not a host name", "use names like node1 or node1.cluster")
+        from clusterbench.files import printable
+
+        raise UsageError(f"{where}: '{printable(name)}' is not a host name", "use names like node1 or node1.cluster")
     return name
 
 
@@ -62,20 +64,16 @@ def parse_hosts(spec: str) -> list[Host]:
 
 def parse_hostfile(path: str | os.PathLike) -> list[Host]:
     """An Open MPI hostfile: ``name [slots=N] [max_slots=M]`` per line, ``#`` comments."""
+    from clusterbench.files import printable, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read hostfile {p} ({exc.strerror})", "check the path") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"hostfile {p} is not text (byte {exc.start} is not UTF-8)",
-                         "pass a text file with one 'host [slots=N]' per line") from exc
+    text = read_text(p, "hostfile", fix="pass a text file with one 'host [slots=N]' per line")
     hosts = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        where = f"hostfile {p.name} line {lineno} '{raw.strip()}'"
+        where = f"hostfile {p.name} line {lineno} '{printable(raw.strip())}'"
         toks = line.split()
         name = _check_name(toks[0], where)
         if "=" in name:
