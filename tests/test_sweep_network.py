@@ -166,7 +166,7 @@ def test_slurm_allocation_gives_the_nodes(monkeypatch) -> None:
         return subprocess.CompletedProcess(cmd, 0, "c1\nc2\nc3\n", "")
 
     monkeypatch.setattr(sw.shutil, "which", lambda name: "/usr/bin/scontrol")
-    monkeypatch.setattr(sw.subprocess, "run", fake_run)
+    monkeypatch.setattr(sw.process, "run", fake_run)
     assert sw.hosts_from_slurm({"SLURM_JOB_NODELIST": "c[1-3]"}) == ["c1", "c2", "c3"]
     assert calls == [["/usr/bin/scontrol", "show", "hostnames", "c[1-3]"]]
     assert sw.hosts_from_slurm({}) is None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -20,9 +21,27 @@ from clusterbench.store import Store
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors that name the fix."""
 
+    #: while set, a parse error is raised as a UsageError prefixed with this (a command line given as
+    #: an option's value, e.g. doctor --verify --benchmark "run ...", checked before anything runs)
+    nested: str | None = None
+
     def error(self, message: str) -> NoReturn:
+        if _Parser.nested is not None:
+            raise UsageError(f"{_Parser.nested}: {message}", f"see '{self.prog} --help'")
         sys.stderr.write(f"clusterbench: error: {message}; see '{self.prog} --help'\n")
         raise SystemExit(2)
+
+
+def check_command_line(argv: Sequence[str], what: str) -> argparse.Namespace:
+    """Parse ``clusterbench ARGV`` as the command line would, without running it: a bad option or
+    value is a UsageError naming ``what`` (the option that carried the command line)."""
+    _Parser.nested = what
+    try:
+        return build_parser().parse_args(list(argv))
+    except SystemExit:  # --help or --version inside the nested command line
+        raise UsageError(f"{what}: {shlex.join(argv)} is not a command to run", "drop --help/--version") from None
+    finally:
+        _Parser.nested = None
 
 
 def _intlist(text: str) -> list[int]:
@@ -311,8 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from clusterbench import config
     config.set_argv(sys.argv[1:] if argv is None else argv)  # an error can show the command to retype
+    from clusterbench.session import interrupt_status, terminate_as_interrupt
+
     try:
-        return _dispatch(args)
+        with terminate_as_interrupt():
+            return _dispatch(args)
     except ClusterbenchError as exc:
         sys.stderr.write(f"clusterbench: error: {exc}\n")
         return exc.exit_code
@@ -321,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             import signal
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.stderr.write(f"clusterbench: interrupted ({str(exc) or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
-        return 130
+        return interrupt_status(exc)
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a bug: still one line, with a way to get the traceback
@@ -522,6 +544,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.fixes:
         fixes = Store(args.db, readonly=True).fixes()
         return out({"fixes": fixes}, doctor.format_fixes(fixes))
+    for opt in ("fix", "undo", "verify"):
+        if getattr(args, opt) is not None and not getattr(args, opt).strip():
+            raise UsageError(f"--{opt} is empty", "give a fix id (see 'clusterbench doctor --fixes')" if opt == "undo"
+                             else "give a rule, e.g. --fix mtu-mismatch (see 'clusterbench doctor')")
     if args.undo:
         res = doctor.undo_fix(Store(args.db), args.undo)
         return out({"fix": res}, doctor.format_fix(res, applied=True))
@@ -534,8 +560,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.verify:
         if not args.benchmark:
             raise UsageError("--verify needs --benchmark", 'e.g. --benchmark "run hpl --n 20000"')
+        # the whole command line checked before any run, not only its benchmark's name
+        check_command_line(doctor.benchmark_argv(args.benchmark), f"--benchmark {shlex.quote(args.benchmark)}")
         if not args.yes:
-            doctor.benchmark_argv(args.benchmark)
             plan = doctor.plan_fix(args.verify, hosts, timeout=args.timeout, python=args.remote_python)
             return out({"plan": plan, "applied": False}, doctor.format_fix(plan, applied=False))
         from clusterbench.report.compare import format_comparison

@@ -148,6 +148,20 @@ def softirqs_during(hosts: Sequence[str] | None, during: str, *, allow_root: boo
     return {"load": text, "seconds": dt, "items": items}
 
 
+def _root_hint(allow_root: bool) -> str:
+    """' (as root add --allow-root)' when that is what the user would be missing, else ''."""
+    from clusterbench import config
+
+    if allow_root or not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        return ""
+    try:
+        if config.allow_run_as_root():
+            return ""
+    except UsageError:
+        pass
+    return " (as root add --allow-root)"
+
+
 def _run_clusterbench(argv: Sequence[str], *, allow_root: bool, db: str | None, timeout: float, what: str) -> str:
     """Run ``clusterbench ARGV`` as a child (bounded, its process group killed on timeout or Ctrl-C);
     a failure is one line naming ``what`` and the child's last error line."""
@@ -157,7 +171,10 @@ def _run_clusterbench(argv: Sequence[str], *, allow_root: bool, db: str | None, 
     env = dict(os.environ)
     if allow_root:
         env["CLUSTERBENCH_ALLOW_RUN_AS_ROOT"] = "1"
-    run = process.spawn(cmd, env=env, text=True)
+    # a launcher: the child clusterbench (and, through it, its kernels and MPI jobs) dies with this
+    # process however it dies: SIGTERM when it ends (the child closes its run as incomplete), a
+    # watchdog's SIGKILL after the grace period if this process was killed outright
+    run = process.spawn(cmd, env=env, text=True, launcher=True)
     try:
         out, err = run.proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -169,7 +186,7 @@ def _run_clusterbench(argv: Sequence[str], *, allow_root: bool, db: str | None, 
         lines = [ln.strip() for ln in (err or "").splitlines() if ln.strip()]
         raise EnvironmentProblem(f"{what}: `clusterbench {' '.join(argv)}` failed (exit {run.proc.returncode}): "
                                  f"{lines[-1] if lines else 'no message'}",
-                                 "run that command by hand to see the whole error (as root add --allow-root)")
+                                 "run that command by hand to see the whole error" + _root_hint(allow_root))
     return out
 
 

@@ -34,7 +34,25 @@ from clusterbench.store.db import boot_id, now_iso, process_start
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled like Ctrl-C."""
+    """SIGTERM or SIGHUP, handled like Ctrl-C; ``signum`` says which (the exit status is 128 + it)."""
+
+    def __init__(self, message: str = "", signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signum = int(signum)
+
+
+def interrupt_status(exc: BaseException) -> int:
+    """The exit status of a command ended by ``exc`` (a KeyboardInterrupt): 128 + the signal, as a
+    shell reports it (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
+    return 128 + int(getattr(exc, "signum", signal.SIGINT))
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM/SIGHUP into :class:`Interrupted` for the block, so every command closes what it
+    opened (a run, a report's temporary folder, a launched job) and exits 128 + the signal."""
+    with _terminate_as_interrupt():
+        yield
 
 
 @dataclass
@@ -53,7 +71,7 @@ class RunReport:
 def _terminate_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM/SIGHUP into an exception so the run is closed, not abandoned."""
     def handler(signum: int, _frame: Any) -> None:
-        raise Interrupted(f"signal {signal.Signals(signum).name}")
+        raise Interrupted(f"signal {signal.Signals(signum).name}", signum)
 
     import threading
     if threading.current_thread() is not threading.main_thread():

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem
+from clusterbench.launch import process
 
 KERNEL_DIR = Path(__file__).resolve().parent
 #: headers shared by the kernels (cb_common.h, cb_mpi.h, cb_blas.h)
@@ -98,7 +99,7 @@ def is_program(path: Path | str) -> bool:
 @functools.lru_cache(maxsize=None)
 def _compiler_version(cc: str) -> str:
     try:
-        out = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=20)
+        out = process.run([*shlex.split(cc), "--version"], timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"C compiler {cc} does not run ({exc})", "reinstall it or set CC") from exc
     return (out.stdout or out.stderr).splitlines()[0].strip() if (out.stdout or out.stderr) else "unknown"
@@ -114,7 +115,7 @@ def _wrapper_identity(cc: str) -> str:
     if not os.path.basename(words[-1]).startswith("mpi"):
         return real
     try:
-        out = subprocess.run([*words, "-show"], capture_output=True, text=True, timeout=20)
+        out = process.run([*words, "-show"], timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return real
     return real + "\n" + (out.stdout or "").strip()
@@ -217,7 +218,7 @@ def _compile(name: str, cc_argv: list[str], flags: list[str], tmp: str, src: Pat
     cc = shlex.join(cc_argv)
     cmd = [*cc_argv, *flags, "-I", str(INCLUDE_DIR), "-o", tmp, str(src), *link]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        proc = process.run(cmd, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"compiling kernel '{name}' with {cc} failed ({exc})",
                                  "check the compiler (CC) and that the cache directory is usable") from exc

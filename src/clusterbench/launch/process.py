@@ -177,16 +177,19 @@ LAUNCHER_GRACE = 2.0
 
 def spawn(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | None = None,
           launcher: bool = False, cleanup: Sequence[str] = (), text: bool = False) -> Spawned:
-    """Start ``cmd`` in a session of its own with stdout and stderr piped, stdin closed.
+    """Start ``cmd`` in a session of its own with stdout and stderr piped, stdin closed. It dies
+    with clusterbench however clusterbench dies: a kernel or a query gets SIGKILL from the kernel
+    when this process ends (a parent-death signal; it has nothing to tear down).
 
-    ``launcher``: an MPI launcher or anything that starts processes clusterbench does not see
-    (ranks, daemons on other nodes): it receives SIGTERM when clusterbench dies, a watchdog ends its
-    session and removes the ``cleanup`` folders if clusterbench is killed before :meth:`Spawned.end`,
-    and :meth:`Spawned.end` gives it :data:`LAUNCHER_GRACE` seconds after SIGTERM.
-    Raises OSError when ``cmd`` cannot be started (callers name the fix)."""
+    ``launcher``: an MPI launcher, a child clusterbench, or anything that starts processes
+    clusterbench does not see (ranks, daemons on other nodes, its own kernels): it receives SIGTERM
+    instead (so it can tear those down and close what it stores as incomplete), a watchdog ends its
+    session and removes the ``cleanup`` folders if clusterbench is killed before
+    :meth:`Spawned.end`, and :meth:`Spawned.end` gives it :data:`LAUNCHER_GRACE` seconds after
+    SIGTERM. Raises OSError when ``cmd`` cannot be started (callers name the fix)."""
     proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env, cwd=cwd, text=text, start_new_session=True,
-                            preexec_fn=die_with_parent() if launcher else None)
+                            preexec_fn=die_with_parent(signal.SIGTERM if launcher else signal.SIGKILL))
     if not launcher:
         return Spawned(proc)
     try:
@@ -194,6 +197,31 @@ def spawn(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | N
     except BaseException:
         kill_session(proc, LAUNCHER_GRACE)
         raise
+
+
+def run(cmd: Sequence[str], *, timeout: float, input: str | bytes | None = None, env: dict[str, str] | None = None,
+        cwd: str | None = None, text: bool = True, check: bool = False) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, timeout=...)`` for the short commands clusterbench
+    asks things of (a compiler, ``ip``, ``ethtool``, ``ompi_info``, ``scontrol``): the same result
+    and exceptions (OSError when it cannot start, :class:`subprocess.TimeoutExpired` after
+    ``timeout``, :class:`subprocess.CalledProcessError` with ``check``), but the command runs in a
+    session of its own that dies with clusterbench (a parent-death signal) and is killed whole on
+    timeout (a compiler's ``cc1``, a shell's children), so nothing it started outlives it."""
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                            env=env, cwd=cwd, text=text, start_new_session=True,
+                            preexec_fn=die_with_parent(signal.SIGKILL))
+    try:
+        out, err = proc.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        kill_session(proc)
+        raise subprocess.TimeoutExpired(exc.cmd, timeout) from None
+    except BaseException:
+        kill_session(proc)
+        raise
+    if check and proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, list(cmd), out, err)
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import process
 
 DEFAULT_PREFIX = "cbsim-"  # $CLUSTERBENCH_SIM_PREFIX overrides it (see default_prefix)
 SUBNET = "198.18.0.0/24"
@@ -188,8 +189,7 @@ def state_dir(path: str | os.PathLike | None = None) -> Path:
 def _run(cmd: Sequence[str], *, timeout: float = CMD_TIMEOUT, check: bool = True,
          what: str | None = None) -> subprocess.CompletedProcess:
     try:
-        p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
+        p = process.run(list(cmd), timeout=timeout)
     except FileNotFoundError as e:
         raise EnvironmentProblem(f"{cmd[0]} not found", "install iproute2") from e
     except subprocess.TimeoutExpired as e:
@@ -266,7 +266,7 @@ def _check_names_do_not_resolve_locally(names: Sequence[str]) -> None:
     if shutil.which("getent") is None:
         return
     try:
-        p = subprocess.run(["getent", "ahosts", *names], capture_output=True, text=True, timeout=10)
+        p = process.run(["getent", "ahosts", *names], timeout=10)
     except subprocess.TimeoutExpired:
         return
     local = _local_addresses()

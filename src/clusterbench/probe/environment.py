@@ -15,6 +15,7 @@ import subprocess
 from typing import Any
 
 from clusterbench.probe.sysfs import FsRoot
+from clusterbench.launch import process
 
 TIMEOUT = 5.0
 NOT_IN_SNAPSHOT = "not in snapshot (live-only information)"
@@ -25,7 +26,7 @@ def _run(cmd: list[str]) -> str | None:
     if shutil.which(cmd[0]) is None:
         return None
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+        p = process.run(cmd, timeout=TIMEOUT)
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     out = (p.stdout or "") + (p.stderr or "")

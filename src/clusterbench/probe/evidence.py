@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from clusterbench.probe.sysfs import FsRoot, parse_cpulist
+from clusterbench.launch import process
 
 EVIDENCE_SCHEMA = 1
 TIMEOUT = 5.0
@@ -66,8 +67,7 @@ def _run(argv: list[str]) -> tuple[str | None, str | None]:
     if exe is None:
         return None, f"{argv[0]} is not installed"
     try:
-        p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=TIMEOUT,
-                           stdin=subprocess.DEVNULL, check=False)
+        p = process.run([exe, *argv[1:]], timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         return None, f"`{' '.join(argv)}` did not answer within {TIMEOUT:g} s"
     except OSError as exc:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from typing import Any
 
 from clusterbench.probe.topology import build_topology
+from clusterbench.launch import process
 
 LSTOPO = "lstopo-no-graphics"
 _CACHE_TYPES = {"0": "unified", "1": "data", "2": "instruction"}
@@ -54,7 +54,7 @@ def run_lstopo(sysfs_root: str | None, timeout: float = 60.0) -> str:
         env["HWLOC_THISSYSTEM"] = "0"  # a snapshot is not this system: no binding, no live queries
         env["HWLOC_COMPONENTS"] = "linux,-x86"  # use only the snapshot's files, never the live CPUID
     cmd.append("-")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=True)
+    proc = process.run(cmd, timeout=timeout, env=env, check=True)
     return proc.stdout
 
 

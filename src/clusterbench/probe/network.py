@@ -33,6 +33,7 @@ import subprocess
 from typing import Any
 
 from clusterbench.probe.sysfs import FsRoot
+from clusterbench.launch import process
 
 NETWORK_SCHEMA = 1
 TIMEOUT = 5.0
@@ -150,8 +151,7 @@ def _ethtool(args: list[str]) -> tuple[str | None, str | None]:
     if exe is None:
         return None, "ethtool is not installed"
     try:
-        p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=TIMEOUT,
-                           stdin=subprocess.DEVNULL)
+        p = process.run([exe, *args], timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         return None, f"`ethtool {' '.join(args)}` did not answer within {TIMEOUT:g} s"
     except (OSError, subprocess.SubprocessError) as exc:

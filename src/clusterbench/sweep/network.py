@@ -40,6 +40,7 @@ from typing import Any
 
 from clusterbench.analysis import outliers
 from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.launch import process
 
 SWEEP_SCHEMA = 1
 BENCH = "allpairs"
@@ -65,7 +66,7 @@ def hosts_from_slurm(env: dict[str, str] | None = None) -> list[str] | None:
         raise EnvironmentProblem(f"SLURM_JOB_NODELIST is set ({nodelist}) but scontrol is not on PATH to expand it",
                                  "give the nodes with --hosts or --hostfile")
     try:
-        p = subprocess.run([exe, "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30)
+        p = process.run([exe, "show", "hostnames", nodelist], timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvironmentProblem(f"scontrol show hostnames {nodelist} failed ({exc})",
                                  "give the nodes with --hosts or --hostfile") from exc

@@ -69,6 +69,7 @@ from clusterbench.errors import (
     KernelFailed,
     UsageError,
 )
+from clusterbench.launch import process
 from clusterbench.sweep import agent as agent_mod
 
 SWEEP_SCHEMA = 1
@@ -135,8 +136,8 @@ def slurm_hosts(env: dict[str, str] | None = None) -> list[str] | None:
     scontrol = shutil.which("scontrol")
     if scontrol:
         try:
-            r = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True,
-                               timeout=20, env=env, check=False)
+            r = process.run([scontrol, "show", "hostnames", nodelist],
+                            timeout=20, env=env)
             names = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
             if r.returncode == 0 and names:
                 return names

@@ -43,6 +43,7 @@ from clusterbench.benchmarks.mpi.common import (MiB, KernelSession, MpiBenchmark
                                                 shares_cores, sim_cluster_of)
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
+from clusterbench.launch import process
 
 #: the kernel's bounds (allpairs.c)
 MAX_SAMPLES = 256
@@ -93,15 +94,13 @@ def pin_neighbours(sim: Any) -> int:
     addresses and MACs the cluster was built with; entries already there are left alone. Returns the
     number of entries added."""
     import json
-    import subprocess
 
     from clusterbench.errors import EnvironmentProblem
 
     members = [sim.head, *sim.nodes]
     addr: dict[str, tuple[str, str, str]] = {}
     for m in members:
-        p = subprocess.run(["ip", "-n", m.namespace, "-j", "link", "show", "dev", m.iface], capture_output=True,
-                           text=True, timeout=10)
+        p = process.run(["ip", "-n", m.namespace, "-j", "link", "show", "dev", m.iface], timeout=10)
         try:
             mac = json.loads(p.stdout)[0]["address"]
         except (ValueError, LookupError, TypeError):
@@ -110,8 +109,7 @@ def pin_neighbours(sim: Any) -> int:
         addr[m.namespace] = (m.address, mac, m.iface)
     added = 0
     for m in members:
-        p = subprocess.run(["ip", "-n", m.namespace, "-j", "neigh", "show", "dev", m.iface], capture_output=True,
-                           text=True, timeout=10)
+        p = process.run(["ip", "-n", m.namespace, "-j", "neigh", "show", "dev", m.iface], timeout=10)
         try:
             have = {(e.get("dst"), e.get("lladdr")) for e in json.loads(p.stdout or "[]")
                     if "PERMANENT" in (e.get("state") or [])}
@@ -121,8 +119,8 @@ def pin_neighbours(sim: Any) -> int:
                        for ns, (ip, mac, _) in addr.items() if ns != m.namespace and (ip, mac) not in have)
         if not cmds:  # already there (an earlier sweep): changing nothing leaves running sockets alone
             continue
-        p = subprocess.run(["ip", "-n", m.namespace, "-batch", "-"], input=cmds, capture_output=True, text=True,
-                           timeout=30)
+        p = process.run(["ip", "-n", m.namespace, "-batch", "-"], input=cmds,
+                        timeout=30)
         if p.returncode != 0:
             raise EnvironmentProblem(f"cannot set neighbour entries in {m.namespace}: {p.stderr.strip()}",
                                      "run `clusterbench sim-cluster status`")

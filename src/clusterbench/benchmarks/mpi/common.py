@@ -14,6 +14,7 @@ from clusterbench.benchmarks.base import Benchmark, Param, RunContext
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.launch import simcluster
+from clusterbench.launch import process
 
 MiB = 1 << 20
 
@@ -165,7 +166,7 @@ def _ucx_transports() -> list[str]:
     if exe is None:
         return []
     try:
-        out = subprocess.run([exe, "-d"], capture_output=True, text=True, timeout=20).stdout
+        out = process.run([exe, "-d"], timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     names = [ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.strip().startswith("# Transport:")]

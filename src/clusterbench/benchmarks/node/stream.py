@@ -53,6 +53,7 @@ from typing import Any
 from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import EnvironmentProblem
 from clusterbench.kernels.build import Build, compiler
+from clusterbench.launch import process
 from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning
@@ -71,8 +72,7 @@ def numa_header(cc: str) -> bool:
     if any(os.path.exists(os.path.join(d, "numa.h")) for d in ("/usr/include", "/usr/local/include")):
         return True
     try:
-        r = subprocess.run([*shlex.split(cc), "-E", "-x", "c", "-o", os.devnull, "-"], input="#include <numa.h>\n",
-                           capture_output=True, text=True, timeout=30)
+        r = process.run([*shlex.split(cc), "-E", "-x", "c", "-o", os.devnull, "-"], input="#include <numa.h>\n", timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return r.returncode == 0

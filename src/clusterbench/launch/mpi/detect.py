@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem
+from clusterbench.launch import process
 
 INSTALL_FIX = "install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or load an MPI module"
 
@@ -40,8 +41,7 @@ class MpiInstall:
 
 def _run_text(cmd: Sequence[str], timeout: float = 20) -> str:
     try:
-        out = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout,
-                             stdin=subprocess.DEVNULL)
+        out = process.run(list(cmd), timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"'{' '.join(cmd)}' does not run ({exc})", INSTALL_FIX) from exc
     return (out.stdout or "") + (out.stderr or "")
