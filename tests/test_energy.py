@@ -109,10 +109,12 @@ def test_specs(text, kind, node, arg):
 @pytest.mark.parametrize("text,needle", [
     ("foo", "unknown power source 'foo'"),
     ("n1=joules:5", "unknown power source 'joules'"),
-    ("watts:0", "'0' W is not allowed"),
-    ("watts:-1", "'-1' W is not allowed"),
+    ("watts:0", "'0' W is not a power a running node draws"),
+    ("watts:-1", "'-1' W is not a power"),
+    ("watts:1e-300", "give 0.1 to 20000 W per node"),
+    ("watts:25000", "'25000' W is not a power"),
     ("watts:abc", "not a number of watts"),
-    ("watts:inf", "is not allowed"),
+    ("watts:inf", "is not a power"),
     ("cmd:", "needs a command"),
     ("csv: ", "needs a file"),
     ("rapl:0", "takes no argument"),
@@ -127,7 +129,7 @@ def test_bad_specs_are_one_line_usage_errors(text, needle):
 
 def test_options_checked_alone():
     P.check_specs(["rapl"], None, 0.5)
-    for args, needle in ((([], -1.0, None), "not allowed"), (([], 0.0, None), "not allowed"),
+    for args, needle in ((([], -1.0, None), "not a power"), (([], 0.0, None), "not a power"),
                          ((["rapl"], None, 0.0), "power-interval 0.0"), (([], None, 1.0), "without a power source")):
         with pytest.raises(UsageError, match=needle):
             P.check_specs(*args)
@@ -467,8 +469,9 @@ def test_garbage_hang_and_bad_options_are_one_line_errors_with_nothing_stored(tm
     cases = [
         (["--power", "cmd:echo hello"], "the meter command failed at the start: the meter printed 'hello'"),
         (["--power", "cmd:exit 4"], "exited with status 4"),
-        (["--watts", "-1"], "--watts: -1.0 W is not allowed"),
-        (["--power", "watts:0"], "'0' W is not allowed"),
+        (["--watts", "-1"], "--watts: -1.0 W is not a power a running node draws"),
+        (["--watts", "1e-300"], "--watts: 1e-300 W is not a power a running node draws"),
+        (["--power", "watts:0"], "'0' W is not a power"),
         (["--power", "amps:3"], "unknown power source 'amps'"),
         (["--power", f"csv:{tmp_path}/none.csv"], "no file"),
         (["--power", "n9=watts:5"], "n9 is not a node of this run"),

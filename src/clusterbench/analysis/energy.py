@@ -38,6 +38,33 @@ class NotCovered(ValueError):
     """The samples cannot give the energy over the interval; ``str(exc)`` says why."""
 
 
+#: the power a running node can draw, in W: a Raspberry Pi Zero idles near 0.5 W; a node with eight
+#: accelerators peaks near 10 kW. A meter reading outside this range per node it covers measured
+#: something else (a disconnected or wrong channel, mW logged as W): its figure is not used.
+MIN_NODE_WATTS = 0.1
+MAX_NODE_WATTS = 20_000.0
+
+
+def implausible_power(joules: float, avg_watts: float, nodes: int = 1, peak_watts: float | None = None) -> str | None:
+    """Why a source's energy over a phase is not a node's power (None when it is plausible): a
+    figure that is not finite (an overflow), or an average (or a sample) outside
+    [:data:`MIN_NODE_WATTS`, :data:`MAX_NODE_WATTS`] per node the source covers."""
+    n = max(1, int(nodes))
+    lo, hi = MIN_NODE_WATTS * n, MAX_NODE_WATTS * n
+    per = f" for {n} nodes" if n > 1 else " for a node"
+    if not (math.isfinite(joules) and math.isfinite(avg_watts)):
+        return f"the energy is not a finite number ({joules!r} J; a reading overflowed)"
+    if avg_watts < lo:
+        return (f"the meter read {avg_watts:.3g} W on average, below the {lo:g} W any running node draws{per}: "
+                "it measured nothing (disconnected meter, wrong channel?)")
+    if avg_watts > hi or (peak_watts is not None and peak_watts > hi):
+        what = f"a sample of {peak_watts:.3g} W" if peak_watts is not None and peak_watts > hi else \
+            f"{avg_watts:.3g} W on average"
+        return (f"the meter read {what}, above the {hi:g} W any node can draw{per}: not a node's power "
+                "(mW logged as W?)")
+    return None
+
+
 def _check_interval(t0: float, t1: float) -> None:
     if not (math.isfinite(t0) and math.isfinite(t1)) or t1 <= t0:
         raise NotCovered(f"the interval [{t0!r}, {t1!r}] is empty or not finite")
@@ -89,7 +116,11 @@ def integrate_power(times: Sequence[float], watts: Sequence[float], t0: float, t
         raise NotCovered(f"a power sample is negative ({min(ws):g} W)")
     _covers(ts, t0, t1, "power sample")
     pts = [(t0, _at(ts, ws, t0))] + [(t, w) for t, w in zip(ts, ws) if t0 < t < t1] + [(t1, _at(ts, ws, t1))]
-    return sum((b[0] - a[0]) * (a[1] + b[1]) / 2.0 for a, b in zip(pts, pts[1:]))
+    joules = sum((b[0] - a[0]) * (a[1] + b[1]) / 2.0 for a, b in zip(pts, pts[1:]))
+    if not math.isfinite(joules):
+        raise NotCovered(f"the energy over the interval is not a finite number (a power sample of {max(ws):.3g} W "
+                         "overflowed it)")
+    return joules
 
 
 def unwrap(values: Sequence[float], wrap: float | None) -> list[float]:

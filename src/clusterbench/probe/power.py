@@ -63,6 +63,7 @@ from typing import Any, Sequence
 
 from clusterbench.analysis import energy as E
 from clusterbench.errors import UsageError
+from clusterbench.files import printable
 from clusterbench.probe.sysfs import FsRoot
 
 KINDS = ("rapl", "ipmi", "cmd", "csv", "watts")
@@ -130,19 +131,23 @@ def parse_spec(text: str) -> Spec:
     if kind in ("cmd", "csv") and not arg.strip():
         raise UsageError(f"--power {raw!r}: {kind}: needs a {'command' if kind == 'cmd' else 'file'}",
                          "e.g. cmd:'my-meter --watts' or csv:power.csv")
-    if kind == "watts":
-        check_watts(arg, f"--power {raw}")
+    if kind == "watts":  # one meter of the whole cluster: checked again against its node count
+        check_watts(arg, f"--power {raw}", up_to=100_000 if node == CLUSTER else None)
     return Spec(node, kind, arg, raw)
 
 
-def check_watts(value: Any, what: str = "--watts") -> float:
-    """A declared power: a finite number of watts above 0."""
+def check_watts(value: Any, what: str = "--watts", nodes: int = 1, up_to: int | None = None) -> float:
+    """A declared power: a finite number of watts a running node (``nodes`` of them, for one meter
+    of several) can draw, within [E.MIN_NODE_WATTS, E.MAX_NODE_WATTS] per node."""
     try:
         w = float(value)
     except (TypeError, ValueError):
         raise UsageError(f"{what}: {value!r} is not a number of watts", "give the node's power in W, e.g. 7.5") from None
-    if not (math.isfinite(w) and w > 0):
-        raise UsageError(f"{what}: {value!r} W is not allowed", "give a power above 0 W, e.g. 7.5 (per node)")
+    lo, hi = E.MIN_NODE_WATTS * max(1, nodes), E.MAX_NODE_WATTS * max(1, up_to or nodes)
+    if not (math.isfinite(w) and lo <= w <= hi):
+        per = "per node" if nodes <= 1 and not up_to else f"for the {nodes} node(s) it covers"
+        raise UsageError(f"{what}: {value!r} W is not a power a running node draws",
+                         f"give {lo:g} to {hi:g} W {per}, e.g. 7.5 for a Raspberry Pi 4")
     return w
 
 
@@ -244,7 +249,7 @@ class ConstantSource(Source):
 
     def __init__(self, label: str, covers: Sequence[str], spec: Spec) -> None:
         super().__init__(label, covers, spec)
-        self.watts = check_watts(spec.arg)
+        self.watts = check_watts(spec.arg, f"--power {spec.text}", nodes=len(self.covers))
 
     def energy(self, t0: float, t1: float) -> dict[str, Any]:
         E._check_interval(t0, t1)
@@ -299,9 +304,11 @@ class LiveSource(Source):
             wraps = self.wraps()
             j = sum(E.counter_energy(times, [s.joules[k] for s in win], t0, t1, wraps.get(k))  # type: ignore[index]
                     for k in keys)
-        else:
-            j = E.integrate_power(times, [s.watts for s in win], t0, t1)  # type: ignore[misc]
-        return {"joules": j, "avg_watts": E.average_power(j, t0, t1), "samples": len(win)}
+            return {"joules": j, "avg_watts": E.average_power(j, t0, t1), "samples": len(win)}
+        watts = [s.watts for s in win]
+        j = E.integrate_power(times, watts, t0, t1)  # type: ignore[arg-type]
+        return {"joules": j, "avg_watts": E.average_power(j, t0, t1), "samples": len(win),
+                "peak_watts": max(watts)}  # type: ignore[type-var]
 
     def wraps(self) -> dict[str, float | None]:
         return {}
@@ -504,13 +511,13 @@ def parse_time(text: str) -> float:
         pass
     else:
         if not (math.isfinite(v) and v >= 1e9):
-            raise ValueError(f"{t!r} is not unix seconds (1e9 or more) or ISO 8601")
+            raise ValueError(f"'{printable(t, 40)}' is not unix seconds (1e9 or more) or ISO 8601")
         return v
     iso = t[:-1] + "+00:00" if t.endswith(("Z", "z")) else t
     try:
         when = datetime.fromisoformat(iso)
     except ValueError:
-        raise ValueError(f"{t!r} is not unix seconds or an ISO 8601 time") from None
+        raise ValueError(f"'{printable(t, 40)}' is not unix seconds or an ISO 8601 time") from None
     return when.timestamp()  # a naive time is this machine's local time
 
 
@@ -530,7 +537,7 @@ def read_csv_log(text: str) -> tuple[list[float], list[float]]:
     ti = next((cols.index(c) for c in _TIME_COLS if c in cols), None)
     wi = next((cols.index(c) for c in _POWER_COLS if c in cols), None)
     if ti is None or wi is None:
-        raise ValueError(f"its header {head.strip()!r} names no {'time/timestamp' if ti is None else 'watts/power/W'} "
+        raise ValueError(f"its header '{printable(head.strip())}' names no {'time/timestamp' if ti is None else 'watts/power/W'} "
                          "column")
     times, watts = [], []
     for n, row in enumerate(rows[1:], start=2):
@@ -542,10 +549,13 @@ def read_csv_log(text: str) -> tuple[list[float], list[float]]:
         except IndexError:
             raise ValueError(f"line {n} has fewer columns than its header") from None
         except ValueError as exc:
-            raise ValueError(f"line {n}: {exc}" if "unix" in str(exc) else
-                             f"line {n}: {row[wi].strip()!r} is not a number of watts") from None
+            raise ValueError(f"line {n}: {printable(str(exc))}" if "unix" in str(exc) else
+                             f"line {n}: '{printable(row[wi].strip())}' is not a number of watts") from None
         if not math.isfinite(w) or w < 0:
             raise ValueError(f"line {n}: {w!r} W is not a power")
+        if times and t < times[-1]:
+            raise ValueError(f"line {n}: its time {row[ti].strip()[:40]!r} is before the line above's: the log's "
+                             "clock went backwards (or two logs were merged); a log must be in time order")
         times.append(t)
         watts.append(w)
     return times, watts
@@ -561,38 +571,44 @@ class CsvSource(Source):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "spec": f"csv:{self.path}", "rate_hz": None}
 
+    def _read(self) -> str:
+        from clusterbench.files import read_text
+
+        return read_text(self.path, "power log", fix="give a CSV log of the meter with time and watts columns")
+
     def check(self) -> None:
-        if not os.path.isfile(self.path):
+        if not os.path.lexists(self.path):
             raise UsageError(f"--power {self.spec.text}: no file {self.path}",
                              "start the meter's log first (it is read after each benchmark), or fix the path")
         try:
-            with open(self.path, errors="replace") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise UsageError(f"--power {self.spec.text}: cannot read {self.path} ({exc.strerror})",
-                             "make it readable") from None
-        if text.strip():
-            try:
-                read_csv_log(text)
-            except ValueError as exc:
-                raise UsageError(f"--power {self.spec.text}: {self.path}: {exc}",
-                                 "a header with time (unix seconds or ISO 8601) and watts columns, e.g. "
-                                 "'time,watts'") from None
+            text = self._read()
+        except UsageError as exc:
+            raise UsageError(f"--power {self.spec.text}: {exc.problem}", exc.fix) from None
+        if not text.strip():
+            raise UsageError(f"--power {self.spec.text}: {self.path} is empty",
+                             "start the meter's log first, so that it has its header row and a reading, "
+                             "then start the run")
+        try:
+            read_csv_log(text)
+        except ValueError as exc:
+            raise UsageError(f"--power {self.spec.text}: {self.path}: {exc}",
+                             "a header with time (unix seconds or ISO 8601) and watts columns, e.g. "
+                             "'time,watts'") from None
 
     def energy(self, t0: float, t1: float) -> dict[str, Any]:
         try:
-            with open(self.path, errors="replace") as fh:
-                times, watts = read_csv_log(fh.read())
-        except OSError as exc:
-            raise E.NotCovered(f"cannot read {self.path} ({exc.strerror})") from None
+            times, watts = read_csv_log(self._read())
+        except UsageError as exc:
+            raise E.NotCovered(exc.problem) from None
         except ValueError as exc:
             raise E.NotCovered(f"{self.path}: {exc}") from None
         try:
             j = E.integrate_power(times, watts, t0, t1)
         except E.NotCovered as exc:
             raise E.NotCovered(f"the log {self.path} does not cover the interval: {exc}") from None
-        n = sum(1 for t in times if t0 <= t <= t1)
-        return {"joules": j, "avg_watts": E.average_power(j, t0, t1), "samples": n}
+        inside = [w for t, w in zip(times, watts) if t0 <= t <= t1]
+        return {"joules": j, "avg_watts": E.average_power(j, t0, t1), "samples": len(inside),
+                "peak_watts": max(inside, default=None)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -776,7 +792,9 @@ class Meter:
             deadline = time.monotonic() + grace
             while True:
                 try:
-                    per[s.label] = s.energy(t0, t1)
+                    fig = s.energy(t0, t1)
+                    why = E.implausible_power(fig["joules"], fig["avg_watts"], len(s.covers), fig.pop("peak_watts", None))
+                    per[s.label] = {"missing": why} if why else fig
                     break
                 except E.NotCovered as exc:
                     if time.monotonic() < deadline and "before the end" in str(exc):
