@@ -16,7 +16,7 @@ from clusterbench.benchmarks.base import Result
 from clusterbench.cli import main
 from clusterbench.errors import UsageError
 from clusterbench.session import new_run_record
-from clusterbench.store import Store
+from clusterbench.store import STORE_SCHEMA, Store
 
 
 def _hpl(value: float, blas: str, topology: str, grid: str, nb: int = 192) -> Result:
@@ -176,7 +176,7 @@ def test_old_store_read_only_has_no_tags(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no run or tag"):
         ro.select_runs("baseline")
     ro.close()
-    assert Store(p).schema == 6 and Store(p, readonly=True).select_runs("last") == [rid]
+    assert Store(p).schema == STORE_SCHEMA and Store(p, readonly=True).select_runs("last") == [rid]
 
 
 @pytest.mark.integration

@@ -138,7 +138,7 @@ INSERT INTO results (run_id, seq, benchmark, metric, value, unit, higher_is_bett
 
 
 def test_schema1_store_is_read_then_upgraded(tmp_path):
-    """A store written by schema 1 reads as it is read-only, and is upgraded in place (1 -> 2 -> ... -> 6)
+    """A store written by schema 1 reads as it is read-only, and is upgraded in place (1 -> 2 -> ... -> 7)
     when opened for writing; old runs read back with an empty cluster record, and the memory
     benchmark's old name 'bandwidth' is stored as 'membw'."""
     p = tmp_path / "old.db"
@@ -150,7 +150,7 @@ def test_schema1_store_is_read_then_upgraded(tmp_path):
     assert ro.results("old-run")[0]["benchmark"] == "bandwidth"  # read-only: read as it is
     ro.close()
     st = Store(p)
-    assert st.schema == STORE_SCHEMA == 6 and st.fixes() == [] and st.get_run("old-run")["tags"] == []
+    assert st.schema == STORE_SCHEMA == 7 and st.fixes() == [] and st.get_run("old-run")["tags"] == []
     assert st.results("old-run")[0]["benchmark"] == "membw" and st.results("old-run")[0]["value"] == 9000.0
     cols = {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
     assert {"cluster", "pid_start", "boot_id", "energy"} <= cols
@@ -159,7 +159,7 @@ def test_schema1_store_is_read_then_upgraded(tmp_path):
     rec["cluster"] = {"hosts": ["a", "b"], "nodes": {}}
     st.begin_run(rec)
     assert st.get_run(rec["id"])["cluster"]["hosts"] == ["a", "b"]
-    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "6"
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
 
 
 def test_schema5_store_gains_the_energy_column(tmp_path):
@@ -176,7 +176,7 @@ def test_schema5_store_gains_the_energy_column(tmp_path):
     assert ro.schema == 5 and ro.get_run(old["id"])["energy"] is None  # read as it is
     ro.close()
     st = Store(p)
-    assert st.schema == 6 and st.get_run(old["id"])["energy"] is None
+    assert st.schema == 7 and st.get_run(old["id"])["energy"] is None
     rec = new_run_record(["clusterbench"], {}, "quick")
     st.begin_run(rec)
     energy = {"sources": {"n1": {"kind": "watts", "declared": True}}, "benchmarks": [{"benchmark": "hpl", "joules": 3.0}]}

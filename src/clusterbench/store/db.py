@@ -24,7 +24,8 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   from the values read just before), the finding, ``status`` ``applied`` or ``undone``, and the
   before/after comparison of ``doctor --verify``. A fix is recorded as ``applying`` before anything
   is changed (so a crash mid-way leaves the undo behind) and removed again if applying fails and is
-  rolled back.
+  rolled back; with the recording process (``pid``, ``pid_start``, ``boot_id``, schema 7), so one left
+  ``applying`` by a process that is gone reads as ``interrupted`` and can be undone.
 * ``runs.energy`` (schema 6) - JSON, null unless the run had a power source (``--power``/``--watts``):
   the sources (kind, rate, declared or measured) and the energy of every benchmark it ran, whole (start to
   end as clusterbench saw it); a figure with a timed phase carries that phase's energy in
@@ -36,7 +37,9 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
 2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
 ``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3); 4 adds the user's ``runs.note`` and
-the ``run_tags`` table; 5 adds ``fixes``; 6 adds ``runs.energy``. An older file is upgraded in place (1 -> 2 -> ... -> 6,
+the ``run_tags`` table; 5 adds ``fixes``; 6 adds ``runs.energy``; 7 adds ``fixes.pid``, ``pid_start`` and
+``boot_id`` (a fix left ``applying`` by a process that is gone reads as ``interrupted``). An older file is
+upgraded in place (1 -> 2 -> ... -> 7,
 one transaction) when it is
 opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
 
@@ -62,7 +65,7 @@ from typing import Any
 from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 
-STORE_SCHEMA = 6
+STORE_SCHEMA = 7
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
     # 'notes' joined schema 1 after its first commit without a version bump: added when missing
@@ -88,6 +91,9 @@ UPGRADES = {
     error TEXT
 )''',),
     5: ("ALTER TABLE runs ADD COLUMN energy TEXT",),
+    6: ("ALTER TABLE fixes ADD COLUMN pid INTEGER",
+        "ALTER TABLE fixes ADD COLUMN pid_start INTEGER",
+        "ALTER TABLE fixes ADD COLUMN boot_id TEXT"),
 }
 #: a tag: letters, digits and ._+=@- (no spaces, commas or colons: 'tag:NAME' and 'a,b' are selector syntax)
 TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,63}")
@@ -138,7 +144,10 @@ CREATE TABLE IF NOT EXISTS fixes (
     finding TEXT NOT NULL,
     verify TEXT,
     ended TEXT,
-    error TEXT
+    error TEXT,
+    pid INTEGER,
+    pid_start INTEGER,
+    boot_id TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -441,11 +450,13 @@ class Store:
     # -- fixes (doctor --fix / --undo) -------------------------------------------------------
     def add_fix(self, record: dict) -> str:
         """Record a fix as ``applying`` (before anything is changed): id, rule, hosts, actions, finding."""
+        pid = os.getpid()
         with self._tx():
             self.db.execute(
-                "INSERT INTO fixes (id, created, rule, hosts, status, actions, finding) VALUES (?, ?, ?, ?, 'applying', ?, ?)",
+                "INSERT INTO fixes (id, created, rule, hosts, status, actions, finding, pid, pid_start, boot_id) "
+                "VALUES (?, ?, ?, ?, 'applying', ?, ?, ?, ?, ?)",
                 (record["id"], record.get("created") or now_iso(), record["rule"], json.dumps(record["hosts"]),
-                 json.dumps(record["actions"]), json.dumps(record["finding"])))
+                 json.dumps(record["actions"]), json.dumps(record["finding"]), pid, process_start(pid), boot_id()))
         return str(record["id"])
 
     def set_fix(self, fix_id: str, *, status: str | None = None, verify: Any = None, error: str | None = None) -> None:
@@ -733,11 +744,21 @@ def _since(text: str) -> str:
     return when.isoformat(timespec="seconds")
 
 
+#: what an ``applying`` fix whose process is gone reads as (``kill -9`` or a crash while applying)
+FIX_INTERRUPTED = ("applying was interrupted (the process that applied it is gone): some of its commands may have "
+                   "run; --undo restores the values recorded before it")
+
+
 def _fix_dict(r: sqlite3.Row) -> dict:
     d = dict(r)
     for k in ("hosts", "actions", "finding", "verify"):
         if d.get(k) is not None:
             d[k] = json.loads(d[k])
+    if d["status"] == "applying" and not (d.get("pid") and _recorder_alive(r)):
+        d["status"] = "interrupted"
+        d["error"] = FIX_INTERRUPTED + (f"; {d['error']}" if d.get("error") else "")
+    for k in ("pid", "pid_start", "boot_id"):
+        d.pop(k, None)
     return d
 
 

@@ -159,6 +159,10 @@ class Pdes(MpiBenchmark):
             place_ranks(ctx, p, default_ranks=1)
         else:
             place_ranks(ctx, p)
+        if p["end"] <= p["lookahead"]:  # every event, the first ones too, is at lookahead + Exp(mean) or later
+            raise UsageError(f"--end {p['end']:g} is not past the lookahead {p['lookahead']:g}: no event can happen "
+                             "before the end, so there would be no rate to measure",
+                             f"give --end well above it, e.g. --end {max(1000.0, 100 * (p['lookahead'] + p['mean'])):g}")
         if p["sync"] == "conservative" and p["lookahead"] <= 0:
             raise UsageError("--sync conservative needs --lookahead above 0 (its windows are one lookahead wide)",
                              "give --lookahead 0.1 or more, or use --sync optimistic")
@@ -273,6 +277,10 @@ class Pdes(MpiBenchmark):
                                    "report this as a bug, with the command")
             verified = {"against": "sequential engine, same model and seed", "committed": reference["committed"],
                         "digest": reference["digest"], "sequential_runtime_s": reference["runtime_s"]}
+        if recs[0]["committed"] == 0:  # a rate and an efficiency of nothing are undefined, not 0 and 1
+            raise UsageError(f"pdes: the simulation committed no event before --end {p['end']:g} (the first events "
+                             f"come at lookahead + Exp(mean) = {p['lookahead']:g} + Exp({p['mean']:g}))",
+                             f"give a larger --end, e.g. --end {max(1000.0, 100 * (p['lookahead'] + p['mean'])):g}")
         runtimes = [float(r["runtime_s"]) for r in recs]
         rates = [r["committed"] / t for r, t in zip(recs, runtimes)]
         eff = [r["committed"] / r["processed"] if r["processed"] else 1.0 for r in recs]
