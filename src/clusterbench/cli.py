@@ -140,6 +140,19 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--timeout", type=float, default=60.0, help="seconds per host (default 60)")
     chk.add_argument("--remote-python", help="python with clusterbench installed on the hosts (default python3)")
     chk.add_argument("--json", action="store_true")
+    ins = csub.add_parser("install", help="this clusterbench on every node over ssh (a virtual environment in the "
+                          "home directory, no internet or root needed on the nodes), its MPI kernels built there")
+    pre = csub.add_parser("preflight", help="can this cluster run MPI? ssh, names, versions, memory, clocks, an MPI "
+                          "launch and hello: every problem named, per node, in seconds")
+    for sp in (ins, pre):
+        sp.add_argument("--hosts", help="nodes, e.g. node1,node2 or node1:4,node2:4")
+        sp.add_argument("--hostfile", help="Open MPI hostfile naming the nodes (name slots=N)")
+        sp.add_argument("--json", action="store_true", help="print one JSON document")
+    ins.add_argument("--no-kernels", action="store_true", help="do not build the MPI kernels on the nodes now "
+                     "(they are built at the first run)")
+    pre.add_argument("--no-mpi", action="store_true", help="skip the MPI launch and hello")
+    pre.add_argument("--mpi", default=None, help="which MPI launches the hello (openmpi or mpich; default: found)")
+    pre.add_argument("--allow-root", action="store_true", help="let Open MPI run as root")
 
     sim = cmds.add_parser("sim-cluster", help="a virtual cluster of network namespaces on this machine (root)")
     ssub = sim.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -148,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     sup.add_argument("--mtu", type=int, default=1500, help="MTU of every link (default 1500)")
     sup.add_argument("--rate", help="rate limit per node link, as tc writes it (e.g. 1gbit, 100mbit)")
     sup.add_argument("--delay", help="one-way delay per node link (needs netem in the kernel), e.g. 1ms")
+    sup.add_argument("--machines", action="store_true",
+                     help="every node a machine of its own: its own root filesystem (an overlay), host name "
+                     "(node1...), PID namespace and sshd; the head reaches the nodes through real ssh")
+    sup.add_argument("--break", dest="breaks", action="append", default=[], metavar="NODE:KIND[=VALUE]",
+                     help="with --machines, for tests: make a node differ or fail (no-sshd, password, unknown-key, "
+                     "hostname=NAME, hosts-missing=NODE, no-compiler, no-mpi, disk=SIZE); repeatable")
     sup.add_argument("--offload", choices=("on", "off"), default="on",
                      help="veth segmentation/receive offloads (default on, Linux's default; 'off' sends "
                      "MTU-sized frames as on a wire, so MTU shows in bandwidth; needs ethtool)")
@@ -510,9 +529,49 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return 0 if report.best is not None else 4
 
 
+def _cluster_hosts(args: argparse.Namespace) -> list[Any]:
+    """--hosts or --hostfile as Host objects (or the Slurm allocation's nodes)."""
+    from clusterbench.launch import mpi as M
+
+    if args.hosts and args.hostfile:
+        raise UsageError("--hosts and --hostfile both given", "give one of them")
+    if args.hosts:
+        return M.parse_hosts(args.hosts)
+    if args.hostfile:
+        return M.parse_hostfile(args.hostfile)
+    from clusterbench.sweep.node import slurm_hosts
+
+    found = slurm_hosts()
+    if found:
+        return [M.Host(h) for h in found]
+    raise UsageError("no nodes given", "give --hostfile FILE (one 'name slots=N' per line) or --hosts node1,node2")
+
+
 def _cmd_cluster(args: argparse.Namespace) -> int:
     from clusterbench.probe.cluster import check
     from clusterbench.ui import dump_json
+
+    if args.action == "install":
+        from clusterbench.cluster.install import format_install, install
+
+        doc = install([h.name for h in _cluster_hosts(args)], kernels=not args.no_kernels,
+                      say=(lambda s: None) if args.json else (lambda s: sys.stderr.write(f"cluster install: {s}\n")))
+        if args.json:
+            dump_json(doc)
+        else:
+            sys.stdout.write("".join(f"{line}\n" for line in format_install(doc)))
+        return 3 if doc["failed"] or doc.get("kernels_error") else 0
+    if args.action == "preflight":
+        from clusterbench.benchmarks.mpi.common import allow_root_default
+        from clusterbench.cluster.preflight import format_preflight, preflight
+
+        doc = preflight(_cluster_hosts(args), mpi=not args.no_mpi, allow_root=args.allow_root or allow_root_default(),
+                        mpi_kind=args.mpi)
+        if args.json:
+            dump_json(doc)
+        else:
+            sys.stdout.write("".join(f"{line}\n" for line in format_preflight(doc)))
+        return 0 if doc["ok"] else 3
 
     hosts = [h for h in args.hosts.split(",") if h]
     if len(hosts) < 2:
@@ -661,7 +720,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from clusterbench.ui import dump_json, print_table
 
     if args.action == "up":
-        c = sc.up(args.nodes, mtu=args.mtu, rate=args.rate, delay=args.delay, offload=args.offload == "on")
+        c = sc.up(args.nodes, mtu=args.mtu, rate=args.rate, delay=args.delay, offload=args.offload == "on",
+                  machines=args.machines, breaks=args.breaks)
         doc = c.to_json()
         rows = [[n.name, n.namespace, n.address, str(c.mtu), c.rate or "-"] for n in [c.head, *c.nodes]]
         if args.json:

@@ -49,6 +49,16 @@ class Build:
     info: dict = field(compare=False)
 
 
+#: binary path -> how it was asked for (name, libs, extra_flags, openmp, cc): what another node needs to
+#: build the same kernel for itself (launch/nodes.py stages MPI kernels on separate machines)
+REQUESTS: dict[str, dict] = {}
+
+
+def request_for(path: str | os.PathLike) -> dict | None:
+    """How the kernel at ``path`` was built (see :data:`REQUESTS`), or None for any other program."""
+    return REQUESTS.get(str(path))
+
+
 def cache_dir() -> Path:
     base = os.environ.get("CLUSTERBENCH_CACHE")
     if base:
@@ -153,6 +163,55 @@ def kernel_source(name: str) -> Path | None:
     return found[0] if found else None
 
 
+@dataclass(frozen=True)
+class Plan:
+    """Where a kernel's build lives in the cache and what it is, before anything is compiled."""
+
+    name: str
+    binary: Path
+    info: dict
+    cc_argv: list
+    src: Path
+
+    @property
+    def built(self) -> bool:
+        b = self.binary
+        return b.is_file() and os.access(b, os.X_OK) and is_program(b)
+
+
+def plan_kernel(name: str, libs: tuple[str, ...] = (), extra_flags: tuple[str, ...] = (), openmp: bool = True,
+                cc: str | None = None) -> Plan:
+    """The cache entry ``build_kernel`` would use (its key: sources, compiler, flags, libraries,
+    CPU), without compiling; raises when the source or the compiler is missing."""
+    src = kernel_source(name)
+    if src is None:
+        raise EnvironmentProblem(f"kernel source {name}.c is missing under {KERNEL_DIR}", "reinstall clusterbench")
+    asked_cc = cc
+    cc_argv = compiler_argv(cc)
+    cc = shlex.join(cc_argv)
+    version = _compiler_version(cc)
+    flags = ["-O3", *arch_flags(), *(["-fopenmp"] if openmp else []), *WARN_FLAGS, *extra_flags]
+    link = [f"-l{lib}" for lib in libs] + ["-lm"]
+    h = hashlib.sha256()
+    for part in (src, *sorted(INCLUDE_DIR.glob("*.h"))):  # any header a kernel may include
+        h.update(part.read_bytes())
+    h.update(json.dumps([cc, _wrapper_identity(cc), version, flags, link, _cpu_identity()]).encode())
+    key = h.hexdigest()[:16]
+    binary = cache_dir() / f"{name}-{key}" / name
+    info = {
+        "kernel": name,
+        "compiler": cc,
+        "compiler_version": version,
+        "flags": flags,
+        "libs": link,
+        "cache_key": key,
+        "binary": str(binary),
+    }
+    REQUESTS[str(binary)] = {"name": name, "libs": list(libs), "extra_flags": list(extra_flags), "openmp": openmp,
+                             "cc": os.path.basename(cc_argv[0]) if asked_cc else None}
+    return Plan(name, binary, info, cc_argv, src)
+
+
 def build_kernel(
     name: str,
     libs: tuple[str, ...] = (),
@@ -164,31 +223,9 @@ def build_kernel(
 
     ``cc`` overrides the compiler (MPI kernels use the MPI's ``mpicc``: one build per MPI, since
     the wrapper's path, real path, ``-show`` line and version are part of the cache key)."""
-    src = kernel_source(name)
-    if src is None:
-        raise EnvironmentProblem(f"kernel source {name}.c is missing under {KERNEL_DIR}", "reinstall clusterbench")
-    cc_argv = compiler_argv(cc)
-    cc = shlex.join(cc_argv)
-    version = _compiler_version(cc)
-    flags = ["-O3", *arch_flags(), *(["-fopenmp"] if openmp else []), *WARN_FLAGS, *extra_flags]
-    link = [f"-l{lib}" for lib in libs] + ["-lm"]
-    h = hashlib.sha256()
-    for part in (src, *sorted(INCLUDE_DIR.glob("*.h"))):  # any header a kernel may include
-        h.update(part.read_bytes())
-    h.update(json.dumps([cc, _wrapper_identity(cc), version, flags, link, _cpu_identity()]).encode())
-    key = h.hexdigest()[:16]
-    out_dir = cache_dir() / f"{name}-{key}"
-    binary = out_dir / name
-    info = {
-        "kernel": name,
-        "compiler": cc,
-        "compiler_version": version,
-        "flags": flags,
-        "libs": link,
-        "cache_key": key,
-        "binary": str(binary),
-    }
-    if binary.is_file() and os.access(binary, os.X_OK) and is_program(binary):
+    plan = plan_kernel(name, libs, extra_flags, openmp, cc)
+    binary, info, out_dir = plan.binary, plan.info, plan.binary.parent
+    if plan.built:
         return Build(name, binary, info)  # a partial or empty file (from an old version) is rebuilt
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -202,7 +239,7 @@ def build_kernel(
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
     os.close(fd)
     try:
-        proc, cmd = _compile(name, cc_argv, flags, tmp, src, link, libs, openmp)
+        proc, cmd = _compile(name, plan.cc_argv, info["flags"], tmp, plan.src, info["libs"], libs, openmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, binary)
     finally:
@@ -210,6 +247,27 @@ def build_kernel(
             os.unlink(tmp)
     (out_dir / "build.json").write_text(json.dumps({**info, "command": cmd, "warnings": proc.stderr}, indent=1))
     return Build(name, binary, info)
+
+
+def keep_binary(plan: Plan, data: bytes) -> Build:
+    """Put a binary another node built under the same key into this node's cache (same sources,
+    compiler, flags, libraries and CPU: the same program); refused unless it is a program."""
+    out_dir = plan.binary.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{plan.name}.", dir=out_dir)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        if not is_program(tmp):
+            raise EnvironmentProblem(f"the copy of kernel '{plan.name}' is not a program", "report this as a bug")
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, plan.binary)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    (out_dir / "build.json").write_text(json.dumps({**plan.info, "copied": "built on another node with this key"},
+                                                   indent=1))
+    return Build(plan.name, plan.binary, plan.info)
 
 
 def _compile(name: str, cc_argv: list[str], flags: list[str], tmp: str, src: Path, link: list[str],

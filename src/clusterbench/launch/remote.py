@@ -36,6 +36,11 @@ from clusterbench.launch import process, simcluster
 
 TIMEOUT = 60.0
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
+#: where ``cluster install`` puts clusterbench on a node, relative to its home directory
+NODE_VENV = ".local/share/clusterbench/venv"
+#: the Python a remote command runs when none is named: the installed virtual environment's, else
+#: ``python3`` (a shared $HOME with ``pip install -e``, a module, a system-wide install)
+AUTO_PYTHON = f'p="$HOME/{NODE_VENV}/bin/python"; [ -x "$p" ] || p=python3; exec "$p" "$@"'
 #: this package's src directory (PYTHONPATH for the sim-cluster's nodes)
 SRC_DIR = str(Path(__file__).resolve().parents[2])
 _HOST_RE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?[A-Za-z0-9\[][A-Za-z0-9_.:\[\]-]*$")
@@ -57,7 +62,17 @@ class Transport:
     kind: str
     prefix: list[str] = field(default_factory=list)  # argv prefix (ip netns exec NS / ssh ... HOST)
     env: dict[str, str] = field(default_factory=dict)  # extra environment (sim / local only)
-    python: str = "python3"
+    python: str | None = "python3"  # None: the installed venv's, else python3 (AUTO_PYTHON)
+
+    def python_argv(self, *args: str) -> list[str]:
+        """``python ARGS`` on this host, with the Python it has (see :data:`AUTO_PYTHON`)."""
+        if self.python is None:
+            return ["sh", "-c", AUTO_PYTHON, "cb-python", *args]
+        return [self.python, *args]
+
+    @property
+    def python_text(self) -> str:
+        return self.python or f"~/{NODE_VENV}/bin/python or python3"
 
 
 def _clean_host(host: str) -> str:
@@ -98,6 +113,15 @@ def transport(host: str, *, cluster: simcluster.SimCluster | None = None, python
             cluster = None
     node = _sim_node(host, cluster)
     env_local = {"PYTHONPATH": os.pathsep.join(filter(None, [SRC_DIR, os.environ.get("PYTHONPATH")]))}
+    if node is not None and cluster is not None and cluster.machines:
+        if os.geteuid() != 0:
+            raise EnvironmentProblem(f"cannot reach {host}: the virtual cluster's machines need root (nsenter)",
+                                     "run as root")
+        head = simcluster.exec_prefix(cluster.head, cluster)  # the head's namespaces: its ssh, keys, /etc/hosts
+        if node.namespace == cluster.head.namespace:
+            return Transport(host, "local", head, env_local, sys.executable)
+        return Transport(host, "ssh", [*head, "ssh", *SSH_OPTIONS, node.name], {},
+                         python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or None)
     if node is not None:
         if os.geteuid() != 0:
             raise EnvironmentProblem(f"cannot reach {host}: sim-cluster nodes need root (ip netns exec)",
@@ -120,16 +144,19 @@ def transport(host: str, *, cluster: simcluster.SimCluster | None = None, python
         raise EnvironmentProblem(f"cannot reach {host}: ssh is not installed on this machine",
                                  "install the OpenSSH client (apt-get install openssh-client)")
     return Transport(host, "ssh", [ssh, *SSH_OPTIONS, host], {},
-                     python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or "python3")
+                     python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or None)
 
 
 def run_command(host: str | Transport, argv: Sequence[str], *, timeout: float = TIMEOUT,
-                cluster: simcluster.SimCluster | None = None) -> subprocess.CompletedProcess:
+                cluster: simcluster.SimCluster | None = None, input: bytes | None = None, raw: bool = False
+                ) -> subprocess.CompletedProcess:
     """Run ``argv`` on ``host``; returns the completed process (text stdout/stderr).
 
-    Raises :class:`EnvironmentProblem` (one line, naming the host) when the host cannot be reached
-    or the command does not finish within ``timeout`` s; a non-zero exit of the command itself is
-    returned, not raised.
+    ``input``: bytes for the command's standard input (a tar of wheels, a binary to keep);
+    ``raw``: stdout as bytes (a binary fetched), stderr as text.
+    Raises :class:`EnvironmentProblem` (one line, naming the host and the fix: see
+    :func:`ssh_problem`) when the host cannot be reached or the command does not finish within
+    ``timeout`` s; a non-zero exit of the command itself is returned, not raised.
     """
     t = host if isinstance(host, Transport) else transport(host, cluster=cluster)
     if t.kind == "ssh":  # ssh joins its arguments into one remote shell command
@@ -139,25 +166,49 @@ def run_command(host: str | Transport, argv: Sequence[str], *, timeout: float = 
         full = [*t.prefix, *argv]
         env = {**os.environ, **t.env}
     try:
-        run = process.spawn(full, env=env, text=True)
+        p = process.run(full, env=env, timeout=timeout, input=input, text=input is None and not raw)
     except FileNotFoundError as exc:
         raise EnvironmentProblem(f"cannot reach {t.host}: {exc.filename or full[0]} not found",
                                  "install it (ssh: openssh-client; ip: iproute2)") from exc
-    proc = run.proc
-    try:
-        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(f"{t.host} did not answer within {timeout:g} s",
-                                 "check that the host is up and reachable (ssh HOST true)") from None
-    finally:
-        run.end()  # the whole session: nothing is left behind
-    if t.kind == "ssh" and proc.returncode == 255:
-        lines = [ln for ln in (err or "").strip().splitlines() if ln.strip()]
-        why = lines[-1].strip() if lines else "ssh exit 255"
-        raise EnvironmentProblem(
-            f"cannot reach {t.host} over ssh: {why}",
-            "check the host name and that password-less ssh works (ssh -o BatchMode=yes HOST true)")
-    return subprocess.CompletedProcess(full, proc.returncode, out, err)
+                                 f"check that the host is up and reachable (ssh {t.host} true)") from None
+    out, err = p.stdout, p.stderr
+    if input is not None or raw:
+        err = err.decode(errors="replace")
+        out = out if raw else out.decode(errors="replace")
+    if t.kind == "ssh" and p.returncode == 255:
+        problem, fix = ssh_problem(t.host, err or "")
+        raise EnvironmentProblem(problem, fix)
+    return subprocess.CompletedProcess(full, p.returncode, out, err)
+
+
+#: what ssh says -> (what it means, what to do); the first that matches names the problem
+SSH_PROBLEMS = (
+    ("Host key verification failed", "its host key is not in known_hosts (or changed)",
+     "check the key, then add it: ssh {host} once and answer yes, or ssh-keyscan {host} >> ~/.ssh/known_hosts "
+     "(a changed key: ssh-keygen -R {host} first)"),
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "its host key changed since it was recorded",
+     "if the node was reinstalled, ssh-keygen -R {host}, then ssh {host} once to record the new key"),
+    ("Permission denied", "it asks for a password (the key is not accepted)",
+     "set up password-less ssh: ssh-copy-id {host}"),
+    ("Connection refused", "nothing answers on the ssh port (sshd is not running)",
+     "start sshd on {host} (systemctl start ssh)"),
+    ("Could not resolve hostname", "its name does not resolve", "add {host} to /etc/hosts (or DNS) on this machine"),
+    ("Name or service not known", "its name does not resolve", "add {host} to /etc/hosts (or DNS) on this machine"),
+    ("timed out", "it does not answer (down, or a firewall)", "check that {host} is up: ping {host}"),
+    ("No route to host", "there is no route to it", "check its network and address"),
+)
+
+
+def ssh_problem(host: str, stderr: str) -> tuple[str, str]:
+    """(problem, fix) for ssh's exit 255 to ``host``, in one line each."""
+    for needle, what, fix in SSH_PROBLEMS:
+        if needle in stderr:
+            return f"cannot reach {host} over ssh: {what}", fix.format(host=host)
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    return (f"cannot reach {host} over ssh: {lines[-1] if lines else 'ssh exit 255'}",
+            f"check the host name and that password-less ssh works (ssh -o BatchMode=yes {host} true)")
 
 
 def _last_json(text: str) -> Any:
@@ -173,17 +224,17 @@ def run_python(host: str | Transport, code: str, *, timeout: float = TIMEOUT,
     """Run the Python snippet ``code`` on ``host`` and parse the JSON document it prints (last
     line starting with ``{``). A missing clusterbench on the host is named as such."""
     t = host if isinstance(host, Transport) else transport(host, cluster=cluster, python=python)
-    p = run_command(t, [t.python, "-c", code], timeout=timeout)
+    p = run_command(t, t.python_argv("-c", code), timeout=timeout)
     err_lines = [ln for ln in (p.stderr or "").strip().splitlines() if ln.strip()]
     last = err_lines[-1].strip() if err_lines else ""
     if p.returncode != 0:
         if "No module named 'clusterbench" in last or "No module named clusterbench" in last:
             raise EnvironmentProblem(
-                f"clusterbench is not installed on {t.host} (for {t.python})",
-                "install it there (pip install clusterbench, or pip install -e on a shared $HOME), or set "
-                "CLUSTERBENCH_REMOTE_PYTHON to the Python of its virtual environment")
-        if p.returncode == 127 or "not found" in last and t.python in last:
-            raise EnvironmentProblem(f"{t.python} not found on {t.host}",
+                f"clusterbench is not installed on {t.host} (for {t.python_text})",
+                f"run `clusterbench cluster install --hosts {t.host}` (or pip install -e on a shared $HOME, or set "
+                "CLUSTERBENCH_REMOTE_PYTHON to the Python of its virtual environment)")
+        if p.returncode == 127 or "not found" in last and (t.python or "python3") in last:
+            raise EnvironmentProblem(f"{t.python_text} not found on {t.host}",
                                      "install Python 3.10+ there or set CLUSTERBENCH_REMOTE_PYTHON")
         raise EnvironmentProblem(f"the probe failed on {t.host} (exit {p.returncode}): {last or 'no message'}",
                                  "run `clusterbench probe --json` on that host to see the full error")

@@ -97,6 +97,11 @@ class SimCluster:
     #: segments cross the bridge whatever the MTU, so MTU hardly changes bandwidth) or False (every
     #: frame MTU-sized and checksummed in software, as on a wire: per-packet costs make MTU show)
     offload: bool = True
+    #: "netns" (nodes are network namespaces sharing this machine's filesystem) or "machines" (each
+    #: node also has its own root filesystem, host name, PID namespace and sshd: launch/machines.py)
+    mode: str = "netns"
+    #: machines mode: what is broken on which node ({node: {kind: value}}, launch/machines.BREAKS)
+    breaks: dict = field(default_factory=dict)
     subnet: str = SUBNET
     agent: str = ""  # path of the launch agent script
     state_file: str = ""
@@ -108,7 +113,13 @@ class SimCluster:
     def spec(self) -> dict:
         """What ``up`` was asked for: two clusters with the same spec are the same cluster."""
         return {"prefix": self.prefix, "nodes": len(self.nodes), "mtu": self.mtu,
-                "rate_bps": self.rate_bps, "delay": self.delay, "subnet": self.subnet, "offload": self.offload}
+                "rate_bps": self.rate_bps, "delay": self.delay, "subnet": self.subnet, "offload": self.offload,
+                "mode": self.mode, "breaks": self.breaks}
+
+    @property
+    def machines(self) -> bool:
+        """Nodes are separate machines (own filesystem, host name, sshd), reached by ssh from the head."""
+        return self.mode == "machines"
 
     def namespaces(self) -> list[str]:
         return [self.bridge_namespace, self.head.namespace] + [n.namespace for n in self.nodes]
@@ -389,14 +400,17 @@ def agent_script(prefix: str | None = None) -> str:
 # --------------------------------------------------------------------------- up / down
 
 
-def _members(prefix: str, nodes: int) -> tuple[SimNode, list[SimNode]]:
-    head = SimNode(name=f"{prefix}head", namespace=f"{prefix}head", address=HEAD_ADDRESS, peer="cbv-head")
+def _members(prefix: str, nodes: int, machines: bool = False) -> tuple[SimNode, list[SimNode]]:
+    """The head and the nodes. Host names are the namespaces' (``cbsim-n1``), or on machines the
+    names a cluster's nodes have (``head``, ``node1``...; each machine resolves them itself)."""
+    head = SimNode(name="head" if machines else f"{prefix}head", namespace=f"{prefix}head", address=HEAD_ADDRESS,
+                   peer="cbv-head")
     net = ipaddress.ip_network(SUBNET)
     members = []
     for k in range(1, nodes + 1):
-        name = f"{prefix}n{k}"
-        members.append(SimNode(name=name, namespace=name, address=str(net.network_address + NODE_BASE + k),
-                               peer=f"cbv-n{k}"))
+        ns = f"{prefix}n{k}"
+        members.append(SimNode(name=f"node{k}" if machines else ns, namespace=ns,
+                               address=str(net.network_address + NODE_BASE + k), peer=f"cbv-n{k}"))
     return head, members
 
 
@@ -451,15 +465,16 @@ def down(*, prefix: str | None = None, state: str | os.PathLike | None = None) -
     sdir = state_dir(state)
     with _locked(sdir):
         removed = _teardown(prefix)
-        for path in _files(sdir, prefix):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        _remove_files(sdir, prefix)
     return removed
 
 
 def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay: str | float | None = None,
-       offload: bool = True, prefix: str | None = None, state: str | os.PathLike | None = None) -> SimCluster:
-    """Bring up a virtual cluster of ``nodes`` nodes (plus head and bridge namespaces).
+       offload: bool = True, prefix: str | None = None, state: str | os.PathLike | None = None,
+       machines: bool = False, breaks: Sequence[str] = ()) -> SimCluster:
+    """Bring up a virtual cluster of ``nodes`` nodes (plus head and bridge namespaces); with
+    ``machines`` every node is a machine of its own reached by ssh (:mod:`clusterbench.launch.machines`),
+    ``breaks`` (``NODE:KIND[=VALUE]``) making some differ or fail for tests.
 
     Idempotent: the same spec again is a no-op (returns the recorded cluster, with a note); a
     different spec raises :class:`UsageError` telling to ``down`` first; a recorded cluster that is
@@ -477,10 +492,17 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
         raise EnvironmentProblem("--offload off needs ethtool, which is not installed",
                                  "apt-get install ethtool (or leave offloads on)")
     sdir = state_dir(state)
-    head, members = _members(prefix, nodes)
+    head, members = _members(prefix, nodes, machines)
+    broken = {}
+    if breaks:
+        if not machines:
+            raise UsageError("--break is for --machines", "add --machines")
+        from clusterbench.launch import machines as M
+
+        broken = M.parse_breaks(breaks, [m.name for m in members])
     cluster = SimCluster(prefix=prefix, nodes=members, head=head, bridge_namespace=f"{prefix}br", mtu=mtu,
                          rate=f"{rate_bps}bit" if rate_bps else None, rate_bps=rate_bps, delay=delay_s,
-                         offload=bool(offload),
+                         offload=bool(offload), mode="machines" if machines else "netns", breaks=broken,
                          agent=str(_files(sdir, prefix)[1]), state_file=str(_files(sdir, prefix)[0]))
     with _locked(sdir):
         old = None
@@ -502,9 +524,14 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
             if old is None:
                 cluster.notes.append(f"removed leftovers of an earlier sim-cluster: {', '.join(leftovers)}")
             _teardown(prefix)
-        _check_names_do_not_resolve_locally([n.name for n in members])
+        if not machines:  # machines resolve their names themselves (the head's own /etc/hosts)
+            _check_names_do_not_resolve_locally([n.name for n in members])
         try:
             _build(cluster)
+            if machines:
+                from clusterbench.launch import machines as M
+
+                M.bring_up(cluster)
             _write_atomic(Path(cluster.agent), agent_script(prefix), mode=0o755)
             cluster.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
             _write_atomic(Path(cluster.state_file), json.dumps(cluster.to_json(), indent=1) + "\n")
@@ -515,15 +542,21 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
         except BaseException:
             with contextlib.suppress(Exception):
                 _teardown(prefix)
-            for path in _files(sdir, prefix):
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            _remove_files(sdir, prefix)
             raise
     return cluster
 
 
+def _remove_files(sdir: Path, prefix: str) -> None:
+    """The state file, the agent and the machines' ssh folder of ``prefix``."""
+    for path in _files(sdir, prefix):
+        with contextlib.suppress(OSError):
+            path.unlink()
+    shutil.rmtree(sdir / f"{prefix}machines", ignore_errors=True)
+
+
 def _describe(c: SimCluster) -> str:
-    s = f"{len(c.nodes)} nodes, MTU {c.mtu}"
+    s = f"{len(c.nodes)} {'machines' if c.machines else 'nodes'}, MTU {c.mtu}"
     s += f", rate {c.rate_bps / 1e6:g} Mbit/s" if c.rate_bps else ", no rate limit"
     if c.delay:
         s += f", delay {c.delay}"
@@ -700,13 +733,21 @@ def _status(c: SimCluster) -> dict:
                 problems.append(f"{c.bridge_namespace}: port {m.peer} MTU {port.get('mtu')}, recorded {c.mtu}")
     head = _member_status(c, c.head, existing, "head")
     nodes = [_member_status(c, m, existing, "node") for m in c.nodes]
+    if c.machines:
+        from clusterbench.launch import machines as M
+
+        for row, m, pid_ns in [(head, c.head, False), *((r, m, True) for r, m in zip(nodes, c.nodes))]:
+            if m.namespace in existing and M.holder_pid(m.namespace, pid_ns=pid_ns) is None:
+                row["problems"].append(f"{m.name}: the machine is not running (its {'init' if pid_ns else 'holder'} "
+                                       "is gone)")
+                row["state"] = "down"
     for row in [head, *nodes]:
         problems += row["problems"]
     expected = set(c.namespaces())
     extra = sorted(existing - expected)
     if extra:
         problems.append("namespaces not in the state file: " + ", ".join(extra))
-    if not Path(c.agent).is_file() or not os.access(c.agent, os.X_OK):
+    if not c.machines and (not Path(c.agent).is_file() or not os.access(c.agent, os.X_OK)):
         problems.append(f"launch agent {c.agent} missing")
     return {"up": not problems, "spec": c.spec(), "subnet": c.subnet, "mtu": c.mtu, "rate_bps": c.rate_bps,
             "delay": c.delay, "agent": c.agent, "state_file": c.state_file, "created": c.created,
@@ -772,13 +813,16 @@ def rankfile_text(assignments: Sequence[tuple[str, int | str]]) -> str:
 
 def exec_prefix(node: str | SimNode, cluster: SimCluster | None = None, *,
                 state: str | os.PathLike | None = None) -> list[str]:
-    """``["ip", "netns", "exec", NS]``: prefix a command with this to run it on a node (or ``head``)."""
-    if isinstance(node, SimNode):
-        ns = node.namespace
-    else:
-        c = cluster if cluster is not None else load(state)
-        ns = c.node(node).namespace if c is not None else node
-    return ["ip", "netns", "exec", ns]
+    """``["ip", "netns", "exec", NS]``: prefix a command with this to run it on a node (or ``head``).
+    On machines, the namespaces of the head, or of the node itself (as root, bypassing ssh: for
+    setting it up and for tests; clusterbench reaches nodes through ssh from the head)."""
+    c = cluster if cluster is not None else (load(state) if not isinstance(node, SimNode) else None)
+    m = node if isinstance(node, SimNode) else (c.node(node) if c is not None else None)
+    if c is not None and c.machines and m is not None:
+        from clusterbench.launch import machines as M
+
+        return M.head_prefix(c) if m.namespace == c.head.namespace else M.node_prefix(c, m)
+    return ["ip", "netns", "exec", m.namespace if m is not None else str(node)]
 
 
 def mpirun_args(cluster: SimCluster | None = None, *, allow_root: bool = False,
@@ -787,6 +831,10 @@ def mpirun_args(cluster: SimCluster | None = None, *, allow_root: bool = False,
     ``exec_prefix("head") + ["mpirun", *mpirun_args(c), ...]``). ``--allow-run-as-root`` only
     when ``allow_root``. Do not export CB_SIM_NODE with ``-x``: the agent sets it per node."""
     c = _cluster(cluster, state)
+    if c.machines:  # real ssh from the head (Open MPI's default agent); nodes do not ssh to each other
+        args = ["--mca", "plm_rsh_no_tree_spawn", "1",
+                "--mca", "oob_tcp_if_include", c.subnet, "--mca", "btl_tcp_if_include", c.subnet]
+        return args + (["--allow-run-as-root"] if allow_root else [])
     args = ["--mca", "plm_rsh_agent", c.agent, "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "oob_tcp_if_include", c.subnet, "--mca", "btl_tcp_if_include", c.subnet]
     if allow_root:
@@ -797,4 +845,6 @@ def mpirun_args(cluster: SimCluster | None = None, *, allow_root: bool = False,
 def mpiexec_args(cluster: SimCluster | None = None, *, state: str | os.PathLike | None = None) -> list[str]:
     """MPICH Hydra options for the same: the agent as the ssh launcher, the cluster interface."""
     c = _cluster(cluster, state)
+    if c.machines:  # Hydra's own ssh bootstrap, from the head
+        return ["-launcher", "ssh", "-iface", c.head.iface]
     return ["-launcher", "ssh", "-launcher-exec", c.agent, "-iface", c.head.iface]

@@ -120,7 +120,16 @@ def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: 
     one launch in twenty to sixty under the test suite (once caught: the node's orted had exited
     silently and was left defunct while mpirun waited for its callback; cause unknown); such a
     launch is given up after a few seconds (:func:`sim_launch_steps`, longer at each attempt) and
-    tried again, up to :data:`SIM_LAUNCH_ATTEMPTS` times. Nothing was measured before a retry."""
+    tried again, up to :data:`SIM_LAUNCH_ATTEMPTS` times. Nothing was measured before a retry.
+
+    When some hosts are machines of their own (reached by ssh), a clusterbench kernel in
+    ``program`` is first built on each of them for itself and launched by the path they share
+    (:func:`clusterbench.launch.nodes.stage_program`)."""
+    hosts = [h.name for h in spec.hosts or []] + [p.host for p in spec.places or [] if p.host]
+    if hosts:
+        from clusterbench.launch import nodes
+
+        program = nodes.stage_program(hosts, program)
     if not spec.prefix:
         return _run_mpi_once(mpi, spec, program, timeout, launch_timeout, on_record, name, proof_ranks, proof_out)
     steps = sim_launch_steps(len(spec.hosts or []))

@@ -1,0 +1,1 @@
+"""A cluster of separate machines: install clusterbench on every node, check it can run MPI."""

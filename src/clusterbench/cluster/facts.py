@@ -1,0 +1,124 @@
+"""What a node says about itself, asked over ssh before clusterbench is installed there.
+
+:data:`SNIPPET` runs with the node's own ``python3`` and the standard library only (so it works on a
+fresh node); it prints one JSON document: host name, home, Python, free memory and disk, the
+clock, the compiler, MPI, BLAS, hwloc and FFTW it has, the operating system, the clusterbench
+installed by ``cluster install`` (version and digest), whether it sees a marker file the head
+wrote in its own home (a shared ``$HOME``), and how it resolves the other nodes' names.
+:func:`missing_packages` turns the document into the packages to install, with the command.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+#: one JSON document on stdout; argv: [names to resolve..., "--marker", PATH]
+SNIPPET = r"""
+import glob, json, os, platform, shutil, socket, subprocess, sys, time
+t0 = time.time()
+args = sys.argv[1:]
+marker = args[args.index("--marker") + 1] if "--marker" in args else ""
+names = args[:args.index("--marker")] if "--marker" in args else args
+def first(cmd):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = (p.stdout or p.stderr or "").strip().splitlines()
+    return out[0].strip() if out and p.returncode == 0 else None
+def libs(*patterns):
+    dirs = ["/usr/lib", "/usr/lib64", "/usr/local/lib", "/lib"] + glob.glob("/usr/lib/*-linux-gnu*")
+    return sorted({os.path.basename(f) for d in dirs for p in patterns for f in glob.glob(os.path.join(d, p))})
+def meminfo():
+    try:
+        with open("/proc/meminfo") as fh:
+            kv = dict(line.split(":", 1) for line in fh if ":" in line)
+        return int(kv["MemAvailable"].split()[0]) * 1024, int(kv["MemTotal"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None, None
+def osrel():
+    try:
+        with open("/etc/os-release") as fh:
+            kv = dict(l.strip().split("=", 1) for l in fh if "=" in l)
+        return {k: kv.get(k, "").strip('"') for k in ("ID", "ID_LIKE", "VERSION_ID", "PRETTY_NAME")}
+    except OSError:
+        return {}
+home = os.path.expanduser("~")
+venv = os.path.join(home, ".local/share/clusterbench/venv")
+inst = None
+try:
+    with open(os.path.join(home, ".local/share/clusterbench/installed.json")) as fh:
+        inst = json.load(fh)
+except (OSError, ValueError):
+    pass
+resolved = {}
+for n in names:
+    try:
+        ip = socket.gethostbyname(n)
+    except OSError:
+        ip = None
+    back = None
+    if ip:
+        try:
+            back = socket.gethostbyaddr(ip)[0]
+        except OSError:
+            pass
+    resolved[n] = {"address": ip, "name": back}
+avail, total = meminfo()
+try:
+    st = os.statvfs(home)
+    disk = st.f_bavail * st.f_frsize
+except OSError:
+    disk = None
+doc = {
+    "hostname": socket.gethostname(), "home": home, "user": os.environ.get("USER") or str(os.getuid()),
+    "python": sys.version.split()[0], "python_ok": sys.version_info >= (3, 10), "machine": platform.machine(),
+    "os": osrel(), "cpus": os.cpu_count(), "mem_available": avail, "mem_total": total, "home_free": disk,
+    "cc": first(["cc", "--version"]), "mpicc": first(["mpicc", "--version"]),
+    "mpirun": first(["mpirun", "--version"]), "mpiexec_mpich": first(["mpiexec.mpich", "--version"]),
+    "orted": shutil.which("orted"), "lstopo": shutil.which("lstopo-no-graphics"),
+    "blas": libs("libopenblas*.so*", "libblis*.so*", "libblas.so*", "libmkl_rt.so*"),
+    "hwloc": libs("libhwloc.so*"), "fftw": libs("libfftw3.so*"), "fftw_mpi": libs("libfftw3_mpi.so*"),
+    "fftw_h": os.path.exists("/usr/include/fftw3.h"), "numa": libs("libnuma.so*"),
+    "installed": inst, "venv_python": os.path.exists(os.path.join(venv, "bin/python")),
+    "marker": bool(marker) and os.path.exists(marker), "resolve": resolved,
+    "time_start": t0, "time": time.time(),
+}
+print(json.dumps(doc))
+"""
+
+#: what a node needs, as Debian/Ubuntu packages (and what to look for in the facts)
+PACKAGES = (
+    ("C compiler", "cc", ("build-essential",)),
+    ("MPI", "mpicc", ("openmpi-bin", "libopenmpi-dev")),
+    ("BLAS", "blas", ("libopenblas-dev",)),
+    ("hwloc", "hwloc", ("hwloc",)),
+    ("FFTW", "fftw", ("libfftw3-dev", "libfftw3-mpi-dev")),
+    ("libnuma", "numa", ("libnuma-dev",)),
+)
+_MANAGERS = {"debian": "apt-get install -y", "ubuntu": "apt-get install -y", "raspbian": "apt-get install -y",
+             "fedora": "dnf install -y", "rhel": "dnf install -y", "centos": "dnf install -y",
+             "rocky": "dnf install -y", "almalinux": "dnf install -y", "opensuse": "zypper install -y",
+             "sles": "zypper install -y"}
+#: the same needs under RPM names
+_RPM = {"build-essential": "gcc make", "openmpi-bin": "openmpi", "libopenmpi-dev": "openmpi-devel",
+        "libopenblas-dev": "openblas-devel", "hwloc": "hwloc", "libfftw3-dev": "fftw-devel",
+        "libfftw3-mpi-dev": "fftw-openmpi-devel", "libnuma-dev": "numactl-devel"}
+
+
+def missing_packages(facts: dict[str, Any]) -> tuple[list[str], str | None]:
+    """(what is missing, by name; the command that installs it on this node's OS, or None)."""
+    missing, pkgs = [], []
+    for what, key, deb in PACKAGES:
+        if not facts.get(key):
+            missing.append(what)
+            pkgs += deb
+    if not missing:
+        return [], None
+    os_ = facts.get("os") or {}
+    ids = [os_.get("ID", "")] + os_.get("ID_LIKE", "").split()
+    cmd = next((_MANAGERS[i] for i in ids if i in _MANAGERS), None)
+    if cmd is None:
+        return missing, None
+    if not cmd.startswith("apt"):
+        pkgs = [p for d in pkgs for p in _RPM.get(d, d).split()]
+    return missing, f"sudo {cmd} {' '.join(dict.fromkeys(pkgs))}"

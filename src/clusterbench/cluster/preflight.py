@@ -1,0 +1,332 @@
+"""``cluster preflight``: can this cluster run MPI? Every problem named, per node, in seconds.
+
+Checked on every node at once, each bounded in time (a node that hangs is named, never waited for):
+
+* **ssh** without prompts (BatchMode): a password prompt, an unknown or changed host key, a refused
+  connection, a name that does not resolve, a node that does not answer: each named with its fix
+  (:func:`clusterbench.launch.remote.ssh_problem`);
+* the **name** each node calls itself against the name in the hostfile (Open MPI's daemons, and
+  users, go by it), and every node resolving every other node and the head, forward and back
+  (Open MPI's daemons and Hydra's proxies call back to the head);
+* **versions**: clusterbench (the digest of its files), MPI, the compiler, BLAS: differences named;
+* **free memory** per node and the **clock offset** of each node to the head (midpoint of the ssh
+  round trip; per-node energy and timelines depend on it), with its uncertainty;
+* an **MPI launch** across every rank the hostfile allows (``hostname`` under the MPI's launcher),
+  and, where clusterbench is installed on every node, an **MPI hello** (:file:`kernels/mpi/hello.c`:
+  allreduce and ring exchange checked) with the time it took.
+
+:func:`quick` is the subset every multi-node command runs first (ssh, names, versions), cached for
+:data:`CACHE_S` seconds per host set.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from clusterbench import __version__
+from clusterbench.errors import EnvironmentProblem, UsageError
+
+PREFLIGHT_SCHEMA = 1
+#: seconds one node may take to answer the facts query over ssh
+NODE_TIMEOUT = 8.0
+#: seconds for the MPI launch and the hello
+MPI_TIMEOUT = 20.0
+#: a passed quick preflight is trusted this long for the same hosts
+CACHE_S = 600.0
+#: |clock offset| beyond this (plus the measurement's uncertainty) is a finding
+CLOCK_LIMIT_S = 0.5
+#: less free memory than this on a node is a finding
+LOW_MEMORY = 512 * 1024 * 1024
+_MAX_WORKERS = 64
+
+
+def head_name(hosts: Sequence[str]) -> str:
+    """The name the nodes know the head by: the virtual cluster's head, or this machine's name."""
+    from clusterbench.launch import simcluster
+
+    c = simcluster.load()
+    if c is not None and c.machines and set(hosts) <= {n.name for n in c.nodes}:
+        return c.head.name
+    return socket.gethostname()
+
+
+def _problem(node: str, check: str, text: str, fix: str) -> dict[str, str]:
+    return {"node": node, "check": check, "problem": text, "fix": fix}
+
+
+def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
+    from clusterbench.cluster.install import node_facts
+
+    row: dict[str, Any] = {"host": host, "reachable": False, "problems": []}
+    t0 = time.monotonic()
+    try:
+        f = node_facts(host, [*others, head], None, timeout=NODE_TIMEOUT)
+    except EnvironmentProblem as exc:
+        row["problems"].append(_problem(host, "ssh", exc.problem, exc.fix or ""))
+        row["seconds"] = round(time.monotonic() - t0, 3)
+        return row
+    row.update(reachable=True, facts=f, seconds=round(time.monotonic() - t0, 3))
+    probs = row["problems"]
+    me = str(f.get("hostname") or "")
+    if me.split(".")[0] != host.split(".")[0]:
+        probs.append(_problem(host, "name", f"{host} calls itself {me!r}: MPI's daemons and the ranks' reports would "
+                              "not match the hostfile",
+                              f"set its host name (on {host}: hostnamectl set-hostname {host}), or name it {me} "
+                              "in the hostfile"))
+    for name, r in (f.get("resolve") or {}).items():
+        if not r.get("address"):
+            probs.append(_problem(host, "resolve", f"{host} cannot resolve {name}",
+                                  f"add {name} to /etc/hosts on {host} (every node must know every node and the head)"))
+        elif r.get("name") and r["name"].split(".")[0] != name.split(".")[0] and name != "localhost":
+            probs.append(_problem(host, "resolve", f"on {host}, {name} resolves to {r['address']}, which resolves back "
+                                  f"to {r['name']}",
+                                  f"make /etc/hosts on {host} name {r['address']} as {name} first"))
+    if not f.get("python_ok"):
+        probs.append(_problem(host, "python", f"{host} has Python {f.get('python')}: clusterbench needs 3.10+",
+                              f"install a newer python3 on {host}"))
+    if f.get("mem_available") is not None and f["mem_available"] < LOW_MEMORY:
+        probs.append(_problem(host, "memory", f"{host} has {f['mem_available'] / 2**20:.0f} MiB free",
+                              "stop what uses its memory before benchmarking"))
+    return row
+
+
+def _differences(rows: dict[str, dict[str, Any]], digest: str | None) -> list[dict[str, str]]:
+    """Versions that differ between the nodes (and the head for clusterbench), named per node."""
+    probs = []
+    checks = (("clusterbench", lambda f: (f.get("installed") or {}).get("digest")),
+              ("MPI", lambda f: f.get("mpirun")), ("compiler", lambda f: f.get("cc")),
+              ("BLAS", lambda f: ",".join(f.get("blas") or []) or None))
+    facts = {h: r["facts"] for h, r in rows.items() if r.get("reachable")}
+    for what, get in checks:
+        vals = {h: get(f) for h, f in facts.items()}
+        if what == "clusterbench":
+            for h, v in vals.items():
+                inst = facts[h].get("installed") or {}
+                if v is None:
+                    probs.append(_problem(h, "version", f"clusterbench is not installed on {h}",
+                                          f"clusterbench cluster install --hosts {h}"))
+                elif digest is not None and v != digest:
+                    probs.append(_problem(h, "version", f"{h} has another clusterbench ({inst.get('version')}, "
+                                          f"digest {v}) than this head ({__version__}, digest {digest})",
+                                          f"clusterbench cluster install --hosts {h}"))
+            continue
+        missing = [h for h, v in vals.items() if not v]
+        for h in missing:
+            probs.append(_problem(h, "software", f"{h} has no {what}",
+                                  "see `clusterbench cluster install` for the packages to install"))
+        present = {h: v for h, v in vals.items() if v}
+        if len(set(present.values())) > 1:
+            common = statistics.mode(present.values())
+            for h, v in present.items():
+                if v != common:
+                    probs.append(_problem(h, "version", f"{h} has {what} {v!r}, the others {common!r}",
+                                          f"install the same {what} on every node"))
+    return probs
+
+
+def _clock(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    out = {}
+    for h, r in rows.items():
+        f = r.get("facts")
+        if not f:
+            continue
+        mid = (f["head_sent"] + f["head_received"]) / 2
+        # the node's stamp falls somewhere in the round trip: the midpoint is off by at most half of it
+        out[h] = {"offset_s": round(f["time_start"] - mid, 4), "uncertainty_s": round(f["rtt_s"] / 2, 4)}
+    return out
+
+
+def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kind: str | None) -> dict[str, Any]:
+    """The MPI launch (``hostname`` on every slot) and, when installed everywhere, the MPI hello."""
+    import tempfile
+
+    from clusterbench.benchmarks.mpi.common import sim_cluster_of
+    from clusterbench.launch import mpi as M
+    from clusterbench.launch import process, simcluster
+
+    out: dict[str, Any] = {}
+    mpi = M.detect_mpi(kind=mpi_kind)
+    spec = M.LaunchSpec(nranks=sum(h.slots for h in hosts), hosts=list(hosts), transport="auto",
+                        allow_root=allow_root, oversubscribe=True, prove_transport=False, launcher="mpirun")
+    sim = sim_cluster_of(list(hosts))
+    if sim is not None:
+        spec.prefix = simcluster.exec_prefix(sim.head, sim)
+        spec.sim = sim
+        spec.tcp_include = sim.subnet
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="cb-preflight-") as wd:
+        cmd, env = M.build_command(mpi, spec, ["hostname"], wd)
+        try:
+            p = process.run([*spec.prefix, *cmd], env={**os.environ, **env}, timeout=MPI_TIMEOUT)
+            rc, text = p.returncode, (p.stdout or "") + (p.stderr or "")
+        except Exception as exc:  # a timeout, a missing launcher  # noqa: BLE001
+            rc, text = None, str(exc)
+    names = [ln.strip() for ln in text.splitlines() if ln.strip() and " " not in ln.strip()]
+    launch = {"command": " ".join(cmd), "seconds": round(time.monotonic() - t0, 3), "ok": rc == 0,
+              "ranks": len(names), "hosts": sorted(set(names))}
+    if rc != 0:
+        problem, fix = M._explain(text, rc, "MPI launch of `hostname`")
+        launch.update(problem=problem if rc is not None else f"MPI launch did not finish within {MPI_TIMEOUT:g} s",
+                      fix=fix)
+    out["launch"] = launch
+    if not installed or rc != 0:
+        out["hello"] = {"skipped": "clusterbench is not installed on every node" if not installed
+                        else "the MPI launch failed"}
+        return out
+    from clusterbench.kernels.build import build_kernel
+
+    b = build_kernel("hello", openmp=False, cc=mpi.mpicc)
+    t0 = time.monotonic()
+    try:
+        run = M.run_mpi(mpi, spec, [str(b.path)], timeout=MPI_TIMEOUT, launch_timeout=MPI_TIMEOUT, name="hello")
+        res = next((r for r in run.records if r.get("type") == "result"), None)
+        out["hello"] = {"ok": res is not None, "seconds": round(time.monotonic() - t0, 3),
+                        "exchange_s": res["samples"][0] if res else None, "ranks": run.info.get("nranks"),
+                        "mpi_library": run.info.get("mpi_library")}
+    except EnvironmentProblem as exc:
+        out["hello"] = {"ok": False, "problem": exc.problem, "fix": exc.fix, "seconds": round(time.monotonic() - t0, 3)}
+    except Exception as exc:  # KernelFailed: the launch or the exchange failed  # noqa: BLE001
+        out["hello"] = {"ok": False, "problem": getattr(exc, "problem", str(exc)), "fix": getattr(exc, "fix", ""),
+                        "seconds": round(time.monotonic() - t0, 3)}
+    return out
+
+
+def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = False, mpi_kind: str | None = None,
+              say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """The full preflight of ``hosts`` (:class:`~clusterbench.launch.mpi.hosts.Host` list)."""
+    from clusterbench.cluster.install import prepare_wheels
+
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise UsageError(f"the hostfile names {next(n for n in names if names.count(n) > 1)} twice",
+                         "name each node once, with slots=N for its ranks")
+    t0 = time.monotonic()
+    head = head_name(names)
+    with ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, len(names))) as pool:
+        rows = dict(zip(names, pool.map(lambda h: _node(h, [n for n in names if n != h], head), names)))
+    _, digest = prepare_wheels()
+    problems = [p for r in rows.values() for p in r["problems"]]
+    problems += _differences(rows, digest)
+    clock = _clock(rows)
+    for h, c in clock.items():
+        if abs(c["offset_s"]) > CLOCK_LIMIT_S + c["uncertainty_s"]:
+            problems.append(_problem(h, "clock", f"{h}'s clock is {c['offset_s']:+.2f} s off the head's",
+                                     f"run NTP (chrony or systemd-timesyncd) on {h} and the head"))
+    for h in hosts:
+        f = rows[h.name].get("facts") or {}
+        if f.get("cpus") and h.slots > f["cpus"]:
+            problems.append(_problem(h.name, "slots", f"the hostfile gives {h.name} {h.slots} slots, it has "
+                                     f"{f['cpus']} cpus", f"write {h.name} slots={f['cpus']} (or fewer)"))
+    reach = [h for h in hosts if rows[h.name]["reachable"]]
+    installed = all((rows[h.name].get("facts") or {}).get("installed", {}) and
+                    (rows[h.name]["facts"]["installed"] or {}).get("digest") == digest for h in hosts)
+    mpi_doc: dict[str, Any] = {}
+    if mpi and len(reach) == len(hosts) and not [p for p in problems if p["check"] in ("name", "resolve")]:
+        mpi_doc = _mpi_checks(hosts, installed, allow_root, mpi_kind)
+        for key in ("launch", "hello"):
+            d = mpi_doc.get(key) or {}
+            if d.get("problem"):
+                problems.append(_problem("all", f"mpi-{key}", d["problem"], d.get("fix") or ""))
+    elif mpi:
+        mpi_doc = {"skipped": "fix the problems above first: MPI needs every node reachable and named right"}
+    doc = {"preflight_schema": PREFLIGHT_SCHEMA, "hosts": names, "head": head, "ok": not problems,
+           "problems": problems, "nodes": {h: {k: v for k, v in r.items() if k != "facts"} |
+                                           {"facts": _brief(r.get("facts"))} for h, r in rows.items()},
+           "clock": clock, "mpi": mpi_doc, "digest": digest, "seconds": round(time.monotonic() - t0, 3)}
+    _remember(names, doc)
+    return doc
+
+
+def _brief(f: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not f:
+        return None
+    keep = ("hostname", "home", "user", "python", "machine", "cpus", "mem_available", "mem_total", "home_free", "cc",
+            "mpirun", "blas", "installed", "os")
+    return {k: f.get(k) for k in keep}
+
+
+def _cache_file(names: Sequence[str]) -> Path:
+    base = os.environ.get("CLUSTERBENCH_CACHE")
+    root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "clusterbench"
+    key = hashlib.sha256(json.dumps(sorted(names)).encode()).hexdigest()[:16]
+    return root / "preflight" / f"{key}.json"
+
+
+def _remember(names: Sequence[str], doc: dict[str, Any]) -> None:
+    path = _cache_file(names)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}")
+        tmp.write_text(json.dumps({"time": time.time(), "ok": doc["ok"], "digest": doc["digest"]}))
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def quick(hosts: Sequence[str]) -> None:
+    """Before a multi-node run across separate machines: ssh, names, resolution and versions, on
+    every node at once (cached for :data:`CACHE_S` s after a pass). Raises EnvironmentProblem with
+    the first problem, naming the node and the fix; nothing has been started or stored."""
+    from clusterbench.cluster.install import prepare_wheels
+    from clusterbench.launch import nodes
+
+    remote_hosts = nodes.separate(hosts)
+    if not remote_hosts:
+        return
+    names = list(dict.fromkeys(hosts))
+    _, digest = prepare_wheels()
+    try:
+        cached = json.loads(_cache_file(names).read_text())
+        if cached.get("ok") and cached.get("digest") == digest and time.time() - cached["time"] < CACHE_S:
+            return
+    except (OSError, ValueError, KeyError):
+        pass
+    head = head_name(names)
+    with ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, len(remote_hosts))) as pool:
+        rows = dict(zip(remote_hosts, pool.map(lambda h: _node(h, [n for n in names if n != h], head), remote_hosts)))
+    problems = [p for r in rows.values() for p in r["problems"] if p["check"] != "memory"]
+    problems += [p for p in _differences(rows, digest) if p["check"] == "version"]
+    if problems:
+        p = problems[0]
+        more = len(problems) - 1
+        raise EnvironmentProblem(p["problem"] + (f" (and {more} more problem(s): clusterbench cluster preflight)"
+                                                 if more else ""), p["fix"])
+    _remember(names, {"ok": True, "digest": digest})
+
+
+def format_preflight(doc: dict[str, Any]) -> list[str]:
+    lines = [f"preflight of {len(doc['hosts'])} node(s) from {doc['head']}: "
+             + ("ready" if doc["ok"] else f"{len(doc['problems'])} problem(s)") + f" ({doc['seconds']:.1f} s)"]
+    for h, r in doc["nodes"].items():
+        f = r.get("facts") or {}
+        c = doc["clock"].get(h)
+        inst = (f.get("installed") or {}) if f else {}
+        lines.append(f"  {h}: " + (f"{f.get('hostname')}, {f.get('machine')}, {f.get('cpus')} cpus, "
+                                   f"{(f.get('mem_available') or 0) / 2**30:.1f} GiB free, python {f.get('python')}, "
+                                   f"clusterbench {inst.get('version') or '-'}"
+                                   + (f", clock {c['offset_s']:+.3f} s (+-{c['uncertainty_s']:.3f})" if c else "")
+                                   + f", answered in {r['seconds']:.2f} s"
+                                   if r["reachable"] else "unreachable"))
+    m = doc.get("mpi") or {}
+    if m.get("launch"):
+        la = m["launch"]
+        lines.append(f"  MPI launch: {'ok' if la['ok'] else 'FAILED'}, {la['ranks']} rank(s) on "
+                     f"{len(la['hosts'])} node(s) in {la['seconds']:.2f} s")
+    if m.get("hello"):
+        he = m["hello"]
+        lines.append("  MPI hello: " + (f"skipped ({he['skipped']})" if "skipped" in he else
+                                        f"ok, {he.get('ranks')} ranks exchanged data, {he['seconds']:.2f} s"
+                                        if he.get("ok") else "FAILED"))
+    if m.get("skipped"):
+        lines.append(f"  MPI: skipped ({m['skipped']})")
+    for p in doc["problems"]:
+        lines.append(f"problem [{p['check']}] {p['problem']}; fix: {p['fix']}")
+    return lines
