@@ -201,6 +201,10 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     record = new_run_record(argv, probe_data, profile)
     record["tags"], record["note"] = tags, note
     hosts = list(dict.fromkeys(h for bench, params in steps for h in bench.hosts(params)))
+    if hosts:  # separate machines: reachable, named right, the same clusterbench (cached a while after a pass)
+        from clusterbench.cluster.preflight import quick
+
+        quick(hosts)
     meter = _meter(power, watts, power_interval, hosts)  # bad power input: refused before anything is stored
     if meter is not None:
         from clusterbench.analysis.energy import LEVEL, METHOD

@@ -18,6 +18,7 @@ saying so). Hosts are queried in parallel.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -93,13 +94,18 @@ def _sim_node(host: str, cluster: simcluster.SimCluster | None) -> simcluster.Si
         return None
 
 
-def _is_local(host: str) -> bool:
+@functools.lru_cache(maxsize=1)
+def _local_names() -> frozenset[str]:
     names = {"localhost", "127.0.0.1", "::1", socket.gethostname()}
     try:
-        names.add(socket.getfqdn())
+        names.add(socket.getfqdn())  # a DNS lookup: seconds where DNS does not answer, so once
     except OSError:
         pass
-    return host in names
+    return frozenset(names)
+
+
+def _is_local(host: str) -> bool:
+    return host in _local_names()
 
 
 def transport(host: str, *, cluster: simcluster.SimCluster | None = None, python: str | None = None,

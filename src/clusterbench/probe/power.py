@@ -432,6 +432,26 @@ class CommandSource(LiveSource):
         self.command = spec.arg.replace("{node}", shlex.quote(node))
         self.timeout = CMD_TIMEOUT
         self.unit: str | None = None
+        #: a node that is a machine of its own (reached by ssh) runs its meter command itself, where
+        #: its meter is (a sensor on its board); the others run it here
+        self.on: Any = _separate_machine(node) if node != CLUSTER else None
+        if self.on is not None:
+            self.timeout = CMD_TIMEOUT + 3.0  # an ssh connection per reading
+
+    def _run(self) -> str:
+        if self.on is None:
+            return run_bounded(["sh", "-c", self.command], self.timeout)
+        from clusterbench.errors import EnvironmentProblem
+        from clusterbench.launch import remote
+
+        try:
+            p = remote.run_command(self.on, ["sh", "-c", self.command], timeout=self.timeout)
+        except EnvironmentProblem as exc:
+            raise SampleFailed(exc.problem) from None
+        if p.returncode != 0:
+            last = (p.stderr or "").strip().splitlines()[-1:] or [""]
+            raise SampleFailed(f"exited with status {p.returncode} on {self.on.host}" + (f": {last[0][:120]}" if last[0] else ""))
+        return p.stdout
 
     @property
     def command_text(self) -> str:
@@ -439,7 +459,7 @@ class CommandSource(LiveSource):
 
     def check(self) -> None:
         try:
-            _, self.unit = parse_reading(run_bounded(["sh", "-c", self.command], self.timeout))
+            _, self.unit = parse_reading(self._run())
         except SampleFailed as exc:
             raise UsageError(f"--power {self.spec.text}: the meter command failed at the start: {exc}",
                              "check it by hand: it must print one number of watts (7.5, 7.5 W) or joules (1234 J) "
@@ -447,7 +467,7 @@ class CommandSource(LiveSource):
         self.counter = self.unit == "J"
 
     def read(self) -> Sample:
-        value, unit = parse_reading(run_bounded(["sh", "-c", self.command], self.timeout))
+        value, unit = parse_reading(self._run())
         if unit != self.unit:
             raise SampleFailed(f"the meter printed {unit} where it printed {self.unit} at the start")
         return Sample(0.0, 0.0, joules={"meter": value}) if unit == "J" else Sample(0.0, 0.0, watts=value)
@@ -616,6 +636,19 @@ class CsvSource(Source):
 # ---------------------------------------------------------------------------------------------
 def this_host() -> str:
     return socket.gethostname()
+
+
+def _separate_machine(node: str) -> Any:
+    """The ssh transport of ``node`` when it is a machine of its own, else None (this machine, a
+    namespace of it, or a name that is not a host: a meter command reads it from here)."""
+    from clusterbench.errors import ClusterbenchError
+    from clusterbench.launch import remote
+
+    try:
+        t = remote.transport(node)
+    except ClusterbenchError:
+        return None
+    return t if t.kind == "ssh" else None
 
 
 def _make(spec: Spec, label: str, covers: Sequence[str], node: str, root: str) -> Source:

@@ -32,8 +32,11 @@ def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
         cmd.append("--allow-run-as-root")
     cmd += ["-np", str(spec.nranks)]
     # Session directories of this run only: every daemon on a host (and on every node of the
-    # virtual cluster, which share one file system and host name) starts from a clean slate.
-    cmd += ["--mca", "orte_tmpdir_base", str(wd)]
+    # virtual cluster, which share one file system and host name) starts from a clean slate. Not
+    # on separate machines: the folder is this machine's, and each node's daemon would leave it
+    # behind in its own /tmp (there Open MPI's default session directory is the node's own).
+    if not spec.hosts or (spec.sim is not None and not getattr(spec.sim, "machines", False)):
+        cmd += ["--mca", "orte_tmpdir_base", str(wd)]
     if spec.hosts:
         hf = wd / "hostfile"
         hf.write_text("".join(f"{h.name} slots={h.slots}" + (f" max_slots={h.max_slots}" if h.max_slots else "")
