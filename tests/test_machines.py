@@ -36,8 +36,12 @@ def _on(c, node: str, *cmd: str, timeout: float = 30) -> subprocess.CompletedPro
 
 def _leftovers(c) -> dict[str, list[str]]:
     """Per machine: processes other than its init and sshd, and files in its /tmp and /var/tmp."""
+    from clusterbench.launch import machines as M
+
     out = {}
     for m in c.nodes:
+        if not M.node_alive(m):
+            continue  # a machine that was killed: nothing runs there any more
         ps = _on(c, m.name, "ps", "-e", "-o", "pid=,comm=").stdout.split("\n")
         procs = [ln.strip() for ln in ps if ln.strip() and ln.split()[1:2] not in (["python3"], ["sshd"], ["ps"])
                  and ln.split()[0] != "1"]
@@ -139,3 +143,125 @@ def test_install_preflight_and_runs_across_machines(machines, mpi, tmp_path):
     assert _on(c, "node1", "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == ""
     assert _leftovers(c) == {}
     print(f"install of {len(c.nodes)} machines: {install_s:.1f} s")
+
+
+def _up(n: int, tmp_path: Path, monkeypatch, breaks: list[str]):
+    from clusterbench.launch import simcluster
+
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
+    return simcluster.up(n, machines=True, breaks=breaks)
+
+
+def test_preflight_names_every_broken_machine_and_its_fix(tmp_path, monkeypatch, mpi):
+    """Eight machines, seven broken as users find them: preflight names each, with its fix, in seconds;
+    a run across a broken pair stops before anything starts, in one line naming the node."""
+    from clusterbench.launch import simcluster
+
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        pytest.skip("the virtual cluster needs root")
+    c = _up(8, tmp_path, monkeypatch, ["node2:unknown-key", "node3:password", "node4:no-sshd",
+                                       "node5:hostname=nodeX", "node6:hosts-missing=node1", "node7:no-compiler",
+                                       "node8:no-mpi"])
+    try:
+        db = tmp_path / "r.db"
+        hf = tmp_path / "hosts"
+        hf.write_text("".join(f"{m.name} slots=1\n" for m in c.nodes) + "node1 slots=1\n")
+        t = time.monotonic()
+        p = _cli("cluster", "preflight", "--hostfile", str(hf), "--json", db=db, timeout=120)
+        took = time.monotonic() - t
+        assert p.returncode == 3, p.stderr
+        doc = json.loads(p.stdout)
+        by = {}
+        for pr in doc["problems"]:
+            by.setdefault(pr["node"], []).append(pr)
+        text = {n: " | ".join(f"{x['problem']} -> {x['fix']}" for x in v) for n, v in by.items()}
+        assert "not in known_hosts" in text["node2"] and "ssh-keyscan node2" in text["node2"]
+        assert "asks for a password" in text["node3"] and "ssh-copy-id node3" in text["node3"]
+        assert "sshd is not running" in text["node4"]
+        assert "node5 calls itself 'nodeX'" in text["node5"] and "hostnamectl set-hostname node5" in text["node5"]
+        assert "node6 cannot resolve node1" in text["node6"] and "/etc/hosts on node6" in text["node6"]
+        assert "node7 has no compiler" in text["node7"]
+        assert "node8 has no MPI" in text["node8"]
+        assert "names node1 on lines 1, 9" in text["node1"]  # the hostfile's repeat
+        assert not {"node2", "node3", "node4"} & {n for n, r in doc["nodes"].items() if r["reachable"]}
+        assert took < 60, took
+        p = _cli("cluster", "preflight", "--hostfile", str(hf), db=db, timeout=120)
+        assert "problem [version] clusterbench is not installed on node1, node5, node6, node7, node8" in p.stdout
+        # a run across a broken machine: one line naming it and the fix, nothing started or stored
+        for pair, needle in (("node1,node2", "node2 over ssh: its host key is not in known_hosts"),
+                             ("node1,node3", "node3 over ssh: it asks for a password"),
+                             ("node1,node4", "node4 over ssh: nothing answers on the ssh port"),
+                             ("node5,node1", "node5 calls itself 'nodeX'")):
+            p = _cli("run", "pingpong", "--hosts", pair, "--quick", db=db, timeout=120)
+            err = p.stderr.strip().splitlines()
+            assert p.returncode == 3 and len(err) == 1 and needle in err[0], (pair, p.stderr)
+        assert _runs(db) == 0
+        assert _leftovers(simcluster.load()) == {}
+    finally:
+        simcluster.down()
+
+
+def test_install_on_a_full_disk_and_another_version(tmp_path, monkeypatch, mpi):
+    from clusterbench.launch import simcluster
+
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        pytest.skip("the virtual cluster needs root")
+    c = _up(3, tmp_path, monkeypatch, ["node3:disk=3m"])
+    try:
+        db = tmp_path / "r.db"
+        p = _cli("cluster", "install", "--hosts", "node1,node2,node3", "--json", db=db)
+        assert p.returncode == 3, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["nodes"]["node1"]["status"] == "installed" and doc["nodes"]["node2"]["status"] == "installed"
+        assert doc["failed"] == ["node3"] and "no space left" in doc["nodes"]["node3"]["error"]
+        assert "free space on node3" in doc["nodes"]["node3"]["error"]
+        # node3 is left without a half install, and nothing in its temporary folders
+        assert _on(c, "node3", "sh", "-c", "ls ~/.local/share/clusterbench/installed.json").returncode != 0
+        assert _leftovers(c) == {}
+        # another clusterbench on node2: named before anything runs
+        _on(c, "node2", "sh", "-c", "sed -i 's/\"digest\": \"[0-9a-f]*\"/\"digest\": \"0000\"/' "
+            "~/.local/share/clusterbench/installed.json")
+        p = _cli("run", "pingpong", "--hosts", "node1,node2", "--quick", db=db)
+        assert p.returncode == 3 and "node2 has another clusterbench" in p.stderr and \
+            "cluster install --hosts node2" in p.stderr, p.stderr
+        assert _runs(db) == 0
+        p = _cli("cluster", "install", "--hosts", "node1,node2", "--json", db=db)
+        st = {h: r["status"] for h, r in json.loads(p.stdout)["nodes"].items()}
+        assert st == {"node1": "already installed", "node2": "installed"}
+    finally:
+        simcluster.down()
+
+
+def test_a_machine_killed_during_hpl_ends_the_run_and_leaves_nothing(tmp_path, monkeypatch, mpi):
+    from clusterbench.launch import machines as M
+    from clusterbench.launch import simcluster
+
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        pytest.skip("the virtual cluster needs root")
+    c = _up(3, tmp_path, monkeypatch, [])
+    try:
+        db = tmp_path / "r.db"
+        assert _cli("cluster", "install", "--hosts", "node1,node2,node3", db=db).returncode == 0
+        run = subprocess.Popen([sys.executable, "-m", "clusterbench", "--db", str(db), "run", "hpl", "--hosts",
+                                "node1,node2", "--n", "9000", "--timeout", "240"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"})
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # until node2's rank runs
+            if "hpl" in _on(c, "node2", "ps", "-e", "-o", "comm=").stdout:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        M.stop_node(c, c.node("node2"))
+        out, err = run.communicate(timeout=120)
+        lines = err.strip().splitlines()
+        assert run.returncode != 0 and lines, err
+        assert "MPI lost node node2 in the middle of the run" in lines[-1], err
+        assert "clusterbench cluster preflight --hosts node2" in lines[-1]
+        rows = sqlite3.connect(db).execute("SELECT status FROM runs").fetchall()
+        assert all(s != "complete" for (s,) in rows)
+        time.sleep(1.0)
+        left = {k: v for k, v in _leftovers(c).items() if k != "node2"}
+        assert left == {}, left
+    finally:
+        simcluster.down()

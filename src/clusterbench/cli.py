@@ -565,8 +565,13 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         from clusterbench.benchmarks.mpi.common import allow_root_default
         from clusterbench.cluster.preflight import format_preflight, preflight
 
+        repeats = {}
+        if args.hostfile:
+            from clusterbench.launch.mpi.hosts import hostfile_repeats
+
+            repeats = hostfile_repeats(args.hostfile)
         doc = preflight(_cluster_hosts(args), mpi=not args.no_mpi, allow_root=args.allow_root or allow_root_default(),
-                        mpi_kind=args.mpi)
+                        mpi_kind=args.mpi, repeats=repeats)
         if args.json:
             dump_json(doc)
         else:

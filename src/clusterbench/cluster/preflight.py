@@ -200,8 +200,10 @@ def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kin
 
 
 def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = False, mpi_kind: str | None = None,
-              say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """The full preflight of ``hosts`` (:class:`~clusterbench.launch.mpi.hosts.Host` list)."""
+              repeats: dict[str, list[int]] | None = None, say: Callable[[str], None] = lambda s: None
+              ) -> dict[str, Any]:
+    """The full preflight of ``hosts`` (:class:`~clusterbench.launch.mpi.hosts.Host` list);
+    ``repeats``: host names the hostfile lists on several lines (their line numbers)."""
     from clusterbench.cluster.install import prepare_wheels
 
     names = [h.name for h in hosts]
@@ -215,6 +217,11 @@ def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = Fals
     _, digest = prepare_wheels()
     problems = [p for r in rows.values() for p in r["problems"]]
     problems += _differences(rows, digest)
+    for h, lines in (repeats or {}).items():
+        slots = next((x.slots for x in hosts if x.name == h), None)
+        problems.append(_problem(h, "hostfile", f"the hostfile names {h} on lines {', '.join(map(str, lines))}: "
+                                 f"Open MPI adds their slots up ({slots})",
+                                 f"name {h} once, with the slots you mean: {h} slots=N"))
     clock = _clock(rows)
     for h, c in clock.items():
         if abs(c["offset_s"]) > CLOCK_LIMIT_S + c["uncertainty_s"]:
@@ -327,6 +334,14 @@ def format_preflight(doc: dict[str, Any]) -> list[str]:
                                         if he.get("ok") else "FAILED"))
     if m.get("skipped"):
         lines.append(f"  MPI: skipped ({m['skipped']})")
+    # the same problem on several nodes is said once, with the nodes named
+    groups: dict[tuple[str, str, str], list[str]] = {}
     for p in doc["problems"]:
-        lines.append(f"problem [{p['check']}] {p['problem']}; fix: {p['fix']}")
+        node = p["node"]
+        key = (p["check"], p["problem"].replace(node, "{node}") if node != "all" else p["problem"],
+               (p["fix"] or "").replace(node, "{node}") if node != "all" else p["fix"] or "")
+        groups.setdefault(key, []).append(node)
+    for (check, problem, fix), nodes in groups.items():
+        lines.append(f"problem [{check}] {problem.replace('{node}', ', '.join(nodes))}; "
+                     f"fix: {fix.replace('{node}', ','.join(nodes))}")
     return lines

@@ -126,7 +126,7 @@ def transport(host: str, *, cluster: simcluster.SimCluster | None = None, python
         head = simcluster.exec_prefix(cluster.head, cluster)  # the head's namespaces: its ssh, keys, /etc/hosts
         if node.namespace == cluster.head.namespace:
             return Transport(host, "local", head, env_local, sys.executable)
-        return Transport(host, "ssh", [*head, "ssh", *SSH_OPTIONS, node.name], {},
+        return Transport(host, "ssh", [*head, "ssh", *SSH_OPTIONS, host], {},
                          python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or None)
     if node is not None:
         if os.geteuid() != 0:

@@ -129,7 +129,7 @@ class SimCluster:
         if isinstance(name, SimNode):
             return name
         for m in [self.head, *self.nodes]:
-            if name in (m.name, m.namespace, m.short):
+            if name in (m.name, m.namespace, m.short) or (self.machines and name == m.address):
                 return m
         raise UsageError(f"sim-cluster has no node {name!r}",
                          "nodes are " + ", ".join(n.name for n in self.nodes))

@@ -98,6 +98,19 @@ def parse_hostfile(path: str | os.PathLike) -> list[Host]:
     return _merge(hosts)
 
 
+def hostfile_repeats(path: str | os.PathLike) -> dict[str, list[int]]:
+    """Host names a hostfile lists on more than one line -> those line numbers (Open MPI adds their
+    slots up, which is rarely what was meant: preflight names them)."""
+    from clusterbench.files import read_text
+
+    seen: dict[str, list[int]] = {}
+    for lineno, raw in enumerate(read_text(path, "hostfile").splitlines(), 1):
+        toks = raw.split("#", 1)[0].split()
+        if toks:
+            seen.setdefault(toks[0], []).append(lineno)
+    return {h: lines for h, lines in seen.items() if len(lines) > 1}
+
+
 def check_slots(hosts: Sequence[Host], nranks: int, oversubscribe: bool = False) -> None:
     total = sum(h.slots for h in hosts)
     if nranks > total and not oversubscribe:

@@ -67,7 +67,17 @@ _KNOWN_ERRORS = (
 _RANK_SAYS_RE = re.compile(r"^\S+ rank (\d+): (.+)$")
 
 
+#: Open MPI's words when a node's daemon disappears mid-job (the node died, rebooted, dropped off the
+#: network): the banner names the node
+_LOST_DAEMON_RE = re.compile(r"lost communication with a remote daemon.*?Remote daemon:.*? on node (\S+)", re.S)
+
+
 def _explain(stderr: str, rc: int | None, what: str) -> tuple[str, str]:
+    lost = _LOST_DAEMON_RE.search(stderr)
+    if lost:
+        node = lost.group(1).rstrip(".,;")
+        return (f"{what} stopped: MPI lost node {node} in the middle of the run (it died, rebooted or dropped off "
+                "the network)", f"check {node} (clusterbench cluster preflight --hosts {node}), then run again")
     said = [m for m in (_RANK_SAYS_RE.match(ln.strip()) for ln in stderr.splitlines()) if m]
     if said:  # the kernel's own words on why it stopped, not MPI's abort banner
         return f"{what} failed on rank {said[0].group(1)}: {said[0].group(2)}", "check the parameters (see --help)"
