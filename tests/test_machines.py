@@ -186,7 +186,8 @@ def test_preflight_names_every_broken_machine_and_its_fix(tmp_path, monkeypatch,
         assert not {"node2", "node3", "node4"} & {n for n, r in doc["nodes"].items() if r["reachable"]}
         assert took < 60, took
         p = _cli("cluster", "preflight", "--hostfile", str(hf), db=db, timeout=120)
-        assert "problem [version] clusterbench is not installed on node1, node5, node6, node7, node8" in p.stdout
+        assert "problem [version] clusterbench is not installed on node1, node5, node6, node7, node8; fix: " \
+            "clusterbench cluster install --hosts node1,node5,node6,node7,node8" in p.stdout, p.stdout
         # a run across a broken machine: one line naming it and the fix, nothing started or stored
         for pair, needle in (("node1,node2", "node2 over ssh: its host key is not in known_hosts"),
                              ("node1,node3", "node3 over ssh: it asks for a password"),

@@ -575,7 +575,9 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         if args.json:
             dump_json(doc)
         else:
-            sys.stdout.write("".join(f"{line}\n" for line in format_preflight(doc)))
+            arg = f"--hostfile {shlex.quote(args.hostfile)}" if args.hostfile else \
+                f"--hosts {args.hosts}" if args.hosts else None
+            sys.stdout.write("".join(f"{line}\n" for line in format_preflight(doc, arg)))
         return 0 if doc["ok"] else 3
 
     hosts = [h for h in args.hosts.split(",") if h]

@@ -156,6 +156,13 @@ def mpi_kernel_requests() -> list[dict[str, Any]]:
             cls().prepare(ctx, {p.name: p.default for p in cls.params})
         except Exception:  # a benchmark this head cannot prepare (no FFTW, say): not shipped  # noqa: BLE001
             continue
+    from clusterbench.kernels.build import build_kernel
+    from clusterbench.launch.mpi import detect_mpi
+
+    try:  # preflight's MPI hello too
+        build_kernel("hello", openmp=False, cc=detect_mpi().mpicc)
+    except Exception:  # noqa: BLE001
+        pass
     return [r for k, r in REQUESTS.items() if k not in before and r.get("cc", "") and "mpi" in (r.get("cc") or "")]
 
 

@@ -62,6 +62,57 @@ def _problem(node: str, check: str, text: str, fix: str) -> dict[str, str]:
     return {"node": node, "check": check, "problem": text, "fix": fix}
 
 
+#: the node's side of the clock exchange: its time for every line the head sends
+_CLOCK = "import sys, time\nfor _ in sys.stdin:\n    print(repr(time.time()), flush=True)\n"
+CLOCK_ROUNDS = 8
+
+
+def clock_offset(host: str, rounds: int = CLOCK_ROUNDS, timeout: float = NODE_TIMEOUT) -> dict[str, float] | None:
+    """The node's clock minus the head's, as NTP estimates it: over one ssh connection, ``rounds``
+    exchanges; the one with the shortest round trip gives the offset (node time minus the midpoint
+    of the round trip), half that round trip its uncertainty. None when the node cannot answer."""
+    import selectors
+    import shlex
+    import subprocess
+
+    from clusterbench.launch import process, remote
+
+    t = remote.transport(host)
+    argv = ["python3", "-u", "-c", _CLOCK]
+    cmd = [*t.prefix, " ".join(shlex.quote(a) for a in argv)] if t.kind == "ssh" else [*t.prefix, *argv]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True, preexec_fn=process.die_with_parent(9), text=True)
+    best: tuple[float, float] | None = None
+    deadline = time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        for _ in range(rounds):
+            t0 = time.time()
+            proc.stdin.write("t\n")
+            proc.stdin.flush()
+            if not sel.select(max(0.0, deadline - time.monotonic())):
+                break
+            line = proc.stdout.readline()
+            t1 = time.time()
+            try:
+                node_t = float(line)
+            except ValueError:
+                break
+            rtt = t1 - t0
+            if best is None or rtt < best[0]:
+                best = (rtt, node_t - (t0 + t1) / 2)
+    except (OSError, ValueError):
+        pass
+    finally:
+        sel.close()
+        process.kill_session(proc)
+    if best is None:
+        return None
+    return {"offset_s": round(best[1], 5), "uncertainty_s": round(best[0] / 2, 5), "rounds": rounds}
+
+
 def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
     from clusterbench.cluster.install import node_facts
 
@@ -73,7 +124,7 @@ def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
         row["problems"].append(_problem(host, "ssh", exc.problem, exc.fix or ""))
         row["seconds"] = round(time.monotonic() - t0, 3)
         return row
-    row.update(reachable=True, facts=f, seconds=round(time.monotonic() - t0, 3))
+    row.update(reachable=True, facts=f, clock=clock_offset(host), seconds=round(time.monotonic() - t0, 3))
     probs = row["problems"]
     me = str(f.get("hostname") or "")
     if me.split(".")[0] != host.split(".")[0]:
@@ -133,15 +184,7 @@ def _differences(rows: dict[str, dict[str, Any]], digest: str | None) -> list[di
 
 
 def _clock(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    out = {}
-    for h, r in rows.items():
-        f = r.get("facts")
-        if not f:
-            continue
-        mid = (f["head_sent"] + f["head_received"]) / 2
-        # the node's stamp falls somewhere in the round trip: the midpoint is off by at most half of it
-        out[h] = {"offset_s": round(f["time_start"] - mid, 4), "uncertainty_s": round(f["rtt_s"] / 2, 4)}
-    return out
+    return {h: r["clock"] for h, r in rows.items() if r.get("clock")}
 
 
 def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kind: str | None) -> dict[str, Any]:
@@ -245,7 +288,7 @@ def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = Fals
     elif mpi:
         mpi_doc = {"skipped": "fix the problems above first: MPI needs every node reachable and named right"}
     doc = {"preflight_schema": PREFLIGHT_SCHEMA, "hosts": names, "head": head, "ok": not problems,
-           "problems": problems, "nodes": {h: {k: v for k, v in r.items() if k != "facts"} |
+           "problems": problems, "nodes": {h: {k: v for k, v in r.items() if k not in ("facts", "clock")} |
                                            {"facts": _brief(r.get("facts"))} for h, r in rows.items()},
            "clock": clock, "mpi": mpi_doc, "digest": digest, "seconds": round(time.monotonic() - t0, 3)}
     _remember(names, doc)
@@ -309,7 +352,13 @@ def quick(hosts: Sequence[str]) -> None:
     _remember(names, {"ok": True, "digest": digest})
 
 
-def format_preflight(doc: dict[str, Any]) -> list[str]:
+def _nodes_text(nodes: Sequence[str], most: int = 6) -> str:
+    return ", ".join(nodes) if len(nodes) <= most else f"{len(nodes)} nodes ({nodes[0]} ... {nodes[-1]})"
+
+
+def format_preflight(doc: dict[str, Any], hosts_arg: str | None = None) -> list[str]:
+    """The report in lines; ``hosts_arg`` (e.g. ``--hostfile nodes``) is how a fix that concerns
+    every node names them."""
     lines = [f"preflight of {len(doc['hosts'])} node(s) from {doc['head']}: "
              + ("ready" if doc["ok"] else f"{len(doc['problems'])} problem(s)") + f" ({doc['seconds']:.1f} s)"]
     for h, r in doc["nodes"].items():
@@ -319,7 +368,8 @@ def format_preflight(doc: dict[str, Any]) -> list[str]:
         lines.append(f"  {h}: " + (f"{f.get('hostname')}, {f.get('machine')}, {f.get('cpus')} cpus, "
                                    f"{(f.get('mem_available') or 0) / 2**30:.1f} GiB free, python {f.get('python')}, "
                                    f"clusterbench {inst.get('version') or '-'}"
-                                   + (f", clock {c['offset_s']:+.3f} s (+-{c['uncertainty_s']:.3f})" if c else "")
+                                   + (f", clock {1e3 * c['offset_s']:+.2f} ms (+-{1e3 * c['uncertainty_s']:.2f})"
+                                      if c else "")
                                    + f", answered in {r['seconds']:.2f} s"
                                    if r["reachable"] else "unreachable"))
     m = doc.get("mpi") or {}
@@ -342,6 +392,8 @@ def format_preflight(doc: dict[str, Any]) -> list[str]:
                (p["fix"] or "").replace(node, "{node}") if node != "all" else p["fix"] or "")
         groups.setdefault(key, []).append(node)
     for (check, problem, fix), nodes in groups.items():
-        lines.append(f"problem [{check}] {problem.replace('{node}', ', '.join(nodes))}; "
+        if hosts_arg and set(nodes) == set(doc["hosts"]) and "--hosts {node}" in fix:
+            fix = fix.replace("--hosts {node}", hosts_arg)
+        lines.append(f"problem [{check}] {problem.replace('{node}', _nodes_text(nodes))}; "
                      f"fix: {fix.replace('{node}', ','.join(nodes))}")
     return lines

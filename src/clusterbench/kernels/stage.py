@@ -85,6 +85,15 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
     return {"key": p.info["cache_key"], "built": p.built, "binary": str(p.binary), "version": __version__}
 
 
+def ensure(request: dict[str, Any]) -> dict[str, Any]:
+    """Linked as :func:`stage` when this node has the build already (``"built": true``); else its
+    plan (``"built": false``, the key), so the head can copy it from a node with the same key."""
+    p = _plan(request)
+    if not p.built:
+        return {"key": p.info["cache_key"], "built": False, "binary": str(p.binary), "version": __version__}
+    return {**_link(request, p.binary, p.info), "key": p.info["cache_key"], "built": True}
+
+
 def put(request: dict[str, Any], data: bytes) -> dict[str, Any]:
     """Keep ``data``, built by another node with the same key, then link it as :func:`stage` does."""
     from clusterbench.kernels.build import keep_binary
@@ -94,17 +103,18 @@ def put(request: dict[str, Any], data: bytes) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``stage [plan|build|put] JSON``: JSON is one request or a list of them (``put``: one, the
+    """``stage [plan|ensure|build|put] JSON``: JSON is one request or a list of them (``put``: one, the
     binary on stdin); prints one JSON line (a document, or a list for a list)."""
     argv = sys.argv[1:] if argv is None else argv
-    mode = argv[0] if argv and argv[0] in ("plan", "build", "put") else "build"
-    rest = argv[1:] if argv and argv[0] in ("plan", "build", "put") else argv
+    modes = {"plan": plan, "build": stage, "ensure": ensure}
+    mode = argv[0] if argv and argv[0] in (*modes, "put") else "build"
+    rest = argv[1:] if argv and argv[0] in (*modes, "put") else argv
     try:
         request = json.loads(rest[0])
         if mode == "put":
             out: Any = put(request, sys.stdin.buffer.read())
         else:
-            fn = plan if mode == "plan" else stage
+            fn = modes[mode]
             out = [fn(r) for r in request] if isinstance(request, list) else fn(request)
     except ClusterbenchError as exc:
         print(json.dumps({"error": exc.problem, "fix": exc.fix, "version": __version__}))

@@ -10,6 +10,8 @@
   store is visible; ``/etc`` and ``/var`` are the node's own copies (copy on write);
 * its own **UTS namespace** (host name ``node1`` ... ``nodeN``) and ``/etc/hosts`` naming the head
   and every node;
+* its own **boot id** (``/proc/sys/kernel/random/boot_id``: UCX tells machines apart by it) and
+  ``/dev/shm``;
 * its own **PID namespace**, whose init (pid 1, a few lines of Python) reaps orphans, starts
   ``sshd`` and ends everything in the node when it is told to;
 * an **sshd** on its address with host keys of its own (ed25519, made at ``up``), accepting the
@@ -77,8 +79,13 @@ mkdir -p "$BASE/upper" "$BASE/work" "$BASE/root"
 mount -t overlay cb-root -o lowerdir=/,upperdir="$BASE/upper",workdir="$BASE/work" "$BASE/root"
 R="$BASE/root"
 mount -t proc proc "$R/proc"
+# a boot of its own: UCX (MPICH, Open MPI's UCX) takes the boot id for the machine's identity and
+# would try shared memory between two nodes that report the same one
+cat /proc/sys/kernel/random/uuid > "$BASE/boot_id"
+mount --bind "$BASE/boot_id" "$R/proc/sys/kernel/random/boot_id"
 mount -t sysfs sysfs "$R/sys"
 mount --rbind /dev "$R/dev"
+mount -t tmpfs -o mode=1777 cb-shm "$R/dev/shm"
 for d in @HIDDEN@; do
     if [ -d "$R/$d" ]; then mount -t tmpfs -o mode=755 cb-hidden "$R/$d"; fi
 done

@@ -43,8 +43,8 @@ def _call(host: str, mode: str, payload: Any, timeout: float, data: bytes | None
 
     t = remote.transport(host)
     if t.kind != "ssh":
-        if mode == "plan":
-            return [stage_mod.plan(r) for r in payload]
+        if mode in ("plan", "ensure"):
+            return [(stage_mod.plan if mode == "plan" else stage_mod.ensure)(r) for r in payload]
         if mode == "put":
             return stage_mod.put(payload, data or b"")
         return [stage_mod.stage(r) for r in payload]
@@ -129,8 +129,14 @@ def stage_requests(hosts: Sequence[str], requests: Sequence[dict[str, Any]], *, 
     if not todo:
         with _LOCK:
             return {h: [_STAGED[(h, k)] for k in keys] for h in hosts}
+    # one round trip per node: what it has is linked at once, what it lacks comes back as its plan
     plans = _parallel({h: [requests[i] for i in idx] for h, idx in todo.items()},
-                      lambda h, reqs: _call(h, "plan", reqs, 120.0))
+                      lambda h, reqs: _call(h, "ensure", reqs, 120.0))
+    with _LOCK:
+        for h, idx in list(todo.items()):
+            for i, pl in zip(idx, plans[h]):
+                if pl.get("built") and "launch" in pl:
+                    _STAGED[(h, keys[i])] = pl
     head_plan: dict[int, dict[str, Any]] = {}
     for i in {i for idx in todo.values() for i in idx}:
         try:
@@ -159,7 +165,9 @@ def stage_requests(hosts: Sequence[str], requests: Sequence[dict[str, Any]], *, 
                 source = min(members, key=lambda h: (load.get(h, 0), members.index(h)))
                 load[source] = load.get(source, 0) + 1
             for h in members:
-                if h == source or state[h]["built"]:
+                if state[h]["built"]:
+                    continue  # linked already by "ensure"
+                if h == source:
                     link.setdefault(h, []).append(i)
                 else:
                     copy.append((h, i, source))

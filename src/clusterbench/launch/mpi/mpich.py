@@ -56,18 +56,17 @@ def _mpich_hostfile(spec: LaunchSpec) -> str:
 def _mpich_bind_wrapper(spec: LaunchSpec, wd: Path, rank_var: str = "PMI_RANK") -> list[str]:
     """A per-rank wrapper that pins rank i to ``places[i].cpu`` with taskset. Hydra's own
     ``-bind-to user:a,b`` counts the ranks of each node from 0, so on two nodes sharing one
-    machine's cores (the virtual cluster) both ranks would get the first cpu of the list."""
-    taskset = shutil.which("taskset")
-    if not taskset:
+    machine's cores (the virtual cluster) both ranks would get the first cpu of the list. The
+    script travels in the command line (``sh -c``), not in a file: on separate machines a file in
+    this machine's work folder does not exist where the rank starts."""
+    if not shutil.which("taskset"):
         raise EnvironmentProblem("taskset is missing (needed to place MPICH ranks on cpus)",
                                  "install util-linux")
     assert spec.places
     cases = "\n".join(f"{i}) cpu={p.cpu} ;;" for i, p in enumerate(spec.places))
-    script = wd / "bind-rank.sh"
-    script.write_text(_BIND_SCRIPT.replace("@CASES@", cases).replace("@TASKSET@", taskset)
-                      .replace("PMI_RANK", rank_var))
-    script.chmod(0o755)
-    return [str(script)]
+    script = (_BIND_SCRIPT.replace("@CASES@", cases).replace("@TASKSET@", "taskset")
+              .replace("PMI_RANK", rank_var))
+    return ["/bin/sh", "-c", script, "cb-bind-rank"]
 
 
 def mpich_transport_env(mpi: MpiInstall, spec: LaunchSpec) -> dict[str, str]:
