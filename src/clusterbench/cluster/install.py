@@ -61,8 +61,46 @@ def package_digest(wheels: Sequence[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def _fingerprint() -> str:
+    """What the wheels are made of, cheaply: every file of this package (path, size, mtime) and the
+    versions of the distributions shipped with it. Same fingerprint, same wheels."""
+    import importlib.metadata as md
+
+    h = hashlib.sha256()
+    for p in sorted(W._PKG_ROOT.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+            st = p.stat()
+            h.update(f"{p.relative_to(W._PKG_ROOT)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    for name in ("rich", "pygments", "markdown-it-py", "mdurl", "typing-extensions"):
+        try:
+            h.update(f"{name}={md.version(name)}\n".encode())
+        except md.PackageNotFoundError:
+            pass
+    return h.hexdigest()[:24]
+
+
 def prepare_wheels() -> tuple[list[Path], str]:
-    """The node wheels (built into the head's wheel cache) and their digest."""
+    """The node wheels (built into the head's wheel cache) and their digest; made again only when
+    this package's files or the shipped distributions changed (a second of zipping otherwise, at
+    every multi-node command's check)."""
+    known = wheel_cache() / "fingerprints" / _fingerprint()
+    try:
+        digest = known.read_text().strip()
+        wheels = sorted((wheel_cache() / digest).glob("*.whl"))
+        if wheels:
+            return wheels, digest
+    except OSError:
+        pass
+    wheels, digest = _make_wheels()
+    try:
+        known.parent.mkdir(parents=True, exist_ok=True)
+        known.write_text(digest + "\n")
+    except OSError:
+        pass
+    return wheels, digest
+
+
+def _make_wheels() -> tuple[list[Path], str]:
     tmp = wheel_cache() / f".build-{os.getpid()}"
     wheels = W.node_wheels(tmp)
     digest = package_digest(wheels)
@@ -70,9 +108,9 @@ def prepare_wheels() -> tuple[list[Path], str]:
     if not dest.exists():
         tmp.rename(dest)
     else:
-        for w in wheels:
-            w.unlink()
-        tmp.rmdir()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
     return sorted(dest.glob("*.whl")), digest
 
 
