@@ -91,6 +91,46 @@ def test_parse_hosts() -> None:
             M.parse_hosts(bad)
 
 
+def test_one_hosts_parser_for_every_command(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """Issue 23: ``--hosts n:x`` was exit 3 (doctor tried to reach a host named "n:x") and ``n:0`` was
+    accepted (sweep node, doctor, cluster check split the names themselves). One parser, exit 2, before
+    any host is contacted (the unit tier refuses processes: nothing is started)."""
+    from clusterbench import cli, doctor
+    from clusterbench.sweep import node as sweep_node
+
+    assert M.host_names("a:2,b,a") == ["a", "b", "a"]
+    for bad, why in (("n:x", "slot count 'x'"), ("n:0", "slot count '0'"), ("a,,b", "empty entry"), ("", "empty")):
+        with pytest.raises(UsageError, match=why):
+            M.host_names(bad)
+        with pytest.raises(UsageError, match=why):
+            doctor.hosts_from(bad, None)
+    with pytest.raises(UsageError, match="slot count '0'"):
+        sweep_node.resolve_hosts(["a", "b:0", "c"])
+    db = str(tmp_path / "r.db")
+    for argv in (["doctor", "--hosts", "n:x"], ["doctor", "--hosts", "a,n:0"], ["cluster", "check", "--hosts", "a,n:x"],
+                 ["sweep", "node", "--hosts", "a,b,n:0"], ["sweep", "network", "--hosts", "a,n:x"]):
+        assert cli.main(["--db", db, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not a positive integer" in err, (argv, err)
+
+
+def test_tcp_include_is_checked_the_same_for_every_host_kind() -> None:
+    """Issue 23: ``--tcp-include 'eth0;id'`` was refused on this machine but passed on for remote and
+    virtual-cluster hosts, where it reaches each node's daemon through a shell (the launch agent's
+    ``sh -c``). Each part must be a CIDR or an interface name, whatever the hosts."""
+    from clusterbench.benchmarks.mpi.common import check_tcp_include
+
+    for hosts in ({}, {"hosts": "cbsim-n1,cbsim-n2"}, {"hosts": "node1:2,node2:2"}, {"hostfile": "/nonexistent"}):
+        for bad in ("eth0;id", "eth0 x", "$(id)", "eth0,", "a" * 16, "10.0.0.0/99"):
+            with pytest.raises(UsageError, match="is not a network \\(CIDR\\) or interface name"):
+                check_tcp_include({"tcp_include": bad, **hosts})
+        if hosts:  # the interface is on the nodes: not checked here
+            check_tcp_include({"tcp_include": "eth1,198.18.0.0/24", **hosts})
+    spec = M.LaunchSpec(nranks=2, tcp_include="cb0;id")
+    with pytest.raises(UsageError):
+        M.build_command(M.MpiInstall("openmpi", "4.1", "/usr/bin/mpirun", "/usr/bin/mpicc"), spec, ["true"], "/tmp")
+
+
 def test_parse_hostfile(tmp_path: Path) -> None:
     f = tmp_path / "hosts"
     f.write_text("# cluster\n\nnode1 slots=4 max_slots=8\nnode2 slots=2   # the small one\nnode3\n")

@@ -492,7 +492,9 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     from clusterbench.probe.cluster import check
     from clusterbench.ui import dump_json
 
-    hosts = [h for h in args.hosts.split(",") if h]
+    from clusterbench.launch.mpi.hosts import host_names
+
+    hosts = list(dict.fromkeys(host_names(args.hosts)))
     if len(hosts) < 2:
         raise UsageError("--hosts needs at least two hosts to compare", "e.g. --hosts node1,node2")
     res = check(hosts, timeout=args.timeout, keep_going=args.keep_going, python=args.remote_python)

@@ -148,7 +148,10 @@ def slurm_hosts(env: dict[str, str] | None = None) -> list[str] | None:
 def resolve_hosts(hosts: Sequence[str] | None) -> tuple[list[str], bool]:
     """(hosts, from_slurm): the hosts given, else the Slurm allocation's, else a UsageError."""
     if hosts:
-        names = [h.split(":")[0] for h in hosts]  # host:slots as elsewhere: one agent per node regardless
+        from clusterbench.launch.mpi.hosts import host_names
+
+        # the one --hosts parser; host:slots as elsewhere: one agent per node regardless
+        names = host_names(",".join(hosts))
         dup = sorted({h for h in names if names.count(h) > 1})
         if dup:
             raise UsageError(f"host {dup[0]} is listed twice", "list each node once")
