@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from clusterbench import SCHEMA_VERSION, __version__
 from clusterbench.benchmarks import all_benchmarks
 from clusterbench.benchmarks.base import Param
-from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.errors import ClusterbenchError, EnvironmentProblem, UsageError
 from clusterbench.session import DEFAULT_TIMEOUT
 from clusterbench.store import Store
 
@@ -132,11 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
     sup.add_argument("--offload", choices=("on", "off"), default="on",
                      help="veth segmentation/receive offloads (default on, Linux's default; 'off' sends "
                      "MTU-sized frames as on a wire, so MTU shows in bandwidth; needs ethtool)")
-    for name, text in (("status", "check the cluster against what was recorded"),
+    for name, text in (("status", "check the cluster against what was recorded (exit 0: up, or no cluster at all; "
+                                  "3: a recorded cluster is broken or an earlier one left namespaces)"),
                        ("hosts", "the nodes, for --hosts or a hostfile"), ("down", "remove everything it made")):
         ssub.add_parser(name, help=text)
     for sp in ssub.choices.values():
         sp.add_argument("--json", action="store_true")
+    ssub.choices["down"].add_argument("--force", action="store_true",
+                                      help="also when a job runs inside (its processes are killed and listed); "
+                                      "without it, down refuses and lists them")
 
     cmp_ = cmds.add_parser("compare", help="did a change help? two sides of runs, figure by figure, with statistics",
                            description="Compare two sides (each a run id, unique prefix, tag, 'last', 'last~N', or "
@@ -648,11 +652,19 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             sys.stdout.write(f"mpirun options: {' '.join(sc.mpirun_args(c))}\n")
         return 0
     if args.action == "down":
+        using = sc.processes()  # the cluster has no process of its own: each one is a job's
+        if using and not args.force:
+            raise UsageError(f"a job is using the virtual cluster: {len(using)} process(es) run inside it "
+                             f"({sc.describe_processes(using)})", "wait for it to end, or add --force to kill them")
         removed = sc.down()
         if args.json:
-            dump_json({"removed": removed})
+            dump_json({"removed": removed, "killed": using})
         else:
             sys.stdout.write(f"removed {len(removed)} namespace(s): {', '.join(removed) or '-'}\n")
+            if using:
+                sys.stdout.write(f"killed {len(using)} process(es) of a job that used it:\n")
+                for p in using:
+                    sys.stdout.write(f"  pid {p['pid']} ({p['namespace']}): {p['command']}\n")
         return 0
     if args.action == "hosts":
         hs = sc.hosts()
@@ -673,7 +685,9 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             print_table(rows, ["node", "address", "mtu", "rate_bps", "state"])
         for p in st["problems"]:
             sys.stdout.write(f"problem: {p}\n")
-    return 0 if st["up"] else 1
+    # "no cluster" is an answer, not a failure (scripts read "up" from --json); a broken one is the
+    # environment's problem: exit 3 as for every environment problem (it was an undocumented 1)
+    return 0 if st["up"] or not st["problems"] else EnvironmentProblem.exit_code
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
