@@ -271,8 +271,52 @@ def test_verify_placement() -> None:
 def test_explain_known_errors() -> None:
     msg, fix = M._explain("------\nThere are not enough slots available in the system to satisfy the 3\n", 1, "k")
     assert "not enough slots" in msg and "oversubscribe" in fix
-    msg, _ = M._explain("[vm:1] mca: base: noise\nsomething broke\n", 3, "k")
-    assert msg == "k exited with status 3: something broke"
+    msg, fix = M._explain("[vm:1] mca: base: noise\nsomething broke\n", 3, "k")
+    assert msg == "k exited with status 3: something broke" and "smaller size" not in fix
+
+
+OMPI_KILLED = ("--------------------------------------------------------------------------\n"
+               "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal {sig} ({name}).\n"
+               "--------------------------------------------------------------------------\n")
+
+
+def test_explain_gives_advice_that_fits_the_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23: a rank killed from outside, a crash and an out-of-memory kill all got "rerun with a
+    smaller size or report it". The launcher's report names the rank, node and signal; a SIGKILL is the
+    out-of-memory killer's only when /proc/vmstat's oom_kill count rose during the run (or memory is
+    nearly exhausted), and only then is a smaller size the advice."""
+    from clusterbench.launch import process
+
+    fine = {"oom_kills": 7, "available_bytes": 20 << 30, "total_bytes": 24 << 30}
+    monkeypatch.setattr(process, "memory_state", lambda: dict(fine))
+    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
+    assert msg.startswith("pingpong: rank 1 on vm was killed by SIGKILL from outside"), msg
+    assert "no out-of-memory kill" in msg and "smaller size" not in fix and "the size is not the cause" in fix
+    msg, fix = M._explain(OMPI_KILLED.format(sig=11, name="Segmentation fault"), 139, "pingpong", local=True)
+    assert "rank 1 on vm crashed with SIGSEGV" in msg and "smaller size" not in fix and "report it" in fix
+    msg, fix = M._explain(OMPI_KILLED.format(sig=15, name="Terminated"), 143, "pingpong", local=True)
+    assert "SIGTERM, a signal from outside" in msg and "smaller size" not in fix
+    monkeypatch.setattr(process, "memory_state", lambda: {**fine, "oom_kills": 8})  # the OOM killer struck
+    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
+    assert "out-of-memory killer" in msg and "oom_kill 7 -> 8" in msg and "smaller size" in fix
+    monkeypatch.setattr(process, "memory_state", lambda: {**fine, "available_bytes": 100 << 20})  # nearly full
+    assert "nearly exhausted" in M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=True,
+                                            before=fine)[0]
+    # on another machine this one's memory says nothing: both causes named, its kernel log to read
+    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=False, before=fine)
+    assert "out-of-memory killer or a signal from outside" in msg and "dmesg" in fix
+    # srun's and MPICH's words for the same
+    msg, _ = M._explain("srun: error: node2: task 1: Killed\n", 137, "k", local=True, before=fine)
+    assert "rank 1 on node2 was killed by SIGKILL" in msg
+    msg, _ = M._explain("=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   KILLED BY SIGNAL: 6 (Aborted)\n",
+                        134, "k", local=True)
+    assert "crashed with SIGABRT" in msg
+    # the launcher itself killed; a local kernel (exit_problem shares the causes)
+    monkeypatch.setattr(process, "memory_state", lambda: dict(fine))
+    assert "the launcher was killed by SIGTERM" in M._explain("", -15, "mpirun")[0]
+    err = process.exit_problem("peak", -9, "", before=fine)
+    assert "killed by SIGKILL from outside" in str(err) and "smaller size" not in str(err)
+    assert "smaller size" not in str(process.exit_problem("peak", 3, "boom"))
 
 
 # -- real runs -------------------------------------------------------------------------------------
@@ -326,6 +370,37 @@ def test_teardown_that_hangs_after_done_keeps_the_results(mpi: M.MpiInstall, ker
     assert any(r["type"] == "result" for r in run.records) and run.records[-1]["type"] == "done"
     time.sleep(0.2)
     assert _leftovers(kernel.name) == "", "orphan mpirun/orted/rank processes"
+
+
+@pytest.mark.integration
+def test_a_rank_killed_from_outside_is_named(mpi: M.MpiInstall, kernel: Path) -> None:
+    """Issue 23: a ping-pong rank killed with SIGKILL gave "rerun with a smaller size or report it". The
+    error names the rank, the signal and that it came from outside (memory was fine); nothing is left."""
+    import signal
+    import threading
+
+    def kill_rank_1() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pids = [int(p) for p in subprocess.run(["pgrep", "-f", f"^{kernel}"], capture_output=True,
+                                                     text=True).stdout.split()]
+            if len(pids) >= 2:
+                os.kill(max(pids), signal.SIGKILL)  # the later-started rank
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_rank_1)
+    killer.start()
+    try:
+        with pytest.raises(KernelFailed) as exc:
+            M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=8", "--hang_rank=1"], timeout=30, name="pingpong")
+    finally:
+        killer.join()
+    msg = str(exc.value)
+    assert "killed by SIGKILL from outside" in msg and "rank" in msg, msg
+    assert "smaller size" not in msg and "\n" not in msg
+    time.sleep(0.2)
+    assert _leftovers(kernel.name) == ""
 
 
 @pytest.mark.integration
