@@ -200,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     swn.add_argument("--node-cpus", action="append", default=[], metavar="NODE=CPUS",
                      help="virtual cluster: the cpus of a node, e.g. cbsim-n1=0 (repeatable; default one cpu each, "
                      "round robin)")
+    swn.add_argument("--oversubscribe", action="store_true",
+                     help="virtual cluster: allow more nodes than cpus (the nodes share cpus, busy loops even the "
+                     "shares out, figures are per share; refused without it)")
     swn.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep (default 900)")
     swn.add_argument("--no-store", action="store_true", help="do not store the figures")
     swn.add_argument("--json", action="store_true", help="print one JSON document (sweep_schema 1)")
@@ -599,7 +602,7 @@ def _cmd_sweep_node(args: argparse.Namespace) -> int:
     progress = RichProgress() if sys.stderr.isatty() and not args.json else None
     kwargs = dict(given=given, profile=profile, mpi=args.mpi, allow_root=args.allow_root, timeout=args.timeout,
                   store=store, use_store=not args.no_store, python=args.remote_python,
-                  node_cpus=node_cpus, tags=args.tags, note=args.note,
+                  node_cpus=node_cpus, tags=args.tags, note=args.note, oversubscribe=args.oversubscribe,
                   argv=["clusterbench", *sys.argv[1:]], progress=progress)
     if progress is not None:
         with progress:
