@@ -110,6 +110,9 @@ def test_killed_kernel_marks_run_incomplete():
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err
     assert "killed by SIGKILL" in err
+    # issue 23: killed from outside while memory was fine: said so, and not "choose a smaller size"
+    assert "from outside (no out-of-memory kill on this machine during the run" in err, err
+    assert "smaller size" not in err and "the size is not the cause" in err
     assert len(err.strip().splitlines()) <= 2  # the error and the "kept N results" note
     status, error, n = _run_row(db)
     assert status == "incomplete" and "SIGKILL" in error

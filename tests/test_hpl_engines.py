@@ -340,7 +340,9 @@ def test_hpcc_rank_killed_mid_run(mpi, tmp_path: Path) -> None:
     assert "result" not in box
     err = box["error"]
     assert isinstance(err, KernelFailed) and "hpcc (N=3000" in err.problem, err
-    assert "signal 9" in err.problem and "OOM" in (err.fix or "")
+    # killed from outside while memory was fine: named so, not "choose a smaller N" (issue 23)
+    assert "rank 1" in err.problem and "killed by SIGKILL from outside" in err.problem, err
+    assert "smaller" not in (err.fix or "") and "the size is not the cause" in (err.fix or "")
     assert engine_pids(tmp_path) == []
 
 

@@ -103,6 +103,42 @@ def test_records_are_parsed_into_results(ctx: RunContext, monkeypatch: pytest.Mo
     assert lines and "200.0 events/s" in lines[0] and "max-prime 10000" in lines[0]
 
 
+def test_the_results_table_does_not_call_a_whole_run_rate_best() -> None:
+    """Issue 23: intcpu's figure (total events / total time, the whole run's) was printed under the
+    table's "best" column. The column says what it holds: "best" only when every value there is a
+    best sample (``Metric.value_is``); otherwise "value", with each other kind beside its figure."""
+    from io import StringIO
+
+    from clusterbench.ui import print_results
+
+    def res(bench: str, metric: str, value: float, unit: str, samples: list[float]) -> dict:
+        return {"benchmark": bench, "metric": metric, "value": value, "unit": unit, "params": {"threads": 1},
+                "samples": samples, "summary": {"best": max(samples), "median": value, "cv": 0.01}, "warnings": []}
+
+    peak = res("peak", "gflops", 40.0, "Gflop/s", [39.0, 40.0])
+    out = StringIO()
+    print_results([peak], out)
+    assert out.getvalue().split()[3] == "best"
+    out = StringIO()
+    print_results([res("intcpu", "events_per_s", 200.0, "events/s", [180.0, 250.0]),
+                   res("intcpu", "latency", 5.0, "ms", [5.5, 4.5]), peak], out)
+    header, *rows = out.getvalue().splitlines()
+    assert header.split()[3] == "value" and "best" not in header.split()
+    assert "200.0 events/s (whole run)" in rows[0] and "5 ms (mean of the run)" in rows[1]
+    assert "40.0 Gflop/s" in rows[2] and "(" not in rows[2].split("Gflop/s")[1].split()[0]
+
+
+@pytest.mark.integration
+def test_run_intcpu_prints_its_rate_as_the_whole_runs(capsys: pytest.CaptureFixture) -> None:
+    from clusterbench import cli
+
+    assert cli.main(["run", "intcpu", "--threads", "1", "--time", "0.2", "--samples", "2", "--no-store"]) == 0
+    out = capsys.readouterr().out
+    header = next(ln for ln in out.splitlines() if ln.startswith("benchmark"))
+    assert header.split()[3] == "value", out
+    assert "events/s (whole run)" in out and "ms (mean of the run)" in out
+
+
 # -- integration tier: the real kernel, briefly ------------------------------------------------
 @pytest.mark.integration
 def test_intcpu_runs_validated_and_consistent(ctx: RunContext) -> None:

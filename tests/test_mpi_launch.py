@@ -91,6 +91,46 @@ def test_parse_hosts() -> None:
             M.parse_hosts(bad)
 
 
+def test_one_hosts_parser_for_every_command(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """Issue 23: ``--hosts n:x`` was exit 3 (doctor tried to reach a host named "n:x") and ``n:0`` was
+    accepted (sweep node, doctor, cluster check split the names themselves). One parser, exit 2, before
+    any host is contacted (the unit tier refuses processes: nothing is started)."""
+    from clusterbench import cli, doctor
+    from clusterbench.sweep import node as sweep_node
+
+    assert M.host_names("a:2,b,a") == ["a", "b", "a"]
+    for bad, why in (("n:x", "slot count 'x'"), ("n:0", "slot count '0'"), ("a,,b", "empty entry"), ("", "empty")):
+        with pytest.raises(UsageError, match=why):
+            M.host_names(bad)
+        with pytest.raises(UsageError, match=why):
+            doctor.hosts_from(bad, None)
+    with pytest.raises(UsageError, match="slot count '0'"):
+        sweep_node.resolve_hosts(["a", "b:0", "c"])
+    db = str(tmp_path / "r.db")
+    for argv in (["doctor", "--hosts", "n:x"], ["doctor", "--hosts", "a,n:0"], ["cluster", "check", "--hosts", "a,n:x"],
+                 ["sweep", "node", "--hosts", "a,b,n:0"], ["sweep", "network", "--hosts", "a,n:x"]):
+        assert cli.main(["--db", db, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not a positive integer" in err, (argv, err)
+
+
+def test_tcp_include_is_checked_the_same_for_every_host_kind() -> None:
+    """Issue 23: ``--tcp-include 'eth0;id'`` was refused on this machine but passed on for remote and
+    virtual-cluster hosts, where it reaches each node's daemon through a shell (the launch agent's
+    ``sh -c``). Each part must be a CIDR or an interface name, whatever the hosts."""
+    from clusterbench.benchmarks.mpi.common import check_tcp_include
+
+    for hosts in ({}, {"hosts": "cbsim-n1,cbsim-n2"}, {"hosts": "node1:2,node2:2"}, {"hostfile": "/nonexistent"}):
+        for bad in ("eth0;id", "eth0 x", "$(id)", "eth0,", "a" * 16, "10.0.0.0/99"):
+            with pytest.raises(UsageError, match="is not a network \\(CIDR\\) or interface name"):
+                check_tcp_include({"tcp_include": bad, **hosts})
+        if hosts:  # the interface is on the nodes: not checked here
+            check_tcp_include({"tcp_include": "eth1,198.18.0.0/24", **hosts})
+    spec = M.LaunchSpec(nranks=2, tcp_include="cb0;id")
+    with pytest.raises(UsageError):
+        M.build_command(M.MpiInstall("openmpi", "4.1", "/usr/bin/mpirun", "/usr/bin/mpicc"), spec, ["true"], "/tmp")
+
+
 def test_parse_hostfile(tmp_path: Path) -> None:
     f = tmp_path / "hosts"
     f.write_text("# cluster\n\nnode1 slots=4 max_slots=8\nnode2 slots=2   # the small one\nnode3\n")
@@ -231,8 +271,52 @@ def test_verify_placement() -> None:
 def test_explain_known_errors() -> None:
     msg, fix = M._explain("------\nThere are not enough slots available in the system to satisfy the 3\n", 1, "k")
     assert "not enough slots" in msg and "oversubscribe" in fix
-    msg, _ = M._explain("[vm:1] mca: base: noise\nsomething broke\n", 3, "k")
-    assert msg == "k exited with status 3: something broke"
+    msg, fix = M._explain("[vm:1] mca: base: noise\nsomething broke\n", 3, "k")
+    assert msg == "k exited with status 3: something broke" and "smaller size" not in fix
+
+
+OMPI_KILLED = ("--------------------------------------------------------------------------\n"
+               "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal {sig} ({name}).\n"
+               "--------------------------------------------------------------------------\n")
+
+
+def test_explain_gives_advice_that_fits_the_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23: a rank killed from outside, a crash and an out-of-memory kill all got "rerun with a
+    smaller size or report it". The launcher's report names the rank, node and signal; a SIGKILL is the
+    out-of-memory killer's only when /proc/vmstat's oom_kill count rose during the run (or memory is
+    nearly exhausted), and only then is a smaller size the advice."""
+    from clusterbench.launch import process
+
+    fine = {"oom_kills": 7, "available_bytes": 20 << 30, "total_bytes": 24 << 30}
+    monkeypatch.setattr(process, "memory_state", lambda: dict(fine))
+    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
+    assert msg.startswith("pingpong: rank 1 on vm was killed by SIGKILL from outside"), msg
+    assert "no out-of-memory kill" in msg and "smaller size" not in fix and "the size is not the cause" in fix
+    msg, fix = M._explain(OMPI_KILLED.format(sig=11, name="Segmentation fault"), 139, "pingpong", local=True)
+    assert "rank 1 on vm crashed with SIGSEGV" in msg and "smaller size" not in fix and "report it" in fix
+    msg, fix = M._explain(OMPI_KILLED.format(sig=15, name="Terminated"), 143, "pingpong", local=True)
+    assert "SIGTERM, a signal from outside" in msg and "smaller size" not in fix
+    monkeypatch.setattr(process, "memory_state", lambda: {**fine, "oom_kills": 8})  # the OOM killer struck
+    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
+    assert "out-of-memory killer" in msg and "oom_kill 7 -> 8" in msg and "smaller size" in fix
+    monkeypatch.setattr(process, "memory_state", lambda: {**fine, "available_bytes": 100 << 20})  # nearly full
+    assert "nearly exhausted" in M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=True,
+                                            before=fine)[0]
+    # on another machine this one's memory says nothing: both causes named, its kernel log to read
+    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=False, before=fine)
+    assert "out-of-memory killer or a signal from outside" in msg and "dmesg" in fix
+    # srun's and MPICH's words for the same
+    msg, _ = M._explain("srun: error: node2: task 1: Killed\n", 137, "k", local=True, before=fine)
+    assert "rank 1 on node2 was killed by SIGKILL" in msg
+    msg, _ = M._explain("=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   KILLED BY SIGNAL: 6 (Aborted)\n",
+                        134, "k", local=True)
+    assert "crashed with SIGABRT" in msg
+    # the launcher itself killed; a local kernel (exit_problem shares the causes)
+    monkeypatch.setattr(process, "memory_state", lambda: dict(fine))
+    assert "the launcher was killed by SIGTERM" in M._explain("", -15, "mpirun")[0]
+    err = process.exit_problem("peak", -9, "", before=fine)
+    assert "killed by SIGKILL from outside" in str(err) and "smaller size" not in str(err)
+    assert "smaller size" not in str(process.exit_problem("peak", 3, "boom"))
 
 
 # -- real runs -------------------------------------------------------------------------------------
@@ -286,6 +370,37 @@ def test_teardown_that_hangs_after_done_keeps_the_results(mpi: M.MpiInstall, ker
     assert any(r["type"] == "result" for r in run.records) and run.records[-1]["type"] == "done"
     time.sleep(0.2)
     assert _leftovers(kernel.name) == "", "orphan mpirun/orted/rank processes"
+
+
+@pytest.mark.integration
+def test_a_rank_killed_from_outside_is_named(mpi: M.MpiInstall, kernel: Path) -> None:
+    """Issue 23: a ping-pong rank killed with SIGKILL gave "rerun with a smaller size or report it". The
+    error names the rank, the signal and that it came from outside (memory was fine); nothing is left."""
+    import signal
+    import threading
+
+    def kill_rank_1() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pids = [int(p) for p in subprocess.run(["pgrep", "-f", f"^{kernel}"], capture_output=True,
+                                                     text=True).stdout.split()]
+            if len(pids) >= 2:
+                os.kill(max(pids), signal.SIGKILL)  # the later-started rank
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_rank_1)
+    killer.start()
+    try:
+        with pytest.raises(KernelFailed) as exc:
+            M.run_mpi(mpi, _local_spec(), [str(kernel), "--sizes=8", "--hang_rank=1"], timeout=30, name="pingpong")
+    finally:
+        killer.join()
+    msg = str(exc.value)
+    assert "killed by SIGKILL from outside" in msg and "rank" in msg, msg
+    assert "smaller size" not in msg and "\n" not in msg
+    time.sleep(0.2)
+    assert _leftovers(kernel.name) == ""
 
 
 @pytest.mark.integration

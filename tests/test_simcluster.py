@@ -344,3 +344,42 @@ def test_rate_limit_and_delay(live_env: Path) -> None:
         st = sc.status(prefix=PREFIX, state=live_env)
         assert st["up"], st["problems"]
         assert all(r["delay"] for r in st["nodes"])
+
+
+@pytest.mark.integration
+def test_status_exit_codes_and_down_with_a_job_inside(live_env: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """Issue 23: ``status`` with nothing up exited 1, an undocumented code: "no cluster" is an answer
+    (exit 0; ``up`` false in --json), a broken cluster an environment problem (exit 3). ``down`` while a
+    job runs inside killed it without a word: it refuses (exit 2, naming what runs), ``--force`` kills
+    and lists it."""
+    from clusterbench import cli
+
+    monkeypatch.setenv("CLUSTERBENCH_SIM_PREFIX", PREFIX)
+    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(live_env))
+    assert cli.main(["sim-cluster", "status"]) == 0
+    assert "no sim-cluster is up" in capsys.readouterr().out
+    c = sc.up(2, prefix=PREFIX, state=live_env)
+    assert cli.main(["sim-cluster", "status", "--json"]) == 0 and json.loads(capsys.readouterr().out)["up"]
+    job = subprocess.Popen([*sc.exec_prefix(c.nodes[1]), "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while not sc.processes(prefix=PREFIX) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cli.main(["sim-cluster", "down"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "a job is using the virtual cluster" in err
+        assert "1 sleep in cbtst-n2" in err and "--force" in err
+        assert job.poll() is None and sc.status(prefix=PREFIX, state=live_env)["up"]
+        _sh(["ip", "netns", "del", c.nodes[0].namespace])  # broken: a node's namespace gone
+        assert cli.main(["sim-cluster", "status"]) == 3
+        assert "problem: cbtst-n1: namespace missing" in capsys.readouterr().out
+        assert cli.main(["sim-cluster", "down", "--force"]) == 0
+        out = capsys.readouterr().out
+        assert "killed 1 process(es)" in out and f"pid {job.pid} (cbtst-n2): sleep 60" in out
+        assert job.wait(timeout=5) == -signal.SIGKILL
+        assert sc.list_namespaces(PREFIX) == []
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait(5)

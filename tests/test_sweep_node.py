@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -179,6 +180,64 @@ def test_synthetic_sweep_flags_the_slow_node_with_its_cause(monkeypatch):
     assert "n4: CPU frequency governor not performance (cpu-governor)" in text
     assert "5.6 !" in text or " !" in text
     assert "modified z-score" in text and "orchestration" in text
+
+
+def test_beats_keep_a_node_alive_and_a_silent_node_is_lost():
+    """The agents' supervisors beat every second (lines outside the numbered ones); a node that said
+    hello and then went silent while others were heard is lost, the others go on (issue 23)."""
+    streams = _four_nodes()
+    beat = lambda node, rk: json.dumps({"cbsweep": 1, "node": node, "rank": rk, "kind": "beat"}).encode()
+    lines = []
+    for rk, data in streams.items():
+        own = data.split(b"\n")[:-1]
+        own.insert(1, beat(HOSTS[rk], rk))  # beats between numbered lines do not break the sequence
+        own.insert(4, beat(HOSTS[rk], rk))
+        if HOSTS[rk] == "n3":
+            own = own[:2]  # hello and a beat, then nothing: its agent was killed with its supervisor
+        lines += [f"[1,{rk}]<stdout>:".encode() + ln for ln in own]
+    g = _gather(lines, sw.Demux(sw.OPENMPI_TAG, anywhere=True), HOSTS)
+    assert [h for h in HOSTS if g.nodes[h].done] == ["n1", "n2", "n4"] and g.nodes["n3"].error is None
+    now = time.monotonic()
+    assert g.lost(now + 1, 10.0) == []
+    for h in ("n1", "n2", "n4"):
+        g.nodes[h].last_s = now + 11  # the others were heard since
+    g.nodes["n1"].done = g.nodes["n2"].done = g.nodes["n4"].done = None
+    g.heard = now + 11
+    assert g.lost(now + 12, 10.0) == ["n3"]
+    assert g.lost(now + 30, 10.0) == []  # nobody heard for long: the launcher or this process stalled
+    g.fail("n3", "lost")
+    assert g.nodes["n3"].finished and ("n3", "error") in g.events
+
+
+def test_more_nodes_than_cpus_share_them_equally():
+    """Issue 23: 3 virtual nodes on 2 cpus were placed n1, n3 on cpu 0 and n2 alone on cpu 1: n2 had
+    twice the others' figure and a slow node hid. Now one busy loop beside n2 gives every node half a
+    cpu, and the output says so."""
+    cpus = sw.default_node_cpus(["n1", "n2", "n3"], [0, 1])
+    assert cpus == {"n1": [0], "n2": [1], "n3": [0]}
+    assert sw.filler_loops(cpus) == {1: 1}
+    assert sw.cpu_shares(cpus, {1: 1}) == {"n1": 0.5, "n2": 0.5, "n3": 0.5}
+    assert "0.5 cpu each, 1 busy loop" in sw.sharing_note(cpus, {1: 1})
+    assert sw.filler_loops(sw.default_node_cpus(["a", "b", "c", "d"], [0, 1])) == {}
+    assert sw.sharing_note({"a": [0], "b": [1]}) is None  # a cpu each: nothing to say
+    assert "shares differ" in sw.sharing_note({"a": [0], "b": [0], "c": [1]})
+    # nodes given with --node-cpus keep theirs; the others take the cpus left first
+    assert sw.default_node_cpus(["b", "c"], [0, 1, 2], taken=[0]) == {"b": [1], "c": [2]}
+
+
+def test_too_few_nodes_with_figures_are_not_judged():
+    streams = _four_nodes()
+    g = _gather([f"[1,{rk}]<stdout>:".encode() + ln for rk, data in streams.items() for ln in data.split(b"\n")
+                 if ln], sw.Demux(sw.OPENMPI_TAG, anywhere=True), HOSTS)
+    g.nodes["n3"].done = None
+    g.fail("n3", "its agent stopped answering")
+    g.nodes["n4"].done, g.nodes["n4"].error = None, "its agent (pid 9) was killed by SIGKILL from outside"
+    job = sw.Job(["mpirun"], {}, "mpirun", sw.Demux(sw.OPENMPI_TAG, True), "/tmp")
+    doc = sw._document("peak", {}, "quick", HOSTS, job, g, wall=5.0, prepare_s=0.1, sim=None)
+    assert set(doc["failed"]) == {"n3", "n4"}
+    text = "\n".join(sw.format_sweep_node(doc))
+    assert "outliers: not judged: 2 nodes with figures, the method needs 3 or more" in text
+    assert "failed: n4: its agent (pid 9) was killed by SIGKILL" in text
 
 
 def test_lower_is_better_figures_flag_the_high_side():
@@ -366,7 +425,7 @@ def test_failures_are_one_line_and_leave_nothing(four_nodes, tmp_path, live_prob
     c, _, _ = four_nodes
     names = [n.name for n in c.nodes]
     db = tmp_path / "r.db"
-    kw = {"allow_root": True, "store": Store(db), "probe_data": live_probe}
+    kw = {"allow_root": True, "store": Store(db), "probe_data": live_probe, "oversubscribe": True}
     with pytest.raises(UsageError, match="nosuchnode is not a node of the virtual cluster"):
         sw.sweep_node([*names[:2], "nosuchnode"], "fpu", **kw)
     with pytest.raises(UsageError, match="no parameter 'nosuch'"):
@@ -387,3 +446,170 @@ def test_failures_are_one_line_and_leave_nothing(four_nodes, tmp_path, live_prob
     assert time.monotonic() - t0 < 25
     _nothing_left(c)
     assert Store(db).list_runs() == []
+
+
+# --------------------------------------------------------------------------- faults during a sweep (issue 23)
+
+def _cli(*args: str) -> subprocess.Popen:
+    """``clusterbench ARGS`` as a process of its own (the test session's sim-cluster prefix, state
+    directory and store are in the environment)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    return subprocess.Popen([sys.executable, "-m", "clusterbench.cli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _procs(ns: str) -> list[tuple[int, int, str]]:
+    """(pid, ppid, command line) of the processes in namespace ``ns``."""
+    r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=10)
+    out = []
+    for p in r.stdout.split():
+        try:
+            ppid = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        out.append((int(p), ppid, cmd))
+    return out
+
+
+def _agents(ns: str) -> tuple[int | None, int | None, bool]:
+    """(supervisor pid, worker pid, a kernel is running) of the sweep agent in namespace ``ns``."""
+    procs = _procs(ns)
+    agents = {pid: ppid for pid, ppid, cmd in procs if "clusterbench.sweep.agent" in cmd}
+    sup = next((p for p, pp in agents.items() if pp not in agents), None)
+    worker = next((p for p, pp in agents.items() if pp == sup), None)
+    kernel = any("/kernels/peak" in cmd for _, _, cmd in procs)
+    return sup, worker, kernel
+
+
+def _wait_measuring(c, names: list[str], proc: subprocess.Popen, limit: float = 60) -> dict[str, tuple]:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        seen = {n.name: _agents(n.namespace) for n in c.nodes if n.name in names}
+        if all(s[2] for s in seen.values()):
+            return seen
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"the nodes did not start measuring: {seen}")
+
+
+def _kernels_left() -> list[int]:
+    cache = os.environ["CLUSTERBENCH_CACHE"]
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and os.readlink(f"/proc/{pid}/exe").startswith(cache):
+                out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.integration
+def test_killed_agents_lose_only_their_nodes(four_nodes):
+    """Issue 23: one node's agent killed during ``sweep node`` lost the whole sweep (nothing stored,
+    "rerun with a smaller size or report it"). Here, during a real sweep of 4 virtual nodes, node 2's
+    agent (the process running the benchmarks) is killed with SIGKILL and node 4's whole agent (its
+    supervisor, the process the launcher started) with SIGKILL too: nodes 1 and 3's figures are
+    stored, node 2 is failed naming the signal (from outside: memory was fine), node 4 as gone silent,
+    exit 4, and nothing is left running in the namespaces."""
+    from clusterbench.store import Store
+
+    c, _, _ = four_nodes
+    names = [n.name for n in c.nodes]
+    t0 = time.monotonic()
+    proc = _cli("sweep", "node", "--hosts", ",".join(names), "--benchmark", "peak --seconds 0.5 --samples 8",
+                "--allow-root", "--oversubscribe", "--json", "--tag", "killed")
+    try:
+        seen = _wait_measuring(c, names, proc)
+        os.kill(seen[names[1]][1] or seen[names[1]][0], signal.SIGKILL)  # node 2: the agent running the benchmarks
+        os.kill(seen[names[3]][0], signal.SIGKILL)  # node 4: its agent's supervisor (and with it the worker)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    took = time.monotonic() - t0
+    assert proc.returncode == 4, err
+    doc = json.loads(out)
+    assert set(doc["failed"]) == {names[1], names[3]}, doc["failed"]
+    assert "was killed by SIGKILL from outside" in doc["failed"][names[1]], doc["failed"]
+    assert "smaller size" not in doc["failed"][names[1]]
+    assert "stopped answering" in doc["failed"][names[3]]
+    peak = next(f for f in doc["metrics"] if f["metric"] == "gflops")
+    assert set(peak["values"]) == {names[0], names[2]}
+    run = Store().get_run(doc["run_id"])
+    assert run["status"] == "incomplete" and "2 node(s) failed" in run["error"]
+    stored = {r["params"]["node"] for r in Store().results(doc["run_id"])}
+    assert stored == {names[0], names[2]}
+    _nothing_left(c)
+    assert _kernels_left() == []
+    assert took < 60, took
+
+
+@pytest.mark.integration
+def test_sim_cluster_down_during_a_sweep_is_named(four_nodes):
+    """Issue 23: ``sim-cluster down`` during a sweep gave "rerun with a smaller size or report it".
+    ``down`` now refuses while a job runs inside (listing it, exit 2); with ``--force`` it kills and
+    lists what it killed, and the sweep says the virtual cluster was taken down (exit 4, one line,
+    nothing stored)."""
+    from clusterbench.store import Store
+
+    c, _, _ = four_nodes
+    names = [n.name for n in c.nodes]
+    proc = _cli("sweep", "node", "--hosts", ",".join(names), "--benchmark", "peak --seconds 2 --samples 4",
+                "--allow-root", "--oversubscribe")
+    try:
+        _wait_measuring(c, names, proc)
+        refused = _cli("sim-cluster", "down")
+        r_out, r_err = refused.communicate(timeout=60)
+        assert refused.returncode == 2, r_err
+        assert r_err.count("\n") == 1 and "a job is using the virtual cluster" in r_err and "--force" in r_err
+        assert "clusterbench.sweep.agent" in r_err and "mpirun" in r_err
+        assert proc.poll() is None  # the sweep goes on
+        forced = _cli("sim-cluster", "down", "--force")
+        f_out, f_err = forced.communicate(timeout=60)
+        assert forced.returncode == 0, f_err
+        assert "killed" in f_out and "clusterbench.sweep.agent" in f_out and "mpirun" in f_out
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 4, err
+    assert err.count("\n") == 1 and "the virtual cluster was taken down" in err, err
+    assert "sim-cluster up" in err and "smaller size" not in err
+    assert Store().list_runs() == []
+    assert _kernels_left() == []
+
+
+@pytest.mark.integration
+def test_more_virtual_nodes_than_cpus(mpi, sim_cluster, live_probe, capsys):
+    """Issue 23: with more virtual nodes than cpus, nodes were pinned unequally (two on cpu 0, one
+    alone on cpu 1), that one measured twice the others and "outliers: none" was reported. Without
+    --oversubscribe it is refused in one line before anything starts; with it, every node gets the
+    same share (a busy loop beside the node that would be alone) and the output says so."""
+    from clusterbench import cli
+    from clusterbench.benchmarks.base import RunContext, allowed_cpus
+    from clusterbench.store import Store
+
+    cpus = allowed_cpus(RunContext(probe=live_probe, profile="quick"))
+    if not 2 <= len(cpus) <= 4:
+        pytest.skip("sized for 2 to 4 cpus")
+    c = sim_cluster(len(cpus) + 1)
+    hosts = ",".join(n.name for n in c.nodes)
+    argv = ["sweep", "node", "--hosts", hosts, "--benchmark", "peak --seconds 0.3", "--allow-root"]
+    t0 = time.monotonic()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{len(cpus) + 1} virtual nodes need a cpu each" in err and "--oversubscribe" in err
+    assert time.monotonic() - t0 < 15 and Store().list_runs() == []
+    _nothing_left(c)
+    assert cli.main([*argv, "--oversubscribe", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(len(v) for v in doc["node_cpus"].values()) == [1] * len(c.nodes)
+    assert sum(doc["filler_loops"].values()) == len(cpus) - 1
+    assert any(f"{1 / 2:.3g} cpu each" in n for n in doc["notes"]), doc["notes"]
+    gflops = next(f for f in doc["metrics"] if f["metric"] == "gflops")["values"]
+    assert max(gflops.values()) < 1.4 * min(gflops.values()), gflops  # the lone node had twice the others'
+    _nothing_left(c)

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from clusterbench import SCHEMA_VERSION, __version__
 from clusterbench.benchmarks import all_benchmarks
 from clusterbench.benchmarks.base import Param
-from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.errors import ClusterbenchError, EnvironmentProblem, UsageError
 from clusterbench.session import DEFAULT_TIMEOUT
 from clusterbench.store import Store
 
@@ -170,11 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
     sup.add_argument("--offload", choices=("on", "off"), default="on",
                      help="veth segmentation/receive offloads (default on, Linux's default; 'off' sends "
                      "MTU-sized frames as on a wire, so MTU shows in bandwidth; needs ethtool)")
-    for name, text in (("status", "check the cluster against what was recorded"),
+    for name, text in (("status", "check the cluster against what was recorded (exit 0: up, or no cluster at all; "
+                                  "3: a recorded cluster is broken or an earlier one left namespaces)"),
                        ("hosts", "the nodes, for --hosts or a hostfile"), ("down", "remove everything it made")):
         ssub.add_parser(name, help=text)
     for sp in ssub.choices.values():
         sp.add_argument("--json", action="store_true")
+    ssub.choices["down"].add_argument("--force", action="store_true",
+                                      help="also when a job runs inside (its processes are killed and listed); "
+                                      "without it, down refuses and lists them")
 
     cmp_ = cmds.add_parser("compare", help="did a change help? two sides of runs, figure by figure, with statistics",
                            description="Compare two sides (each a run id, unique prefix, tag, 'last', 'last~N', or "
@@ -234,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     swn.add_argument("--node-cpus", action="append", default=[], metavar="NODE=CPUS",
                      help="virtual cluster: the cpus of a node, e.g. cbsim-n1=0 (repeatable; default one cpu each, "
                      "round robin)")
+    swn.add_argument("--oversubscribe", action="store_true",
+                     help="virtual cluster: allow more nodes than cpus (the nodes share cpus, busy loops even the "
+                     "shares out, figures are per share; refused without it)")
     swn.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep (default 900)")
     swn.add_argument("--no-store", action="store_true", help="do not store the figures")
     swn.add_argument("--json", action="store_true", help="print one JSON document (sweep_schema 1)")
@@ -580,7 +587,9 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
             sys.stdout.write("".join(f"{line}\n" for line in format_preflight(doc, arg)))
         return 0 if doc["ok"] else 3
 
-    hosts = [h for h in args.hosts.split(",") if h]
+    from clusterbench.launch.mpi.hosts import host_names
+
+    hosts = list(dict.fromkeys(host_names(args.hosts)))
     if len(hosts) < 2:
         raise UsageError("--hosts needs at least two hosts to compare", "e.g. --hosts node1,node2")
     res = check(hosts, timeout=args.timeout, keep_going=args.keep_going, python=args.remote_python)
@@ -686,7 +695,7 @@ def _cmd_sweep_node(args: argparse.Namespace) -> int:
     progress = RichProgress() if sys.stderr.isatty() and not args.json else None
     kwargs = dict(given=given, profile=profile, mpi=args.mpi, allow_root=args.allow_root, timeout=args.timeout,
                   store=store, use_store=not args.no_store, python=args.remote_python,
-                  node_cpus=node_cpus, tags=args.tags, note=args.note,
+                  node_cpus=node_cpus, tags=args.tags, note=args.note, oversubscribe=args.oversubscribe,
                   argv=["clusterbench", *sys.argv[1:]], progress=progress)
     if progress is not None:
         with progress:
@@ -740,11 +749,19 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             sys.stdout.write(f"mpirun options: {' '.join(sc.mpirun_args(c))}\n")
         return 0
     if args.action == "down":
+        using = sc.processes()  # the cluster has no process of its own: each one is a job's
+        if using and not args.force:
+            raise UsageError(f"a job is using the virtual cluster: {len(using)} process(es) run inside it "
+                             f"({sc.describe_processes(using)})", "wait for it to end, or add --force to kill them")
         removed = sc.down()
         if args.json:
-            dump_json({"removed": removed})
+            dump_json({"removed": removed, "killed": using})
         else:
             sys.stdout.write(f"removed {len(removed)} namespace(s): {', '.join(removed) or '-'}\n")
+            if using:
+                sys.stdout.write(f"killed {len(using)} process(es) of a job that used it:\n")
+                for p in using:
+                    sys.stdout.write(f"  pid {p['pid']} ({p['namespace']}): {p['command']}\n")
         return 0
     if args.action == "hosts":
         hs = sc.hosts()
@@ -765,7 +782,9 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             print_table(rows, ["node", "address", "mtu", "rate_bps", "state"])
         for p in st["problems"]:
             sys.stdout.write(f"problem: {p}\n")
-    return 0 if st["up"] else 1
+    # "no cluster" is an answer, not a failure (scripts read "up" from --json); a broken one is the
+    # environment's problem: exit 3 as for every environment problem (it was an undocumented 1)
+    return 0 if st["up"] or not st["problems"] else EnvironmentProblem.exit_code
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

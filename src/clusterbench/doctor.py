@@ -54,10 +54,9 @@ def hosts_from(hosts: str | None, hostfile: str | None) -> list[str] | None:
 
         return [h.name for h in parse_hostfile(hostfile)]
     if hosts is not None:
-        names = [h.strip() for h in hosts.split(",") if h.strip()]
-        if not names:
-            raise UsageError("--hosts is empty", "e.g. --hosts node1,node2")
-        return names
+        from clusterbench.launch.mpi.hosts import host_names
+
+        return host_names(hosts)  # the one --hosts parser (exit 2 on a bad entry)
     return None
 
 

@@ -88,6 +88,17 @@ def _fmt_value(v: float) -> str:
     return f"{v:.3g}"
 
 
+def value_kind(r: dict) -> str:
+    """What a result's ``value`` is, as its metric declares it (``Metric.value_is``: ``best`` sample
+    by default, or e.g. ``whole run`` for intcpu's total rate); ``best`` for a metric this version
+    does not know."""
+    from clusterbench.benchmarks import ALIASES, all_benchmarks
+
+    cls = all_benchmarks().get(ALIASES.get(r["benchmark"], r["benchmark"]))
+    metric = next((m for m in (cls.metrics if cls else ()) if m.name == r["metric"]), None)
+    return getattr(metric, "value_is", "best") or "best"
+
+
 def result_rows(results: Iterable[dict]) -> list[list[str]]:
     rows = []
     for r in results:
@@ -97,12 +108,21 @@ def result_rows(results: Iterable[dict]) -> list[list[str]]:
         lim = r.get("limit")
         lim_s = f"{lim['fraction']:.1%} of {lim['name']} {_fmt_value(lim['value'])}" if lim else ""
         warn = ",".join(w["code"] for w in r.get("warnings") or [])
-        rows.append([r["benchmark"], r["metric"], params, f"{_fmt_value(r['value'])} {r['unit']}",
+        kind = value_kind(r)
+        mark = "" if kind == "best" else f" ({kind})"
+        rows.append([r["benchmark"], r["metric"], params, f"{_fmt_value(r['value'])} {r['unit']}{mark}",
                      _fmt_value(s.get("median", r["value"])), f"{s.get('cv', 0):.1%}", lim_s, warn])
     return rows
 
 
 HEADER = ["benchmark", "metric", "params", "best", "median", "cv", "limit", "warnings"]
+
+
+def results_header(results: Iterable[dict]) -> list[str]:
+    """:data:`HEADER`, whose value column says "best" only when every value in it is a best sample,
+    else "value" with each other kind said beside its figure (issue 23: intcpu's whole-run rate was
+    printed under "best")."""
+    return HEADER if all(value_kind(r) == "best" for r in results) else [*HEADER[:3], "value", *HEADER[4:]]
 
 
 def print_table(rows: list[list[str]], header: list[str], out: IO[str] | None = None) -> None:
@@ -115,7 +135,7 @@ def print_table(rows: list[list[str]], header: list[str], out: IO[str] | None = 
 def print_results(results: Iterable[dict], out: IO[str] | None = None) -> None:
     out = out or sys.stdout
     results = list(results)
-    print_table(result_rows(results), HEADER, out)
+    print_table(result_rows(results), results_header(results), out)
     seen = set()
     for r in results:
         for w in r.get("warnings") or []:

@@ -34,6 +34,10 @@ class Metric:
     limits: tuple[str, ...] = ()
     #: the measured limits this metric's figures feed (e.g. ``best_bandwidth``, ``measured_peak``)
     provides: tuple[str, ...] = ()
+    #: what a figure's ``value`` is: its ``best`` sample (``RunContext.emit``'s default) or, for a
+    #: figure the benchmark computes otherwise, a few words the results table prints beside it
+    #: (e.g. ``whole run``): the table's column says "best" only when every value there is one
+    value_is: str = "best"
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
     """
     started: list[process.Spawned] = []
     outputs = [process.Records(job.build.name) for job in jobs]
+    memory = process.memory_state()  # a SIGKILL's cause: the out-of-memory killer or someone (exit_problem)
     try:
         for job in jobs:
             try:
@@ -68,7 +69,7 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
                 s.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired as exc:
                 raise KernelFailed(f"kernel '{out.name}' did not exit", "raise --timeout") from exc
-            problem = process.exit_problem(out.name, s.proc.returncode, out.last_line())
+            problem = process.exit_problem(out.name, s.proc.returncode, out.last_line(), memory)
             if problem:
                 raise problem
         return [out.records for out in outputs]

@@ -361,6 +361,36 @@ def node_prefix(c: "SimCluster", m: "SimNode") -> list[str]:
     return ["nsenter", "-t", str(pid), "-m", "-u", "-n", "-p", "--"]
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def own_processes(c: "SimCluster") -> set[int]:
+    """The processes that are the machines themselves, not a job on them: each node's init, the
+    ``unshare`` that started it and its listening sshd; the head's holder and its ``unshare``."""
+    own: set[int] = set()
+    for m, pid_ns in [(c.head, False), *((m, True) for m in c.nodes)]:
+        pid = holder_pid(m.namespace, pid_ns=pid_ns)
+        if pid is None:
+            continue
+        own.add(pid)
+        parent = _ppid(pid)
+        if parent:
+            own.add(parent)
+        if pid_ns:
+            for entry in os.listdir("/proc"):
+                if entry.isdigit() and _ppid(int(entry)) == pid:
+                    try:
+                        if Path(f"/proc/{entry}/comm").read_text().strip() == "sshd":
+                            own.add(int(entry))
+                    except OSError:
+                        pass
+    return own
+
+
 def node_alive(m: "SimNode") -> bool:
     with contextlib.suppress(EnvironmentProblem, OSError, subprocess.SubprocessError):
         return holder_pid(m.namespace, pid_ns=True) is not None

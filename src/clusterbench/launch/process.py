@@ -343,14 +343,106 @@ class Records:
         return lines[-1] if lines else ""
 
 
-def exit_problem(name: str, returncode: int, last: str) -> KernelFailed | None:
-    """The error for a kernel that exited with ``returncode`` (None when it succeeded)."""
+# ---------------------------------------------------------------------------------------------
+# Why a process died: the advice fits the cause (issue 23: "choose a smaller size" was given for a
+# rank killed from outside and for a virtual cluster taken down, where the size had nothing to do with it)
+# ---------------------------------------------------------------------------------------------
+def memory_state() -> dict:
+    """This machine's out-of-memory kill count (``/proc/vmstat`` ``oom_kill``, Linux >= 4.13) and
+    MemAvailable/MemTotal in bytes; None where unreadable. Taken before a process starts, it tells
+    after its SIGKILL whether the kernel's out-of-memory killer struck meanwhile (the victim's memory
+    is free again by then, so MemAvailable alone after the fact cannot tell)."""
+    out: dict = {"oom_kills": None, "available_bytes": None, "total_bytes": None}
+    try:
+        with open("/proc/vmstat", "rb") as fh:
+            for line in fh.read(1 << 16).split(b"\n"):
+                if line.startswith(b"oom_kill "):
+                    out["oom_kills"] = int(line.split()[1])
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh.read(1 << 16).split(b"\n"):
+                key, _, rest = line.partition(b":")
+                if key in (b"MemAvailable", b"MemTotal") and rest.split():
+                    out["available_bytes" if key == b"MemAvailable" else "total_bytes"] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+#: the state when clusterbench started: the baseline when a caller took none before its process
+START_MEMORY = memory_state()
+#: below this fraction of MemTotal available, memory counts as (nearly) exhausted
+LOW_MEMORY = 0.05
+
+#: signals by what sends them (a registry: the cause, then the advice, follow from the kind)
+SIGNAL_KINDS: dict[int, str] = {
+    **{int(s): "crash" for s in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT,
+                                 signal.SIGSYS, signal.SIGTRAP)},
+    **{int(s): "outside" for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+                                   signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE)},
+    **{int(s): "limit" for s in (signal.SIGXCPU, signal.SIGXFSZ)},
+    int(signal.SIGKILL): "kill",  # the out-of-memory killer, or someone: told apart by memory_state
+}
+
+
+def signal_name(sig: int) -> str:
+    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def death_cause(sig: int, before: dict | None = None, *, local: bool = True) -> tuple[str, str, str]:
+    """(kind, what happened as a predicate ("was killed by ...", "crashed with ..."), fix) for a
+    process killed by ``sig``. ``local``: it ran on this machine
+    (this machine's memory state bears on it; a virtual-cluster node is this machine). ``before``:
+    :func:`memory_state` taken before it started (default: when clusterbench started). ``kind`` is
+    ``oom``, ``outside``, ``crash``, ``limit`` or ``unknown`` (SIGKILL on another machine)."""
+    name = signal_name(sig)
+    kind = SIGNAL_KINDS.get(sig, "outside")
+    if kind == "kill":
+        if not local:
+            return ("unknown", f"was killed by {name} (the out-of-memory killer or a signal from outside)",
+                    "look in that node's kernel log (dmesg | grep -i 'out of memory'): if memory ran out choose a "
+                    "smaller size, otherwise rerun and find what sent it")
+        now = memory_state()
+        was = before or START_MEMORY
+        rose = (now["oom_kills"] is not None and was["oom_kills"] is not None and now["oom_kills"] > was["oom_kills"])
+        low = (now["available_bytes"] is not None and now["total_bytes"]
+               and now["available_bytes"] < LOW_MEMORY * now["total_bytes"])
+        mem = f"MemAvailable {_gib(now['available_bytes'])} of {_gib(now['total_bytes'])}"
+        if rose or low:
+            why = (f"the kernel's out-of-memory killer struck during the run (/proc/vmstat oom_kill "
+                   f"{was['oom_kills']} -> {now['oom_kills']}; {mem})" if rose
+                   else f"memory is nearly exhausted ({mem})")
+            return "oom", f"was killed by {name}: {why}", "choose a smaller size, or free memory on the node"
+        seen = "no out-of-memory kill on this machine during the run" if now["oom_kills"] is not None else \
+            "memory was not exhausted"
+        return ("outside", f"was killed by {name} from outside ({seen}, {mem})",
+                "rerun; find what sent it (a user or script, the job scheduler's limits, a watchdog): the size is not "
+                "the cause")
+    if kind == "crash":
+        detail = {int(signal.SIGILL): "an instruction this CPU lacks", int(signal.SIGABRT): "it aborted",
+                  int(signal.SIGBUS): "a bad memory access; huge pages running out can cause it"}.get(sig)
+        fix = ("remove the kernel cache ($CLUSTERBENCH_CACHE) if it holds builds from another CPU, and rerun; "
+               "report it if it persists") if sig == signal.SIGILL else \
+            "rerun; if it crashes again, report it with the command line and `clusterbench probe --json`"
+        return "crash", f"crashed with {name}" + (f" ({detail})" if detail else ""), fix
+    if kind == "limit":
+        return ("limit", f"was stopped by a resource limit ({name}: ulimit or the job scheduler's)",
+                "raise the limit (ulimit -t / -f, the job's time) or choose a shorter run")
+    return ("outside", f"was killed by {name}, a signal from outside (a user, the job scheduler, a shutdown)",
+            "rerun; find what sent it: the size is not the cause")
+
+
+def exit_problem(name: str, returncode: int, last: str, before: dict | None = None) -> KernelFailed | None:
+    """The error for a kernel that exited with ``returncode`` (None when it succeeded); the advice
+    follows the cause (:func:`death_cause`). ``before``: :func:`memory_state` before it started."""
     if returncode == 0:
         return None
+    tail = f": {last}" if last else ""
     if returncode < 0:
-        sig = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ \
-            else str(-returncode)
-        return KernelFailed(f"kernel '{name}' was killed by {sig}" + (f": {last}" if last else ""),
-                            "if memory ran out, choose a smaller size; otherwise rerun and report it")
-    return KernelFailed(f"kernel '{name}' exited with status {returncode}" + (f": {last}" if last else ""),
-                        "rerun with a smaller size or report it")
+        _, what, fix = death_cause(-returncode, before, local=True)
+        return KernelFailed(f"kernel '{name}' {what}{tail}", fix)
+    return KernelFailed(f"kernel '{name}' exited with status {returncode}{tail}",
+                        "rerun; report it with its output if it persists")

@@ -438,6 +438,76 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _command_of(pid: int) -> str:
+    """A process's command line for a message: printable characters only, at most 60."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(4096).replace(b"\0", b" ").strip().decode(errors="replace")
+    except OSError:
+        return "?"
+    text = "".join(ch if ch.isprintable() else "?" for ch in raw)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def processes(*, prefix: str | None = None) -> list[dict]:
+    """The processes running inside the virtual cluster's namespaces (``ip netns pids``), as
+    ``{"namespace", "pid", "command"}``. The cluster runs no daemon of its own (namespaces, a bridge,
+    qdiscs: no process), so every one of them belongs to a job using it (mpirun, orted, ranks, sweep
+    agents, a slurmd) or was left by one."""
+    _require_root()
+    prefix = _check_prefix(prefix)
+    own: set[int] = set()
+    with contextlib.suppress(EnvironmentProblem):
+        c = load(prefix=prefix)
+        if c is not None and c.machines:  # machines do run processes of their own: init, sshd, the head's holder
+            from clusterbench.launch import machines as M
+
+            own = M.own_processes(c)
+    out = []
+    for ns in list_namespaces(prefix):
+        p = _run(["ip", "netns", "pids", ns], check=False)
+        for x in p.stdout.split():
+            if x.isdigit() and int(x) != os.getpid() and int(x) not in own and _alive(int(x)):
+                out.append({"namespace": ns, "pid": int(x), "command": _command_of(int(x))})
+    return out
+
+
+def _program(command: str) -> str:
+    """The program of a command line for a summary: ``mpirun``, ``orted``, or for ``python -m M``, M."""
+    words = command.split()
+    if not words:
+        return "?"
+    if "-m" in words[:-1] and os.path.basename(words[0]).startswith("python"):
+        return words[words.index("-m") + 1]
+    return os.path.basename(words[0])
+
+
+def describe_processes(procs: Sequence[dict]) -> str:
+    """``1 mpirun, 4 orted, 8 clusterbench.sweep.agent in t1-head, t1-n1, ...`` for a one-line message."""
+    count: dict[str, int] = {}
+    for p in procs:
+        count[_program(p["command"])] = count.get(_program(p["command"]), 0) + 1
+    spaces = list(dict.fromkeys(p["namespace"] for p in procs))
+    return (", ".join(f"{k} {name}" for name, k in count.items()) + " in " + ", ".join(spaces[:6])
+            + (" ..." if len(spaces) > 6 else ""))
+
+
+def taken_down(c: SimCluster) -> str | None:
+    """Why a job on ``c`` failed when the cluster itself went away (``sim-cluster down`` during it:
+    its namespaces or its state file are gone), else None. Reads ``/run/netns``: no process, no root."""
+    try:
+        existing = set(os.listdir("/run/netns"))
+    except OSError:
+        existing = set()
+    missing = [ns for ns in c.namespaces() if ns not in existing]
+    if missing:
+        return (f"the virtual cluster was taken down while it ran (namespace{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} gone: sim-cluster down?)")
+    if c.state_file and not Path(c.state_file).exists():
+        return "the virtual cluster was taken down while it ran (its state file is gone: sim-cluster down?)"
+    return None
+
+
 def _teardown(prefix: str) -> list[str]:
     """Delete every namespace with our prefix, nodes before the bridge; return their names."""
     names = list_namespaces(prefix)
@@ -459,11 +529,18 @@ def _teardown(prefix: str) -> list[str]:
 def down(*, prefix: str | None = None, state: str | os.PathLike | None = None) -> list[str]:
     """Remove everything ``up`` made: every namespace named ``<prefix>*`` (processes inside are
     killed first; their veth ends go with them), the state file and the agent. Works without a
-    state file (after a crash). Returns the namespaces removed. Nothing else is touched."""
+    state file (after a crash). Returns the namespaces removed. Nothing else is touched.
+    ``clusterbench sim-cluster down`` refuses first, without ``--force``, when a job runs inside
+    (:func:`processes`); this function kills them (it is also the cleanup after a crash)."""
     _require_root()
     prefix = _check_prefix(prefix)
     sdir = state_dir(state)
     with _locked(sdir):
+        state_file, agent = _files(sdir, prefix)
+        # the state file goes first: a job that fails while its processes are killed below then finds
+        # it gone and says the cluster was taken down (taken_down), not that its launcher was killed
+        with contextlib.suppress(FileNotFoundError):
+            state_file.unlink()
         removed = _teardown(prefix)
         _remove_files(sdir, prefix)
     return removed

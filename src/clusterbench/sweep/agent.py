@@ -22,6 +22,12 @@ that all nodes measure at the same time; after its last figure it keeps its cpus
 process per cpu, each in a session of its own like a kernel) until ``sync_dir/release`` appears, so a
 node that finishes early does not hand its cpu-mates a cpu of their own for their last samples.
 
+Supervisor and worker: the process the launcher starts prints ``hello`` and forks a worker that does
+everything else; it relays the worker's lines whole, prints a ``beat`` line every :data:`BEAT_S` seconds
+(no ``seq``: the caller's sign of life from the node), and if the worker dies before ``done`` or
+``error`` it prints the ``error`` itself, naming the signal and its likely cause, and ends what the
+worker left (it is the worker tree's subreaper). So one killed agent fails its node only.
+
 Output protocol (stdout, one ``os.write`` per line, every line under 1 KB so that no launcher splits
 one): ``{"cbsweep": 1, "node", "rank", "seq", "kind", ...}`` with ``kind`` ``hello`` (at once: names,
 pid, cpus), ``probe`` (the node's probe and NIC settings), ``ready``, ``result`` (one figure, as
@@ -34,8 +40,10 @@ so the caller can tell a lost or garbled line from a complete report. The agent 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -150,28 +158,35 @@ def _wait_for(path: str, deadline: float) -> bool:
     return True
 
 
+_SPIN = """import os, sys, time
+cpus = [int(c) for c in sys.argv[2].split(",") if c]
+end, leader = time.monotonic() + float(sys.argv[1]), os.getpid()
+mine = cpus[0] if cpus else None
+for c in cpus[1:]:
+    if os.fork() == 0:
+        mine = c
+        break
+if mine is not None:
+    os.sched_setaffinity(0, {mine})
+while time.monotonic() < end and (os.getpid() == leader or os.getppid() == leader):
+    pass
+"""
+
+
 def _spinners(cpus: list[int], seconds: float) -> list:
-    """One busy process per cpu, each in a session of its own (as a kernel runs), ended with the agent."""
+    """Busy loops on the node's cpus, one per cpu, in ONE session of their own, as the node's kernel
+    ran (one session, one thread per cpu): with autogroups the scheduler shares a cpu between
+    sessions, so a finished node holds the same share its kernel held, not one per cpu. The forked
+    loops end with their leader; the leader ends with the agent (parent-death signal)."""
     import subprocess
 
     from clusterbench.launch.process import die_with_parent
 
-    procs = []
-    targets: list[int | None] = list(cpus) or [None]
-    code = f"import time\nend = time.monotonic() + {seconds:.1f}\nwhile time.monotonic() < end:\n    pass\n"
-    for cpu in targets:
-        death = die_with_parent(9)
-
-        def pre(cpu: int | None = cpu, death: Any = death) -> None:
-            if death:
-                death()
-            if cpu is not None:
-                os.sched_setaffinity(0, {cpu})
-
-        procs.append(subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      start_new_session=True, preexec_fn=pre))
-    return procs
+    death = die_with_parent(9)
+    proc = subprocess.Popen([sys.executable, "-c", _SPIN, f"{seconds:.1f}", ",".join(map(str, cpus))],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, preexec_fn=death)
+    return [proc]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +207,166 @@ def main(argv: list[str] | None = None) -> int:
     timeout = float(spec.get("timeout") or 900.0)
     deadline = t0 + timeout
     out.emit("hello", names=names, pid=os.getpid(), python=sys.executable, host=socket.gethostname())
-    return _run(spec, out, node, env, sync_dir, deadline, t0)
+    return _supervise(spec, out, node, env, sync_dir, deadline, t0)
+
+
+# --------------------------------------------------------------------------- the supervisor
+#: seconds between the supervisor's ``beat`` lines (the caller's sign of life from this node)
+BEAT_S = 1.0
+_PR_SET_CHILD_SUBREAPER = 36
+#: signals that stop the supervisor (a user, the launcher's teardown): it ends the worker first
+_STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _become_subreaper() -> None:
+    """Orphans of the worker's tree (a kernel whose worker was killed) become this process's
+    children, so it can end them: nothing is left running on the node."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 1 and int(fields[1]) == pid and fields[0] != b"Z":
+                out.append(int(entry))
+    return out
+
+
+def _end_tree(worker: int | None) -> None:
+    """SIGKILL the worker and whatever its tree left behind (reparented here), each with its process
+    group (a kernel leads a session of its own), and reap them; bounded to a few seconds."""
+    me = os.getpid()
+    end = time.monotonic() + 5.0
+    victims = [worker] if worker else []
+    while time.monotonic() < end:
+        victims = list(dict.fromkeys(victims + _children(me)))
+        if not victims:
+            break
+        for pid in victims:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(pid, signal.SIGKILL)
+        victims = []
+        time.sleep(0.02)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _supervise(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_dir: str | None, deadline: float,
+               t0: float) -> int:
+    """Run the benchmarks in a forked worker and relay its lines; beat every :data:`BEAT_S` seconds;
+    if the worker dies before its ``done`` or ``error`` record, say how (the signal, and for SIGKILL
+    whether the out-of-memory killer struck: :func:`clusterbench.launch.process.death_cause`), end
+    what it left, and exit 0, so that the launcher (in recovery mode) keeps the other nodes running.
+
+    Killing one node's agent must lose that node only (issue 23: it lost the whole sweep)."""
+    import select
+
+    from clusterbench.launch.process import death_cause, die_with_parent, memory_state
+
+    memory = memory_state()
+    _become_subreaper()
+    stopped: list[int] = []
+    r, w = os.pipe()
+    death = die_with_parent(signal.SIGKILL)  # the worker dies with this supervisor, however it dies
+    pid = os.fork()
+    if pid == 0:  # the worker
+        rc = 1
+        try:
+            os.close(r)
+            if death:
+                death()
+            os.dup2(w, 1)  # anything it prints goes through the relay
+            os.close(w)
+            out.fd = 1
+            rc = _run(spec, out, node, env, sync_dir, deadline, t0)
+        finally:
+            os._exit(rc)
+    os.close(w)
+
+    def stop(signum: int, _frame: Any) -> None:
+        stopped.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    for sig in _STOPS:
+        signal.signal(sig, stop)
+    last_seq, last_kind = out.seq - 1, "hello"
+    buf = b""
+    deaf = False  # the launcher stopped reading (it was killed): nobody hears this node any more
+    beat = json.dumps({"cbsweep": PROTOCOL, "node": node, "rank": out.rank, "kind": "beat"},
+                      separators=(",", ":")).encode() + b"\n"
+    next_beat = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now >= next_beat and not deaf:
+            deaf = not _write_all(out.fd, beat)
+            next_beat = now + BEAT_S
+        if deaf and not stopped:  # no one to report to: end the worker, the node's share of the job
+            stop(signal.SIGPIPE, None)
+        try:
+            ready, _, _ = select.select([r], [], [], max(0.0, next_beat - time.monotonic()))
+        except InterruptedError:
+            continue
+        if not ready:
+            continue
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        *lines, buf = (buf + chunk).split(b"\n")
+        for line in lines:
+            deaf = deaf or not _write_all(out.fd, line + b"\n")  # whole lines: a beat never lands inside one
+            if line.startswith(b'{"cbsweep"'):
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    rec = json.loads(line)
+                    last_seq, last_kind = int(rec["seq"]), str(rec["kind"])
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    _end_tree(None)
+    if last_kind in ("done", "error") or deaf:
+        return 0
+    out.seq = last_seq + 1
+    if stopped:
+        _, how, fix = death_cause(stopped[0], memory)
+        message = f"its agent {how.replace('was killed by', 'was stopped by', 1)}"
+        sig = stopped[0]
+    elif os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        _, how, fix = death_cause(sig, memory)
+        message = f"its agent (pid {pid}) {how}"
+    else:
+        sig = None
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+        message = f"its agent (pid {pid}) exited with status {code} before it reported"
+        fix = "rerun; report it with CLUSTERBENCH_DEBUG=1 if it persists"
+    with contextlib.suppress(OSError):
+        out.emit("error", message=message, fix=fix, exit_code=4, signal=sig)
+    return 0
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    """Write all of ``data``; False when the reader is gone (EPIPE: Python ignores SIGPIPE)."""
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:
+        return False
+    return True
 
 
 def _run(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_dir: str | None, deadline: float,
@@ -266,7 +440,8 @@ def _hold(sync_dir: str | None, cpus: list[int], deadline: float, started: bool)
         _wait_for(os.path.join(sync_dir, "release"), deadline)
     finally:
         for p in procs:
-            p.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # the leader and the loops it forked
             p.wait()
 
 

@@ -18,6 +18,13 @@ What runs
     node; the job is bounded in time and ended as a whole (process group, watchdog) on timeout,
     failure or Ctrl-C.
 
+A node that fails
+    loses that node only: the launcher runs in recovery mode (``--enable-recovery``,
+    ``-disable-auto-cleanup``, srun ``--kill-on-bad-exit=0``), each agent's supervisor reports its
+    worker's death (the signal and its likely cause) and beats every second, a node silent for
+    :data:`LOST_S` seconds is failed as lost, and when the launcher ends early the nodes that reported
+    are kept (:func:`run_job`). The figures of the others are judged and stored; the run is incomplete.
+
 What real clusters need
     The agent runs ``python -m clusterbench.sweep.agent`` with this Python (``sys.executable``) unless
     ``python`` says otherwise: a shared filesystem holding this installation (e.g. a virtual environment
@@ -30,7 +37,9 @@ CPUs
     On a real cluster each node's agent uses every cpu of its node (``--bind-to none``; under Slurm,
     what the step gives it). The virtual cluster's nodes all share this machine's cpus, so each node is
     pinned to cpus of its own: ``node_cpus`` (``{node: [cpu, ...]}``), by default one cpu each, round
-    robin. There the nodes also start measuring together (a start barrier once every node has built
+    robin; more nodes than cpus only with ``oversubscribe``, and then busy loops even out the cpus that
+    carry a node fewer (:func:`filler_loops`), so every node has the same share and the output says so.
+    There the nodes also start measuring together (a start barrier once every node has built
     and probed) and a node that finishes keeps its cpus busy until all have finished (see
     :mod:`clusterbench.sweep.agent`), so every node measures under the same sharing throughout.
 
@@ -79,6 +88,9 @@ DEFAULT_TIMEOUT = 900.0
 LAUNCH_TIMEOUT = 60.0
 #: seconds the launcher may take to exit once every node has reported
 FINALIZE_GRACE = 15.0
+#: seconds without a line (record or beat, every agent.BEAT_S) after which a node's agent is taken for
+#: lost (killed with its supervisor, node or network down) and the others go on without it
+LOST_S = 10.0
 #: how many lines of the launcher's stderr an error message may quote from
 _TAIL = 16384
 
@@ -149,7 +161,10 @@ def slurm_hosts(env: dict[str, str] | None = None) -> list[str] | None:
 def resolve_hosts(hosts: Sequence[str] | None) -> tuple[list[str], bool]:
     """(hosts, from_slurm): the hosts given, else the Slurm allocation's, else a UsageError."""
     if hosts:
-        names = [h.split(":")[0] for h in hosts]  # host:slots as elsewhere: one agent per node regardless
+        from clusterbench.launch.mpi.hosts import host_names
+
+        # the one --hosts parser; host:slots as elsewhere: one agent per node regardless
+        names = host_names(",".join(hosts))
         dup = sorted({h for h in names if names.count(h) > 1})
         if dup:
             raise UsageError(f"host {dup[0]} is listed twice", "list each node once")
@@ -161,9 +176,74 @@ def resolve_hosts(hosts: Sequence[str] | None) -> tuple[list[str], bool]:
     return found, True
 
 
-def default_node_cpus(hosts: Sequence[str], cpus: Sequence[int]) -> dict[str, list[int]]:
-    """One cpu per node, round robin (the virtual cluster's nodes share this machine's cpus)."""
-    return {h: [cpus[i % len(cpus)]] for i, h in enumerate(hosts)}
+def default_node_cpus(hosts: Sequence[str], cpus: Sequence[int], *, taken: Sequence[int] = ()) -> dict[str, list[int]]:
+    """The virtual cluster's default placement (its nodes share this machine's cpus): one cpu per
+    node, round robin, the cpus no node was given with ``--node-cpus`` (``taken``) first. With more
+    nodes than cpus (``--oversubscribe``) some cpus carry one node more than others: see
+    :func:`filler_loops`, which evens them out."""
+    order = [c for c in cpus if c not in set(taken)] + [c for c in cpus if c in set(taken)]
+    return {h: [order[i % len(order)]] for i, h in enumerate(hosts)}
+
+
+def filler_loops(node_cpus: dict[str, list[int]]) -> dict[int, int]:
+    """Busy loops to add per cpu so that every cpu carrying nodes carries as many tasks as the
+    fullest one: then every node has the same share of a cpu (3 nodes on 2 cpus: n1 and n3 on cpu 0,
+    n2 and one loop on cpu 1, each node half a cpu). Without them n2 would have a cpu to itself and
+    twice the others' figure, and a slow node would hide (issue 23)."""
+    count: dict[int, int] = {}
+    for cs in node_cpus.values():
+        for c in set(cs):
+            count[c] = count.get(c, 0) + 1
+    top = max(count.values(), default=0)
+    return {c: top - k for c, k in sorted(count.items()) if top - k > 0}
+
+
+def cpu_shares(node_cpus: dict[str, list[int]], fillers: dict[int, int] | None = None) -> dict[str, float]:
+    """Each node's share of this machine's cpus, in cpus: a cpu with k nodes and f filler loops
+    gives each node 1/(k+f)."""
+    count: dict[int, int] = dict(fillers or {})
+    for cs in node_cpus.values():
+        for c in set(cs):
+            count[c] = count.get(c, 0) + 1
+    return {h: sum(1.0 / count[c] for c in set(cs)) for h, cs in node_cpus.items()}
+
+
+def sharing_note(node_cpus: dict[str, list[int]], fillers: dict[int, int] | None = None) -> str | None:
+    """What the output says when virtual nodes share cpus (None when each has its own)."""
+    shares = cpu_shares(node_cpus, fillers)
+    if not shares or all(abs(v - len(set(node_cpus[h]))) < 1e-9 for h, v in shares.items()):
+        return None
+    vals = sorted(set(round(v, 3) for v in shares.values()))
+    loops = sum((fillers or {}).values())
+    how = f", {loops} busy loop{'s' if loops > 1 else ''} evening them out" if loops else ""
+    if len(vals) == 1:
+        return (f"the virtual nodes share this machine's cpus ({vals[0]:.3g} cpu each{how}): every figure is for "
+                "that share, not a whole cpu; the nodes compare with each other, not with a real node")
+    shown = ", ".join(f"{h} {v:.3g}" for h, v in shares.items())
+    return (f"the virtual nodes' cpu shares differ (--node-cpus: {shown} cpu): a node with a larger share "
+            "measures more whatever its health, and the outlier judgement assumes equal shares")
+
+
+def start_fillers(fillers: dict[int, int], seconds: float) -> list[subprocess.Popen]:
+    """The busy loops of :func:`filler_loops`, each pinned, in a session of its own (as a node's
+    kernel: the same weight with autogroups), ended with this process however it ends."""
+    from clusterbench.launch.process import die_with_parent
+
+    code = f"import time\nend = time.monotonic() + {seconds:.1f}\nwhile time.monotonic() < end:\n    pass\n"
+    procs: list[subprocess.Popen] = []
+    for cpu, k in fillers.items():
+        for _ in range(k):
+            death = die_with_parent(9)
+
+            def pre(cpu: int = cpu, death: Any = death) -> None:
+                if death:
+                    death()
+                os.sched_setaffinity(0, {cpu})
+
+            procs.append(subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True, preexec_fn=pre))
+    return procs
 
 
 # --------------------------------------------------------------------------- output of the job
@@ -226,6 +306,8 @@ class NodeReport:
     exit_code: int | None = None
     seq: int = 0
     parts: dict[int, list[str]] = field(default_factory=dict)
+    #: when its last line (a record or its supervisor's beat) arrived, monotonic seconds
+    last_s: float = 0.0
 
     @property
     def finished(self) -> bool:
@@ -242,6 +324,23 @@ class Gather:
         self.rank_node: dict[int, str] = {}
         self.chatter: list[str] = []
         self.events: list[tuple[str, str]] = []  # (node, kind) as they arrive
+        self.heard = started  # when any node's line last arrived
+
+    def fail(self, node: str, why: str, code: int = -2) -> None:
+        """Mark ``node`` failed from here (lost, or the launcher ended it): its figures are not kept."""
+        rep = self.nodes.setdefault(node, NodeReport(node))
+        if rep.finished:
+            return
+        rep.error, rep.exit_code = why, code
+        self.events.append((node, "error"))
+
+    def lost(self, now: float, silent_s: float) -> list[str]:
+        """Nodes that said hello and went silent (no record, no beat) for ``silent_s`` seconds while
+        other nodes were heard meanwhile (so a stalled launcher or caller is not taken for a lost node)."""
+        if now - self.heard > silent_s / 2:
+            return []
+        return [h for h in self.hosts if h in self.nodes and self.nodes[h].hello is not None
+                and not self.nodes[h].finished and now - self.nodes[h].last_s > silent_s]
 
     def line(self, rank: int | None, line: bytes) -> None:
         text = line.decode(errors="replace").rstrip("\r")
@@ -254,7 +353,7 @@ class Gather:
 
             rec = json.loads(text)
             node = str(rec["node"])
-            seq = int(rec["seq"])
+            seq = int(rec["seq"]) if rec.get("kind") != "beat" else -1
         except (ValueError, KeyError, TypeError):
             who = self.rank_node.get(rank) if rank is not None else None
             if who:
@@ -267,8 +366,11 @@ class Gather:
             rep = self.nodes[node] = NodeReport(node, rank=rec.get("rank"))
         if rank is not None:
             self.rank_node[rank] = node
-        if rep.error is not None and rep.exit_code == -1:
-            return  # already known to be broken
+        rep.last_s = self.heard = time.monotonic()
+        if rec.get("kind") == "beat":
+            return  # its supervisor's sign of life, outside the numbered lines
+        if rep.error is not None and rep.exit_code in (-1, -2):
+            return  # already known to be broken or lost
         if seq != rep.seq:
             self._broken(node, f"line {rep.seq} missing (got {seq})")
             return
@@ -341,6 +443,7 @@ class Job:
     workdir: str
     sim: bool = False
     mpi: dict | None = None
+    cluster: Any = None  # the virtual cluster (simcluster.SimCluster) it runs on, if any
 
 
 class LaunchHung(KernelFailed):
@@ -382,7 +485,7 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
         cmd = [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--nodelist=" + ",".join(hosts),
                "--cpu-bind=none", "--label", "--kill-on-bad-exit=0", "--mpi=none", "--job-name=clusterbench-sweep",
                *program]
-        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir, sim=sim is not None)
+        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir, sim=sim is not None, cluster=sim)
     from clusterbench.benchmarks.mpi import common
     from clusterbench.launch import mpi as mpimod
     from clusterbench.launch import simcluster
@@ -396,29 +499,40 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
     if sim is not None:
         spec.prefix = simcluster.exec_prefix("head", sim)
         spec.sim = sim
+    # one agent that dies must not end the others (issue 23: a killed agent lost the whole sweep): the
+    # launcher keeps the job running (recovery mode), the agents' supervisors and beats say who is gone
     if inst.name == "openmpi":
         # one process per node, unbound (the later --map-by/--bind-to win); every chunk tagged with its rank
-        spec.extra_args += ["--map-by", "ppr:1:node", "--bind-to", "none", "--tag-output"]
+        spec.extra_args += ["--map-by", "ppr:1:node", "--bind-to", "none", "--tag-output", "--enable-recovery"]
         demux = Demux(OPENMPI_TAG, anywhere=True)
     else:
-        spec.extra_args += ["-prepend-pattern", HYDRA_PATTERN]
+        spec.extra_args += ["-prepend-pattern", HYDRA_PATTERN, "-disable-auto-cleanup"]
         demux = Demux(HYDRA_TAG, anywhere=True)
     cmd, env_add = mpimod.build_command(inst, spec, program, workdir)
     return Job([*spec.prefix, *cmd], {**env, **env_add}, os.path.basename(inst.mpirun), demux, workdir,
-               sim=sim is not None, mpi={"name": inst.name, "version": inst.version, "launcher": inst.mpirun})
+               sim=sim is not None, mpi={"name": inst.name, "version": inst.version, "launcher": inst.mpirun},
+               cluster=sim)
 
 
 # --------------------------------------------------------------------------- running the job
 
 def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: float,
-            sync_dir: str | None, progress: Progress) -> tuple[Gather, float, str]:
+            sync_dir: str | None, progress: Progress, fillers: dict[int, int] | None = None
+            ) -> tuple[Gather, float, str]:
     """Run the job until every node has reported (or failed) and the launcher has exited; returns
     (what was gathered, wall seconds from launch to exit, the launcher's stderr tail). The whole job
-    (launcher, daemons, agents) is ended on timeout, failure or Ctrl-C."""
+    (launcher, daemons, agents) is ended on timeout, failure or Ctrl-C. ``fillers``: busy loops per cpu
+    (:func:`filler_loops`) run from the start barrier to the release.
+
+    A node whose agent is killed, or that goes silent for :data:`LOST_S` seconds, is marked failed and
+    the others go on; when the launcher itself ends early, the nodes that reported are kept and the
+    others failed with the reason (a rank killed and by what, the virtual cluster taken down, a node
+    lost)."""
     from clusterbench.launch import process
-    from clusterbench.launch.mpi.run import _explain
+    from clusterbench.launch.mpi.run import GENERIC_FIX, GONE_FIX, _explain, cluster_gone
 
     started = time.monotonic()
+    memory = process.memory_state()
     g = Gather(hosts, started)
     try:
         run = process.spawn(job.command, env={**os.environ, **job.env}, launcher=True, cleanup=[job.workdir])
@@ -431,6 +545,7 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
     finished_at: float | None = None
     go = release = False
     seen = 0
+    loops: list[subprocess.Popen] = []
 
     def tick() -> float | None:
         nonlocal go, release, finished_at, seen
@@ -439,8 +554,13 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
             if kind in ("ready", "done", "error"):
                 progress.advance(1)
         seen = len(g.events)
+        for h in g.lost(now, LOST_S):  # its agent and supervisor killed, or its node gone: the others go on
+            pid = (g.nodes[h].hello or {}).get("pid")
+            g.fail(h, f"its agent{f' (pid {pid})' if pid else ''} stopped answering (nothing from it for "
+                      f"{LOST_S:g} s): it was killed with its supervisor, or the node or its network went down")
         alive = [h for h in hosts if not (h in g.nodes and g.nodes[h].error is not None)]
         if sync_dir and not go and alive and all(h in g.nodes and g.nodes[h].ready_s is not None for h in alive):
+            loops.extend(start_fillers(fillers or {}, max(1.0, deadline - now)))
             Path(sync_dir, "go").touch()  # every node that is still in has built and probed: measure together
             go = True
         if finished_at is None and g.all(lambda r: r.finished):
@@ -448,6 +568,7 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
             if sync_dir:
                 Path(sync_dir, "release").touch()
                 release = True
+            _stop(loops)
         if finished_at is not None:
             return None if now >= finished_at + FINALIZE_GRACE else finished_at + FINALIZE_GRACE - now
         if len(g.said_hello()) < len(hosts) and now >= launch_deadline:
@@ -481,9 +602,17 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
         if not g.all(lambda r: r.finished):
             missing = [h for h in hosts if not (h in g.nodes and g.nodes[h].finished)]
             text = err.tail_text + "\n" + "\n".join(g.chatter)
-            msg, fix = _explain(text, proc.returncode, job.launcher)
+            gone = cluster_gone(job.cluster)
+            if gone:  # sim-cluster down during the sweep: say so, not what the launcher made of it
+                msg, fix = f"{job.launcher} stopped: {gone}", GONE_FIX
+            else:
+                msg, fix = _explain(text, proc.returncode, job.launcher, local=job.sim, before=memory)
+            if any(r.done is not None for r in g.nodes.values()):  # keep the nodes that reported
+                for h in missing:
+                    g.fail(h, f"no report: {msg}", code=4)
+                return g, wall, err.tail_text
             cls = EnvironmentProblem if not g.said_hello() else KernelFailed
-            if not g.said_hello() and fix.startswith("rerun with a smaller size"):  # _explain's default
+            if not g.said_hello() and fix == GENERIC_FIX:
                 fix = ("check that every host is reachable and runs this Python with clusterbench "
                        "(a shared filesystem, or --remote-python)")
             raise cls(f"{msg} (no report from {', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''})",
@@ -492,7 +621,16 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
     finally:
         if sync_dir and not release:
             Path(sync_dir, "release").touch()  # agents holding their cpus let go before the job is ended
+        _stop(loops)
         run.end()
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()
+    procs.clear()
 
 
 # --------------------------------------------------------------------------- judging
@@ -595,7 +733,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
                use_store: bool = True, python: str | None = None, node_cpus: dict[str, list[int]] | None = None,
                diagnose: bool = True, doctor_timeout: float = 60.0, tags: Sequence[str] = (), note: str | None = None,
                argv: Sequence[str] | None = None, progress: Progress | None = None,
-               probe_data: dict | None = None) -> dict:
+               probe_data: dict | None = None, oversubscribe: bool = False) -> dict:
     """Run ``benchmark`` (default: the quick node profile) on every host at once as one launcher job,
     gather the figures, flag outlier nodes per figure and store the run; returns the ``--json``
     document (``sweep_schema`` 1; see :func:`format_sweep_node`). ``hosts`` None: the Slurm allocation
@@ -633,6 +771,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, oversubscribe=True)
     t_prep = time.monotonic()
     steps = session.plan([name], {name: given}, ctx)
+    fillers: dict[int, int] = {}
     if sim is not None:
         cpus_here = allowed_cpus(ctx)
         node_cpus = dict(node_cpus or {})
@@ -643,7 +782,18 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
         if bad:
             raise UsageError(f"--node-cpus {bad[0][0]}={bad[0][1]}: cpu {bad[0][1]} is not one this process may use "
                              f"({','.join(map(str, cpus_here))})", "give cpus of this machine")
-        node_cpus = {**default_node_cpus(names, cpus_here), **node_cpus}
+        placed = [h for h in names if h not in node_cpus]
+        share = len(placed) > len(cpus_here)
+        if share and not oversubscribe:
+            raise UsageError(f"{len(placed)} virtual nodes need a cpu each and this process may use "
+                             f"{len(cpus_here)} ({','.join(map(str, cpus_here))})",
+                             f"sweep {len(cpus_here)} nodes or fewer, add --oversubscribe (the nodes then share every "
+                             "cpu equally and each figure is per share), or place them with --node-cpus")
+        taken = sorted({c for cs in node_cpus.values() for c in cs})
+        node_cpus = {**default_node_cpus(placed, cpus_here, taken=taken), **node_cpus}
+        node_cpus = {h: node_cpus[h] for h in names}
+        if share:  # --oversubscribe: every node the same share of a cpu
+            fillers = filler_loops(node_cpus)
     for bench, params in steps:
         bench.prepare(ctx, params)
     prepare_s = time.monotonic() - t_prep
@@ -677,12 +827,17 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
             job = build_job(names, program, wd, slurm=use_srun, sim=sim, mpi=mpi, allow_root=allow_root)
             try:
                 gathered, wall, _ = run_job(job, names, timeout=timeout, launch_timeout=lt, sync_dir=sync_dir,
-                                            progress=progress)
+                                            progress=progress, fillers=fillers)
                 break
             except LaunchHung:
                 if attempt + 1 >= attempts:
                     raise
-    doc = _document(name, given, profile, names, job, gathered, wall, prepare_s, sim)
+    failed = [h for h in names if gathered.nodes[h].error is not None]
+    if len(failed) == len(names):  # nothing to keep: nothing is stored
+        h = failed[0]
+        raise KernelFailed(f"sweep node: every node failed; {h}: {gathered.nodes[h].error}"
+                           + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
+    doc = _document(name, given, profile, names, job, gathered, wall, prepare_s, sim, fillers)
     if doc["outliers"] and diagnose:
         _diagnose(doc, names, doctor_timeout, python)
     if store is not None:
@@ -693,7 +848,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
 
 
 def _document(name: str, given: dict, profile: str, hosts: list[str], job: Job, g: Gather, wall: float,
-              prepare_s: float, sim: Any) -> dict:
+              prepare_s: float, sim: Any, fillers: dict[int, int] | None = None) -> dict:
     reports = {h: g.nodes[h] for h in hosts}
     ok = {h: r.results for h, r in reports.items() if r.error is None}
     figs = [judge(f) for f in figures(ok)]
@@ -708,6 +863,9 @@ def _document(name: str, given: dict, profile: str, hosts: list[str], job: Job, 
     per_node = {h: {"rank": r.rank, "cpus": r.cpus, "ready_s": r.ready_s, "done_s": r.done_s,
                     "bench_s": bench.get(h), "results": len(r.results), "error": r.error} for h, r in reports.items()}
     notes: dict[str, list[str]] = {}
+    shared = sharing_note({h: r.cpus for h, r in reports.items() if r.cpus}, fillers) if sim is not None else None
+    if shared:
+        notes[shared] = list(hosts)
     for h, r in reports.items():
         for text in (r.done or {}).get("notes") or []:
             notes.setdefault(text, []).append(h)
@@ -716,6 +874,7 @@ def _document(name: str, given: dict, profile: str, hosts: list[str], job: Job, 
         "hosts": hosts, "launcher": job.launcher, "mpi": job.mpi, "command": job.command,
         "virtual_cluster": sim is not None,
         "node_cpus": {h: r.cpus for h, r in reports.items()},
+        "filler_loops": {str(c): k for c, k in (fillers or {}).items()},
         "failed": {h: r.error for h, r in reports.items() if r.error is not None},
         "metrics": figs, "outliers": out_list,
         "method": outliers.METHOD,
@@ -859,6 +1018,9 @@ def format_sweep_node(doc: dict) -> list[str]:
                              "throttled or shared CPU, hardware?)")
             else:
                 lines.append(f"  {node}: doctor was not asked")
+    elif len(ok) < outliers.MIN_PEERS:
+        lines.append(f"outliers: not judged: {len(ok)} node{'s' if len(ok) != 1 else ''} with figures, the method "
+                     f"needs {outliers.MIN_PEERS} or more")
     else:
         lines.append(f"outliers: none among {len(doc['metrics'])} figures")
     lines.append(f"method: {doc['method']}")

@@ -452,6 +452,7 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
     cmd, env_add = mpimod.build_command(mpi, spec, [exe], wd)
     cmd = [*spec.prefix, *cmd]
     started = time.monotonic()
+    memory = process.memory_state()
     try:  # kill -9 of clusterbench: the launcher, the ranks and wd go too
         run = process.spawn(cmd, cwd=wd, env={**os.environ, **env_add}, launcher=True,
                             cleanup=[] if keep else [wd])
@@ -472,9 +473,9 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
     output = (outfile.read_text(errors="replace") if outfile.is_file() else "") if engine == "hpcc" else out
     what = f"{engine} (N={case.n}, NB={case.nb}, {case.p}x{case.q})"
     if proc.returncode != 0:
-        problem, fix = mpimod._explain(err + "\n" + out, proc.returncode, what)
-        if "exited on signal" in err:  # mpirun's report of a rank that died
-            fix = "a rank was killed: check the node's memory (dmesg shows the OOM killer) and choose a smaller N"
+        # a rank that died is named with its cause (out-of-memory killer: a smaller N; from outside: not)
+        problem, fix = mpimod._explain(err + "\n" + out, proc.returncode, what,
+                                       local=not spec.hosts or spec.sim is not None, before=memory)
         errors = hpl_errors(output)
         raise KernelFailed(problem + (f" ({errors[0]})" if errors else ""), fix)
     proof = mpimod.parse_transport_proof(err)

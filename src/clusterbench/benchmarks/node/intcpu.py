@@ -82,8 +82,9 @@ class IntCpu(KernelBenchmark):
     metrics = (
         Metric("events_per_s", "events/s", True,
                "sysbench cpu events per second: total events / total time (one event = trial division of "
-               "3..max_prime-1)"),
-        Metric("latency", "ms", False, "mean time per event; min, max and 95th percentile in params"),
+               "3..max_prime-1)", value_is="whole run"),
+        Metric("latency", "ms", False, "mean time per event; min, max and 95th percentile in params",
+               value_is="mean of the run"),
     )
     params = (
         Param("max_prime", int, 10000, "sysbench --cpu-max-prime: each event tests the candidates 3..max_prime-1",

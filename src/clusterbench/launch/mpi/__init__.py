@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from clusterbench.launch.mpi.detect import (  # noqa: F401
     INSTALL_FIX, MPI_KINDS, MpiInstall, _ompi_components, _run_text, detect_mpi)
-from clusterbench.launch.mpi.hosts import Host, check_slots, parse_hostfile, parse_hosts  # noqa: F401
+from clusterbench.launch.mpi.hosts import Host, check_slots, host_names, parse_hostfile, parse_hosts  # noqa: F401
 from clusterbench.launch.mpi.launchers import (  # noqa: F401
     LAUNCHERS, REGISTRY, Launcher, build_command, launcher_for, register_launcher, resolve_launcher)
 from clusterbench.launch.mpi.mpich import (  # noqa: F401

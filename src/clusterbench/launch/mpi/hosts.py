@@ -42,24 +42,38 @@ def _merge(hosts: list[Host]) -> list[Host]:
     return list(out.values())
 
 
-def parse_hosts(spec: str) -> list[Host]:
-    """``node1:4,node2:4`` (a host without ``:N`` has 1 slot, as with mpirun --host)."""
-    if not spec or not spec.strip():
-        raise UsageError("--hosts is empty", "give hosts like node1:4,node2:4")
+def _entries(spec: str | None, option: str = "--hosts") -> list[Host]:
+    """The entries of ``node1:4,node2`` in order, unmerged: the one parser of a host list on the
+    command line (a malformed entry, a slot count that is not a positive integer or an empty list is
+    a :class:`UsageError`, exit 2, before any host is contacted)."""
+    if spec is None or not spec.strip():
+        raise UsageError(f"{option} is empty", "give hosts like node1:4,node2:4")
     hosts = []
     for item in spec.split(","):
         item = item.strip()
         if not item:
-            raise UsageError(f"--hosts '{spec}' has an empty entry", "give hosts like node1:4,node2:4")
+            raise UsageError(f"{option} '{spec}' has an empty entry", "give hosts like node1:4,node2:4")
         name, sep, count = item.rpartition(":") if ":" in item else (item, "", "")
         if not sep:
-            hosts.append(Host(_check_name(item, f"--hosts entry '{item}'"), 1))
+            hosts.append(Host(_check_name(item, f"{option} entry '{item}'"), 1))
             continue
         if not count.isdigit() or int(count) < 1:
-            raise UsageError(f"--hosts entry '{item}': slot count '{count}' is not a positive integer",
-                             "write host:N, e.g. node1:4")
-        hosts.append(Host(_check_name(name, f"--hosts entry '{item}'"), int(count)))
-    return _merge(hosts)
+            raise UsageError(f"{option} entry '{item}': slot count '{count}' is not a positive integer",
+                             "write host:N with N >= 1, e.g. node1:4")
+        hosts.append(Host(_check_name(name, f"{option} entry '{item}'"), int(count)))
+    return hosts
+
+
+def parse_hosts(spec: str) -> list[Host]:
+    """``node1:4,node2:4`` (a host without ``:N`` has 1 slot, as with mpirun --host); a host named
+    twice has the slots of both, as Open MPI counts them."""
+    return _merge(_entries(spec))
+
+
+def host_names(spec: str | None, option: str = "--hosts") -> list[str]:
+    """The host names of a ``--hosts`` list, in order, duplicates kept (callers that run one thing
+    per node refuse them), parsed and checked as :func:`parse_hosts` does (slots are ignored)."""
+    return [h.name for h in _entries(spec, option)]
 
 
 def parse_hostfile(path: str | os.PathLike) -> list[Host]:

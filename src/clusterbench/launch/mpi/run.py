@@ -63,8 +63,15 @@ _KNOWN_ERRORS = (
 )
 
 
+#: _explain's advice when nothing tells the cause
+GENERIC_FIX = "rerun; report it with its output if it persists"
 #: what a rank other than 0 says before it aborts the job (cb_mpi_die: "<kernel> rank N: message")
 _RANK_SAYS_RE = re.compile(r"^\S+ rank (\d+): (.+)$")
+#: how each launcher reports a rank that died of a signal: (rank, node, signal number or description)
+_OMPI_DIED_RE = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+_HYDRA_DIED_RE = re.compile(r"KILLED BY SIGNAL: (\d+)")
+_SRUN_DIED_RE = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.+?)\s*$", re.M)
+_LOST_DAEMON = ("ORTE has lost communication with a remote daemon",)
 
 
 #: Open MPI's words when a node's daemon disappears mid-job (the node died, rebooted, dropped off the
@@ -72,9 +79,41 @@ _RANK_SAYS_RE = re.compile(r"^\S+ rank (\d+): (.+)$")
 _LOST_DAEMON_RE = re.compile(r"lost communication with a remote daemon.*?Remote daemon:.*? on node (\S+)", re.S)
 
 
-def _explain(stderr: str, rc: int | None, what: str) -> tuple[str, str]:
+def _signal_of(text: str) -> int | None:
+    """A signal number from a launcher's words: ``9`` or a description such as ``Killed``."""
+    import signal as _signal
+
+    if text.isdigit():
+        return int(text)
+    for sig in _signal.Signals:
+        if _signal.strsignal(sig) == text.strip():
+            return int(sig)
+    return None
+
+
+def rank_death(stderr: str) -> tuple[str, str | None, int] | None:
+    """(rank, node, signal) of a rank the launcher says died of a signal, or None."""
+    m = _OMPI_DIED_RE.search(stderr)
+    if m:
+        return m.group(1), m.group(2), int(m.group(3))
+    m = _HYDRA_DIED_RE.search(stderr)
+    if m:
+        return "?", None, int(m.group(1))
+    for m in _SRUN_DIED_RE.finditer(stderr):
+        sig = _signal_of(m.group(3))
+        if sig is not None:
+            return m.group(2), m.group(1), sig
+    return None
+
+
+def _explain(stderr: str, rc: int | None, what: str, *, local: bool = False,
+             before: dict | None = None) -> tuple[str, str]:
+    """(problem, fix) for a launch that failed, from the launcher's stderr and exit code. The fix fits
+    the cause: a rank that crashed, one the out-of-memory killer took, one killed from outside
+    (:func:`process.death_cause`; ``local``: the ranks ran on this machine, so its memory state bears
+    on a SIGKILL), a node lost; never "choose a smaller size" when the size is not the cause."""
     lost = _LOST_DAEMON_RE.search(stderr)
-    if lost:
+    if lost:  # the banner names the node whose daemon went away
         node = lost.group(1).rstrip(".,;")
         return (f"{what} stopped: MPI lost node {node} in the middle of the run (it died, rebooted or dropped off "
                 "the network)", f"check {node} (clusterbench cluster preflight --hosts {node}), then run again")
@@ -84,10 +123,35 @@ def _explain(stderr: str, rc: int | None, what: str) -> tuple[str, str]:
     for needle, problem, fix in _KNOWN_ERRORS:
         if needle in stderr:
             return f"{what}: {problem}", fix
+    died = rank_death(stderr)
+    if died is not None:
+        rank, node, sig = died
+        _, how, fix = process.death_cause(sig, before, local=local)
+        where = f"rank {rank}" + (f" on {node}" if node else "")
+        return f"{what}: {where} {how}", fix
+    if any(n in stderr for n in _LOST_DAEMON):
+        return (f"{what}: the launcher lost contact with a node (it went down, became unreachable, or its daemon "
+                "was killed)", "check the nodes (ping, ssh) and rerun; leave out a node that stays unreachable")
     lines = [ln.strip() for ln in stderr.splitlines() if not _NOISE_RE.search(ln)]
     last = lines[-1] if lines else ""
-    code = f"status {rc}" if rc is not None and rc >= 0 else f"signal {-(rc or 0)}"
-    return f"{what} exited with {code}" + (f": {last}" if last else ""), "rerun with a smaller size or report it"
+    if rc is not None and rc < 0:  # the launcher itself was killed
+        _, how, fix = process.death_cause(-rc, before, local=True)
+        return f"{what}: the launcher {how}" + (f" ({last})" if last else ""), fix
+    code = f"status {rc}" if rc is not None else "no status"
+    return f"{what} exited with {code}" + (f": {last}" if last else ""), GENERIC_FIX
+
+
+GONE_FIX = "bring it up again (clusterbench sim-cluster up --nodes N) and rerun"
+
+
+def cluster_gone(sim: object) -> str | None:
+    """Why a failed launch on the virtual cluster ``sim`` failed when the cluster itself went away
+    (``sim-cluster down`` during the run), else None (also for real hosts: ``sim`` None)."""
+    if sim is None:
+        return None
+    from clusterbench.launch import simcluster
+
+    return simcluster.taken_down(sim)  # type: ignore[arg-type]
 
 
 def _ranks_may_share_node(spec: LaunchSpec) -> bool:
@@ -170,6 +234,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
     * ``proof_out``: a TransportProof to fill (so ``on_record`` can read it as records arrive).
     """
     started = time.monotonic()
+    memory = process.memory_state()  # a rank's SIGKILL: the out-of-memory killer or someone (_explain)
     with tempfile.TemporaryDirectory(prefix="cb-mpi-") as wd:
         cmd, env_add = build_command(mpi, spec, program, wd)
         cmd = [*spec.prefix, *cmd]
@@ -243,7 +308,11 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                 process.kill_session(proc, process.LAUNCHER_GRACE)
             err_text = out.tail_text
             if proc.returncode != 0 and not finalize_hung:
-                msg, fix = _explain(err_text, proc.returncode, f"MPI kernel '{name}'")
+                gone = cluster_gone(spec.sim)
+                if gone:
+                    raise KernelFailed(f"MPI kernel '{name}' stopped: {gone}", GONE_FIX)
+                msg, fix = _explain(err_text, proc.returncode, f"MPI kernel '{name}'",
+                                    local=not spec.hosts or spec.sim is not None, before=memory)
                 raise KernelFailed(msg, fix)
             if not released:
                 release()

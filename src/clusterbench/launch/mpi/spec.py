@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +36,23 @@ class LaunchSpec:
     launcher: str = "auto"  # auto (srun inside a Slurm allocation, else the MPI's own), mpirun, srun
 
 
+#: an interface name as Linux allows it in practice (IFNAMSIZ 16: at most 15 characters), and nothing
+#: a shell would read: the value reaches every node's MPI daemon through its launch agent (ssh, or the
+#: virtual cluster's ``sh -c``), so it is checked here, once, before any host is touched, for every kind
+#: of host alike (issue 23: ``eth0;id`` was refused locally and passed on to virtual-cluster nodes)
+_IFACE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$")
+
+
 def _check_cidr(value: str) -> None:
-    for part in value.split(","):
+    """``--tcp-include``: comma-separated networks (CIDR) or interface names; a UsageError otherwise."""
+    for part in str(value).split(","):
         if "/" in part:
             try:
                 ipaddress.ip_network(part, strict=False)
             except ValueError as exc:
-                raise UsageError(f"'{part}' is not a network (CIDR) or interface name",
+                raise UsageError(f"--tcp-include '{part}' is not a network (CIDR) or interface name",
                                  "write e.g. 198.18.0.0/15 or eth1") from exc
+        elif not _IFACE_RE.match(part):
+            shown = "".join(ch if ch.isprintable() else "?" for ch in part)[:40]
+            raise UsageError(f"--tcp-include '{shown}' is not a network (CIDR) or interface name",
+                             "write e.g. 198.18.0.0/15 or eth1 (letters, digits, '_', '.', '-'; up to 15 characters)")
