@@ -306,7 +306,13 @@ def _brief(f: dict[str, Any] | None) -> dict[str, Any] | None:
 def _cache_file(names: Sequence[str]) -> Path:
     base = os.environ.get("CLUSTERBENCH_CACHE")
     root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "clusterbench"
-    key = hashlib.sha256(json.dumps(sorted(names)).encode()).hexdigest()[:16]
+    from clusterbench.launch import simcluster
+
+    ident: list[str] = []
+    c = simcluster.load()
+    if c is not None and set(names) & {n.name for n in c.nodes}:  # a virtual cluster brought up again is another
+        ident = [c.state_file, c.created]
+    key = hashlib.sha256(json.dumps([sorted(names), ident]).encode()).hexdigest()[:16]
     return root / "preflight" / f"{key}.json"
 
 
