@@ -144,3 +144,43 @@ def test_a_real_run_with_a_hostile_note_prints_no_control_characters(tmp_path):
     assert doc["run"]["note"] == hostile + " again" and doc["run"]["argv"][-1] == hostile  # exact in JSON
 
 
+# -- the command line, shell-quoted ---------------------------------------------------------------
+def test_the_stored_command_line_is_shown_shell_quoted(tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    argv = ["clusterbench", "--db", str(tmp_path / "r.db"), "run", "stream", "--note", f"$(touch {marker})",
+            "--tag", "a", "--note", "it's; rm -rf ~ `id` \"q\""]
+    st = Store(tmp_path / "r.db")
+    rid = st.begin_run(new_run_record(argv, {"hostname": "h"}, "default"))
+    old = new_run_record(argv, {"hostname": "h"}, "default")  # a run stored before: command space-joined
+    old_id = st.begin_run({**old, "command": " ".join(argv)})
+    st.close()
+    assert Store(tmp_path / "r.db", readonly=True).get_run(rid)["command"] == command_line(argv)  # stored quoted
+    for ref in (rid, old_id):
+        assert main(["--db", str(tmp_path / "r.db"), "results", "show", ref]) == 0, capsys.readouterr().err
+        line = next(ln for ln in capsys.readouterr().out.splitlines() if "  command: " in ln)
+        shown = line.split("  command: ", 1)[1]
+        assert shlex.split(shown) == argv and "'$(touch " in shown, shown
+    assert run_command({"argv": ["/x/bin/clusterbench", "run", "a b"]}) == "clusterbench run 'a b'"
+    assert run_command({"command": "clusterbench run x"}) == "clusterbench run x"  # no argv: as stored
+    from clusterbench.report.hpccoutf import hpccoutf
+    assert f"command: {command_line(argv)}\n" in hpccoutf(Store(tmp_path / "r.db", readonly=True).get_run(rid), [])
+    assert not marker.exists()
+
+
+@pytest.mark.integration
+def test_a_pasted_command_line_runs_no_command_substitution(tmp_path):
+    """A real run whose note holds ``$(touch FILE)``: ``results show`` prints a command line a shell
+    parses back into the run's argv, without running the substitution."""
+    marker = tmp_path / "pwned"
+    note = f"$(touch {marker}) `touch {marker}` it's"
+    run = _cli("run", "intcpu", *FAST, "--note", note, db=tmp_path / "r.db")
+    assert run.returncode == 0, run.stderr
+    show = _cli("results", "show", "last", db=tmp_path / "r.db")
+    shown = next(ln for ln in show.stdout.splitlines() if "  command: " in ln).split("  command: ", 1)[1]
+    argv = ["clusterbench", "--db", str(tmp_path / "r.db"), "run", "intcpu", *FAST, "--note", note]
+    assert shlex.split(shown) == argv, shown
+    words = subprocess.run(["sh", "-c", f"set -- {shown}; printf '%s\\0' \"$@\""], capture_output=True,
+                           timeout=10).stdout.decode().split("\0")[:-1]
+    assert words == argv and not marker.exists()  # what a paste would run: the same words, nothing else
+
+

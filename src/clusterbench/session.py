@@ -277,8 +277,12 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
 
 
 def new_run_record(argv: Sequence[str], probe_data: dict, profile: str) -> dict:
-    """The run's provenance, the same with or without a store (the ``run`` of ``--json``)."""
-    command = " ".join(["clusterbench", *argv[1:]]) if argv and argv[0].endswith("clusterbench") else " ".join(argv)
+    """The run's provenance, the same with or without a store (the ``run`` of ``--json``). Its
+    ``command`` is the argv shell-quoted (:func:`clusterbench.text.command_line`): copied into a shell
+    it runs this command, and a ``$(...)`` in a note or an option stays text."""
+    from clusterbench.text import command_line
+
+    command = command_line(argv)
     return {
         "id": str(uuid.uuid4()), "started": now_iso(), "ended": None, "status": "running", "error": None,
         "command": command, "argv": list(argv), "host": socket.gethostname(), "pid": os.getpid(),

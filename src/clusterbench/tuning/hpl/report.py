@@ -1,6 +1,8 @@
 """The text ``tune hpl`` prints: every trial in a table, the pruning, the best and its prediction."""
 from __future__ import annotations
 
+import shlex
+
 from clusterbench.tuning.hpl.model import TuneReport
 
 # ---------------------------------------------------------------------------------------------
@@ -55,7 +57,7 @@ def format_report(report: TuneReport) -> str:
     else:
         c = b.config
         bp = report.best_params() or {}
-        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in bp.items())
+        opts = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in bp.items())  # to paste
         val = b.value or 0.0
         out.write(f"best: NB={c.nb} grid {c.grid} ({c.pmap}) {c.topology} {c.blas}"
                   + (f" (OPENBLAS_CORETYPE={report.coretypes[c.blas]})" if report.coretypes.get(c.blas) else "")

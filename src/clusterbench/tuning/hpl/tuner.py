@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shlex
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +59,15 @@ def parse_budget(text: str | float | int) -> float:
 
 def _flat(d: dict[str, Any]) -> str:
     return json.dumps(d, sort_keys=True, default=str)
+
+
+def _words(command: str) -> list[str]:
+    """A stored command line's words: shell-quoted (``shlex``) since the command is stored quoted,
+    joined by spaces before (a quote in an old note: split at spaces)."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
 
 
 class _Tuner:
@@ -155,7 +165,7 @@ class _Tuner:
         out: dict[str, dict] = {}
         tag = f"--tune-id={self.tune_id}"
         for run in self.store.list_runs():
-            words = (run.get("command") or "").split()
+            words = _words(run.get("command") or "")
             if tag not in words:
                 continue
             key = next((w.split("=", 1)[1] for w in words if w.startswith("--tune-trial=")), None)
