@@ -29,6 +29,7 @@ from clusterbench.cli import main
 from clusterbench.errors import UsageError
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
+from clusterbench.store.db import NOTE_LIMIT, check_note
 from clusterbench.text import command_line, run_command, seconds, terminal_text
 
 #: a fast real run (about a second)
@@ -182,5 +183,52 @@ def test_a_pasted_command_line_runs_no_command_substitution(tmp_path):
     words = subprocess.run(["sh", "-c", f"set -- {shown}; printf '%s\\0' \"$@\""], capture_output=True,
                            timeout=10).stdout.decode().split("\0")[:-1]
     assert words == argv and not marker.exists()  # what a paste would run: the same words, nothing else
+
+
+# -- the note's limit -----------------------------------------------------------------------------
+@pytest.mark.parametrize("argv", [["run", "intcpu", "--quick"], ["tune", "hpl", "--budget", "1m"],
+                                  ["sweep", "network", "--hosts", "a,b"], ["sweep", "node", "--hosts", "a,b"],
+                                  ["results", "tag", "last"]])
+def test_an_over_long_note_is_refused_in_one_line_before_anything_runs(tmp_path, capsys, argv):
+    db = tmp_path / "r.db"
+    if argv[0] == "results":
+        st = Store(db)
+        rid = st.begin_run({**new_run_record(["clusterbench", "run", "stream"], {}, "default"), "note": "kept"})
+        st.close()
+    with pytest.raises(SystemExit) as ei:
+        main(["--db", str(db), *argv, "--note", "x" * (NOTE_LIMIT + 1)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ei.value.code == 2 and len(err) == 1, err
+    assert f"the note is {NOTE_LIMIT + 1} characters, more than the {NOTE_LIMIT} a note may hold" in err[0]
+    assert "x" * 20 not in err[0]  # the note is not echoed
+    if argv[0] == "results":
+        assert Store(db, readonly=True).get_run(rid)["note"] == "kept"  # nothing changed
+    else:
+        assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_the_note_limit_holds_in_the_library_too(tmp_path):
+    assert check_note("x" * NOTE_LIMIT) == "x" * NOTE_LIMIT and check_note(None) is None
+    st = Store(tmp_path / "r.db")
+    rec = {**new_run_record(["clusterbench", "run", "stream"], {}, "default"), "note": "y" * (NOTE_LIMIT + 1)}
+    with pytest.raises(UsageError, match="more than the 1000 a note may hold"):
+        st.begin_run(rec)
+    assert st.list_runs() == []
+    rid = st.begin_run({**rec, "note": "ok"})
+    with pytest.raises(UsageError, match="shorten it to 1000 characters or fewer"):
+        st.tag_run(rid, note="z" * 5000)
+    assert st.get_run(rid)["note"] == "ok"
+    from clusterbench import session
+    with pytest.raises(UsageError, match="a note may hold"):  # before the probe or any kernel
+        session.run(["intcpu"], note="n" * 1001, store=st, probe_data={})
+
+@pytest.mark.integration
+def test_a_real_run_with_an_over_long_note_is_refused_and_stores_nothing(tmp_path):
+    db = tmp_path / "r.db"
+    p = _cli("run", "intcpu", *FAST, "--note", "n" * (NOTE_LIMIT + 1), db=db)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(err) == 1 and "a note may hold" in err[0], p.stderr
+    assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert _cli("run", "intcpu", *FAST, "--note", "n" * NOTE_LIMIT, db=db).returncode == 0  # the limit itself
 
 

@@ -16,6 +16,7 @@ from clusterbench.benchmarks.base import Param
 from clusterbench.errors import ClusterbenchError, EnvironmentProblem, UsageError
 from clusterbench.session import DEFAULT_TIMEOUT
 from clusterbench.store import Store
+from clusterbench.store.db import NOTE_LIMIT, check_note
 from clusterbench.text import terminal_text
 
 
@@ -57,6 +58,14 @@ def _intlist(text: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a list like 1,2,4 or 0-3") from None
     return out
+
+
+def _note(text: str) -> str:
+    """--note's value: at most NOTE_LIMIT characters, refused while the command line is read."""
+    try:
+        return check_note(text) or ""
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _strlist(text: str) -> list[str]:
@@ -106,7 +115,8 @@ def _power_options(sub: argparse.ArgumentParser) -> None:
 def _tag_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--tag", dest="tags", action="append", default=[], metavar="TAG",
                      help="name the run (repeatable) to select it later in compare, report and results list")
-    sub.add_argument("--note", help="free text stored with the run (what you changed)")
+    sub.add_argument("--note", type=_note, help=f"free text stored with the run (what you changed; at most "
+                     f"{NOTE_LIMIT} characters)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -289,7 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     tag.add_argument("run", help="run id, unique prefix, 'last' or 'last~N'")
     tag.add_argument("tags", nargs="*", metavar="TAG")
     tag.add_argument("--remove", action="append", default=[], metavar="TAG", help="remove this tag (repeatable)")
-    tag.add_argument("--note", help="replace the run's note ('' clears it)")
+    tag.add_argument("--note", type=_note, help=f"replace the run's note ('' clears it; at most {NOTE_LIMIT} "
+                     "characters)")
     tag.add_argument("--json", action="store_true")
     tab = rsub.add_parser("table", help="one metric of one benchmark as a table: rows and columns by parameter")
     tab.add_argument("benchmark")

@@ -179,9 +179,10 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
          probe_data: dict | None, tags: Sequence[str] = (), note: str | None = None,
          power: Sequence[str] = (), watts: float | None = None, power_interval: float | None = None) -> RunReport:
     from clusterbench.probe import probe as do_probe
-    from clusterbench.store.db import check_tag
+    from clusterbench.store.db import check_note, check_tag
 
     tags = list(dict.fromkeys(check_tag(t) for t in tags))  # bad tags refused before anything runs
+    check_note(note)  # so is an over-long note
     if power or watts is not None or power_interval is not None:  # so are bad power options
         from clusterbench.probe.power import check_specs
         check_specs(power, watts, power_interval)

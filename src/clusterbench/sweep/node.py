@@ -744,13 +744,14 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     from clusterbench.benchmarks.mpi.common import sim_cluster_of
     from clusterbench.launch import mpi as mpimod
     from clusterbench.launch.mpi.hosts import _check_name
-    from clusterbench.store.db import check_tag
+    from clusterbench.store.db import check_note, check_tag
 
     progress = progress or Progress()
     t_start = time.monotonic()
     names, from_slurm = resolve_hosts(hosts)
     name, given = _resolve_benchmark(benchmark, given)
     tags = list(dict.fromkeys(check_tag(t) for t in tags))
+    check_note(note)
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not timeout > 0:
         raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
