@@ -232,3 +232,25 @@ def test_a_real_run_with_an_over_long_note_is_refused_and_stores_nothing(tmp_pat
     assert _cli("run", "intcpu", *FAST, "--note", "n" * NOTE_LIMIT, db=db).returncode == 0  # the limit itself
 
 
+# -- seconds in messages -------------------------------------------------------------------------
+def test_seconds_keep_the_precision_they_need():
+    assert [seconds(x) for x in (0.2, 0.05, 1.25, 9.96, 10.4, 34.4, 300, 5.0)] == \
+        ["0.2", "0.05", "1.2", "10", "10", "34", "300", "5"]
+
+
+def test_a_sub_second_timeout_is_not_called_0_s(ctx):
+    ctx.timeout, ctx.timeout_given = 0.2, True
+    with pytest.raises(UsageError) as ei:
+        ctx.fit_timeout("the all-pairs sweep", 33.4, how=" (1 x 1 rounds of 1 s)")
+    assert "about 33 s (1 x 1 rounds of 1 s), above the 0.2 s timeout" in str(ei.value), str(ei.value)
+    ctx.timeout, ctx.timeout_given = 0.3, False
+    ctx.fit_timeout("x", 0.4)  # raised to 2 x the estimate: said so with its tenths
+    assert ctx.notes[-1].startswith("x should take about 0.4 s: the timeout is 1 s"), ctx.notes
+
+
+@pytest.mark.integration
+def test_sweep_network_with_a_sub_second_timeout_says_so(tmp_path):
+    """Refused before any host is contacted (the estimate is checked first): no cluster needed."""
+    p = _cli("sweep", "network", "--hosts", "nodea,nodeb", "--timeout", "0.2", "--no-store", db=tmp_path / "r.db",
+             timeout=60)
+    assert p.returncode == 2 and "above the 0.2 s timeout" in p.stderr and " 0 s" not in p.stderr, p.stderr

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shlex
 
+from clusterbench.text import seconds
 from clusterbench.tuning.hpl.model import TuneReport
 
 # ---------------------------------------------------------------------------------------------
@@ -77,5 +78,6 @@ def format_report(report: TuneReport) -> str:
     measured = sum(1 for t in report.trials if t.status == "measured")
     reused = sum(1 for t in report.trials if t.status == "reused")
     out.write(f"tune {report.tune_id}: {measured} trial(s) measured, {reused} taken from the store, "
-              f"{report.elapsed_s:.0f} s of a {report.budget_s:.0f} s budget; space {report.configs} configurations\n")
+              f"{seconds(report.elapsed_s)} s of a {seconds(report.budget_s)} s budget; "
+              f"space {report.configs} configurations\n")
     return out.getvalue()

@@ -18,6 +18,7 @@ from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, hpl_flops
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.probe.blas import installed_blas, resolve_blas
 from clusterbench.store import Store
+from clusterbench.text import seconds
 from clusterbench.tuning.hpl.model import Trial, TuneReport, predict_rmax
 from clusterbench.tuning.hpl.space import DEFAULT_BLAS, Config, Space, grid_options
 
@@ -183,7 +184,7 @@ class _Tuner:
         need = blas * (2 * nbs + 1) * DGEMM_GUESS_S + self._est_hpl(self._first_candidate(), self.n_small)
         if self.budget_s < need:
             raise UsageError(f"--budget {self.budget_s:g}s is too small for even one trial (stage 0's {2 * blas * nbs} "
-                             f"dgemm runs and one short HPL run at N={self.n_small} need about {need:.0f} s)",
+                             f"dgemm runs and one short HPL run at N={self.n_small} need about {seconds(need)} s)",
                              f"give --budget {math.ceil(need * 2)}s or more")
 
     def _first_candidate(self) -> Config:
@@ -387,8 +388,9 @@ class _Tuner:
                 est = self._est_hpl(c, self.n_small, self._rate_seen(c))
                 room = self._confirm_cost() if reserve else 0.0
                 if est + room > self.left():
-                    self._skip(order[i:], 1, self.n_small, f"budget: about {est:.1f} s each, {self.left():.0f} s left"
-                               + (f" with {room:.0f} s kept for a confirmation at full N" if room else ""))
+                    self._skip(order[i:], 1, self.n_small,
+                               f"budget: about {est:.1f} s each, {seconds(self.left())} s left"
+                               + (f" with {seconds(room)} s kept for a confirmation at full N" if room else ""))
                     return
             t = self._measure(Trial(key, 1, "hpl", c, self.n_small), "hpl", self._given(c, self.n_small))
             if t.value:
@@ -433,7 +435,7 @@ class _Tuner:
                 est = self._launch(self.n) + hpl_flops(self.n) / (pred * 1e9)
                 if est > self.left():
                     self._skip([p.config for p in picks[i:] if p.config], 2, self.n,
-                               f"budget: about {est:.1f} s each, {self.left():.0f} s left")
+                               f"budget: about {est:.1f} s each, {seconds(self.left())} s left")
                     return
             t = self._measure(Trial(key, 2, "hpl", c, self.n, predicted=round(pred, 3),
                                     predicted_model=round(model, 3)), "hpl", self._given(c, self.n))
