@@ -16,6 +16,8 @@ from clusterbench.benchmarks.base import Param
 from clusterbench.errors import ClusterbenchError, EnvironmentProblem, UsageError
 from clusterbench.session import DEFAULT_TIMEOUT
 from clusterbench.store import Store
+from clusterbench.store.db import NOTE_LIMIT, check_note
+from clusterbench.text import terminal_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if _Parser.nested is not None:
             raise UsageError(f"{_Parser.nested}: {message}", f"see '{self.prog} --help'")
-        sys.stderr.write(f"clusterbench: error: {message}; see '{self.prog} --help'\n")
+        sys.stderr.write(f"clusterbench: error: {terminal_text(message)}; see '{self.prog} --help'\n")
         raise SystemExit(2)
 
 
@@ -56,6 +58,14 @@ def _intlist(text: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a list like 1,2,4 or 0-3") from None
     return out
+
+
+def _note(text: str) -> str:
+    """--note's value: at most NOTE_LIMIT characters, refused while the command line is read."""
+    try:
+        return check_note(text) or ""
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _strlist(text: str) -> list[str]:
@@ -105,7 +115,8 @@ def _power_options(sub: argparse.ArgumentParser) -> None:
 def _tag_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--tag", dest="tags", action="append", default=[], metavar="TAG",
                      help="name the run (repeatable) to select it later in compare, report and results list")
-    sub.add_argument("--note", help="free text stored with the run (what you changed)")
+    sub.add_argument("--note", type=_note, help=f"free text stored with the run (what you changed; at most "
+                     f"{NOTE_LIMIT} characters)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -288,7 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     tag.add_argument("run", help="run id, unique prefix, 'last' or 'last~N'")
     tag.add_argument("tags", nargs="*", metavar="TAG")
     tag.add_argument("--remove", action="append", default=[], metavar="TAG", help="remove this tag (repeatable)")
-    tag.add_argument("--note", help="replace the run's note ('' clears it)")
+    tag.add_argument("--note", type=_note, help=f"replace the run's note ('' clears it; at most {NOTE_LIMIT} "
+                     "characters)")
     tag.add_argument("--json", action="store_true")
     tab = rsub.add_parser("table", help="one metric of one benchmark as a table: rows and columns by parameter")
     tab.add_argument("benchmark")
@@ -362,20 +374,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         with terminate_as_interrupt():
             return _dispatch(args)
     except ClusterbenchError as exc:
-        sys.stderr.write(f"clusterbench: error: {exc}\n")
+        sys.stderr.write(f"clusterbench: error: {terminal_text(exc)}\n")
         return exc.exit_code
     except KeyboardInterrupt as exc:
         if argv is None:  # the command itself is exiting: a further Ctrl-C changes nothing
             import signal
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        sys.stderr.write(f"clusterbench: interrupted ({str(exc) or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
+        sys.stderr.write(f"clusterbench: interrupted ({terminal_text(exc) or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
         return interrupt_status(exc)
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a bug: still one line, with a way to get the traceback
         if os.environ.get("CLUSTERBENCH_DEBUG"):
             raise
-        sys.stderr.write(f"clusterbench: internal error: {type(exc).__name__}: {exc}; "
+        sys.stderr.write(f"clusterbench: internal error: {type(exc).__name__}: {terminal_text(exc)}; "
                          "rerun with CLUSTERBENCH_DEBUG=1 for a traceback and report it\n")
         return 1
     finally:
@@ -408,7 +420,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _cmd_probe(args: argparse.Namespace) -> int:
     from clusterbench.probe import probe
-    from clusterbench.ui import format_probe
+    from clusterbench.ui import format_probe, write_text
 
     if args.sysfs_root:
         if not os.path.isdir(args.sysfs_root):
@@ -425,7 +437,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         from clusterbench.ui import dump_json
         dump_json(data)
     else:
-        sys.stdout.write(format_probe(data))
+        write_text(format_probe(data))
         if hasattr(os, "geteuid") and os.geteuid() == 0:  # say once, up front, how root consent is given
             from clusterbench import config
             sys.stdout.write(f"running as root: MPI benchmarks need --allow-root; {config.permanent_root_hint()}\n")
@@ -434,7 +446,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from clusterbench import session
-    from clusterbench.ui import RichProgress, dump_json, print_results, print_summary
+    from clusterbench.ui import RichProgress, dump_json, print_results, print_summary, write_lines
 
     from clusterbench.benchmarks import ALIASES
     from clusterbench.benchmarks.base import Composite
@@ -475,17 +487,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print_results([r.as_json() for r in report.results])
         if is_suite:
             print_summary([r.as_json() for r in report.results])
-        for note in report.run.get("notes") or []:
-            sys.stdout.write(f"note: {note}\n")
-        for w in report.run.get("warnings") or []:
-            sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
+        write_lines(f"note: {note}" for note in report.run.get("notes") or [])
+        write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in report.run.get("warnings") or [])
         if report.run.get("energy"):
             from clusterbench.analysis.energy import energy_lines
-            sys.stdout.write("".join(f"{line}\n" for line in energy_lines(report.run["energy"],
-                                                                           [r.as_json() for r in report.results])))
-            sys.stdout.write("".join(f"{line}\n" for line in _cost_lines(report)))
+            write_lines(energy_lines(report.run["energy"], [r.as_json() for r in report.results]))
+            write_lines(_cost_lines(report))
         if store is not None:
-            sys.stdout.write(f"run {report.run['id']} stored in {store.path}\n")
+            write_lines([f"run {report.run['id']} stored in {store.path}"])
     return 0
 
 
@@ -512,7 +521,7 @@ def _kept(store: Store, run_id: str) -> str:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from clusterbench.tuning import hpl as tuner
-    from clusterbench.ui import dump_json
+    from clusterbench.ui import dump_json, write_text
 
     space = tuner.Space(nbs=args.nb_list or tuner.DEFAULT_NBS, topologies=args.topologies, blas=args.blas_list)
     base = {k: getattr(args, k) for k in ("hosts", "hostfile", "openblas_coretype", "transport", "engine", "seed",
@@ -523,7 +532,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if args.json or ev["event"] not in ("done", "failed", "reused") or t is None:
             return
         what = f"{t.value:.2f} Gflop/s" if t.value else (t.note or "")[:80]
-        sys.stderr.write(f"[{ev['elapsed_s']:6.0f} s] {ev['event']:7s} {t.key}: {what}\n")
+        sys.stderr.write(terminal_text(f"[{ev['elapsed_s']:6.0f} s] {ev['event']:7s} {t.key}: {what}") + "\n")
 
     report = tuner.tune(space, args.n, tuner.parse_budget(args.budget), Store(args.db), mem=args.mem, base=base,
                         resume=not args.no_resume, progress=progress, top_k=args.top, timeout=args.timeout,
@@ -532,7 +541,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if args.json:
         dump_json(report.document())
     else:
-        sys.stdout.write(tuner.format_report(report))
+        write_text(tuner.format_report(report))
     return 0 if report.best is not None else 4
 
 
@@ -556,17 +565,18 @@ def _cluster_hosts(args: argparse.Namespace) -> list[Any]:
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
     from clusterbench.probe.cluster import check
-    from clusterbench.ui import dump_json
+    from clusterbench.ui import dump_json, write_lines
 
     if args.action == "install":
         from clusterbench.cluster.install import format_install, install
 
         doc = install([h.name for h in _cluster_hosts(args)], kernels=not args.no_kernels,
-                      say=(lambda s: None) if args.json else (lambda s: sys.stderr.write(f"cluster install: {s}\n")))
+                      say=(lambda s: None) if args.json
+                      else (lambda s: write_lines([f"cluster install: {s}"], sys.stderr)))
         if args.json:
             dump_json(doc)
         else:
-            sys.stdout.write("".join(f"{line}\n" for line in format_install(doc)))
+            write_lines(format_install(doc))
         return 3 if doc["failed"] or doc.get("kernels_error") else 0
     if args.action == "preflight":
         from clusterbench.benchmarks.mpi.common import allow_root_default
@@ -584,7 +594,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         else:
             arg = f"--hostfile {shlex.quote(args.hostfile)}" if args.hostfile else \
                 f"--hosts {args.hosts}" if args.hosts else None
-            sys.stdout.write("".join(f"{line}\n" for line in format_preflight(doc, arg)))
+            write_lines(format_preflight(doc, arg))
         return 0 if doc["ok"] else 3
 
     from clusterbench.launch.mpi.hosts import host_names
@@ -598,19 +608,19 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         dump_json({"schema": SCHEMA_VERSION, **res})
         return 0 if compared else 3
     from clusterbench.probe.cluster import format_check
-    sys.stdout.write("".join(f"{line}\n" for line in format_check(res)))
+    write_lines(format_check(res))
     return 0 if compared else 3
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from clusterbench import doctor
-    from clusterbench.ui import dump_json
+    from clusterbench.ui import dump_json, write_lines
 
     def out(doc: dict, lines: list[str]) -> int:
         if args.json:
             dump_json({"doctor_schema": doctor.DOCTOR_SCHEMA, **doc})
         else:
-            sys.stdout.write("".join(f"{line}\n" for line in lines))
+            write_lines(lines)
         return 0
 
     hosts = doctor.hosts_from(args.hosts, args.hostfile)
@@ -644,9 +654,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
         res = doctor.verify_fix(args.verify, args.benchmark, Store(args.db), hosts, repeat=args.repeat, keep=args.keep,
                                 allow_root=args.allow_root, timeout=args.timeout, python=args.remote_python,
-                                say=lambda s: sys.stderr.write(f"doctor --verify: {s}\n"))
+                                say=lambda s: write_lines([f"doctor --verify: {s}"], sys.stderr))
         d = res["decision"]
-        lines = [format_comparison(res["comparison"]).rstrip("\n"), "",
+        lines = [*format_comparison(res["comparison"]).rstrip("\n").split("\n"), "",
                  f"fix {res['fix']['id']}: {'kept' if d['kept'] else 'undone'} (--keep {d['keep']}: "
                  f"{d['better']} figure(s) significantly better, {d['worse']} worse)"]
         if d["kept"]:
@@ -657,7 +667,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         dump_json(res)
     else:
-        sys.stdout.write("".join(f"{line}\n" for line in doctor.format_doctor(res)))
+        write_lines(doctor.format_doctor(res))
     return 0  # findings are not errors
 
 
@@ -674,7 +684,7 @@ def _cmd_sweep_node(args: argparse.Namespace) -> int:
     from clusterbench import doctor
     from clusterbench.benchmarks import ALIASES
     from clusterbench.sweep import node as sweep_node
-    from clusterbench.ui import RichProgress, dump_json
+    from clusterbench.ui import RichProgress, dump_json, write_lines
 
     hosts = doctor.hosts_from(args.hosts, args.hostfile)
     name, given, profile = None, {}, "quick"
@@ -705,7 +715,7 @@ def _cmd_sweep_node(args: argparse.Namespace) -> int:
     if args.json:
         dump_json(doc)
     else:
-        sys.stdout.write("".join(f"{line}\n" for line in sweep_node.format_sweep_node(doc)))
+        write_lines(sweep_node.format_sweep_node(doc))
     return 4 if doc["failed"] else 0
 # -- end _cmd_sweep_node --
 
@@ -714,7 +724,7 @@ def _cmd_sweep_node(args: argparse.Namespace) -> int:
 def _cmd_sweep_network(args: argparse.Namespace) -> int:
     from clusterbench import doctor
     from clusterbench.sweep import network as sweep_network
-    from clusterbench.ui import dump_json
+    from clusterbench.ui import dump_json, write_lines
 
     hosts = doctor.hosts_from(args.hosts, args.hostfile) or sweep_network.hosts_from_slurm()
     sweep_network.check_hosts(hosts)
@@ -726,14 +736,14 @@ def _cmd_sweep_network(args: argparse.Namespace) -> int:
     if args.json:
         dump_json(doc)
     else:
-        sys.stdout.write("".join(f"{line}\n" for line in sweep_network.format_sweep_network(doc)))
+        write_lines(sweep_network.format_sweep_network(doc))
     return 0
 # -- end _cmd_sweep_network --
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
     from clusterbench.launch import simcluster as sc
-    from clusterbench.ui import dump_json, print_table
+    from clusterbench.ui import dump_json, print_table, write_lines
 
     if args.action == "up":
         c = sc.up(args.nodes, mtu=args.mtu, rate=args.rate, delay=args.delay, offload=args.offload == "on",
@@ -744,9 +754,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             dump_json(doc)
         else:
             print_table(rows, ["node", "namespace", "address", "mtu", "rate"])
-            for note in c.notes:
-                sys.stdout.write(f"note: {note}\n")
-            sys.stdout.write(f"mpirun options: {' '.join(sc.mpirun_args(c))}\n")
+            write_lines([*(f"note: {note}" for note in c.notes), f"mpirun options: {' '.join(sc.mpirun_args(c))}"])
         return 0
     if args.action == "down":
         using = sc.processes()  # the cluster has no process of its own: each one is a job's
@@ -757,11 +765,10 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         if args.json:
             dump_json({"removed": removed, "killed": using})
         else:
-            sys.stdout.write(f"removed {len(removed)} namespace(s): {', '.join(removed) or '-'}\n")
+            write_lines([f"removed {len(removed)} namespace(s): {', '.join(removed) or '-'}"])
             if using:
-                sys.stdout.write(f"killed {len(using)} process(es) of a job that used it:\n")
-                for p in using:
-                    sys.stdout.write(f"  pid {p['pid']} ({p['namespace']}): {p['command']}\n")
+                write_lines([f"killed {len(using)} process(es) of a job that used it:",
+                             *(f"  pid {p['pid']} ({p['namespace']}): {p['command']}" for p in using)])
         return 0
     if args.action == "hosts":
         hs = sc.hosts()
@@ -780,8 +787,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             sys.stdout.write("no sim-cluster is up\n")
         else:
             print_table(rows, ["node", "address", "mtu", "rate_bps", "state"])
-        for p in st["problems"]:
-            sys.stdout.write(f"problem: {p}\n")
+        write_lines(f"problem: {p}" for p in st["problems"])
     # "no cluster" is an answer, not a failure (scripts read "up" from --json); a broken one is the
     # environment's problem: exit 3 as for every environment problem (it was an undocumented 1)
     return 0 if st["up"] or not st["problems"] else EnvironmentProblem.exit_code
@@ -828,15 +834,21 @@ def _cmd_results(args: argparse.Namespace) -> int:
         if args.json:
             dump_json(doc)
         else:
-            sys.stdout.write(f"run {run['id']}  {run['status']}  {run['started']} .. {run['ended'] or '-'}\n"
-                             f"host {run['host']}  command: {run['command']}\n")
+            from clusterbench.text import run_command
+            from clusterbench.ui import write_lines
+
+            # the command shell-quoted from its argv (a paste runs it, not a $(...) in its note); every
+            # stored text made safe for a terminal (write_lines, print_results)
+            write_lines([f"run {run['id']}  {run['status']}  {run['started']} .. {run['ended'] or '-'}",
+                         f"host {run['host']}  command: {run_command(run)}"])
+            if run.get("tags") or run.get("note"):
+                write_lines([f"tags {', '.join(run['tags']) or '(none)'}"
+                             + (f"; note: {run['note']}" if run.get("note") else "")])
             if run.get("error"):
-                sys.stdout.write(f"error: {run['error']}\n")
+                write_lines([f"error: {run['error']}"])
             print_results(results)
-            for note in run.get("notes") or []:
-                sys.stdout.write(f"note: {note}\n")
-            for w in run.get("warnings") or []:
-                sys.stdout.write(f"warning [{w['code']}]: {w['message']}; {w['remedy']}\n")
+            write_lines(f"note: {note}" for note in run.get("notes") or [])
+            write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in run.get("warnings") or [])
         return 0
     from clusterbench.report.export import export
     export(run, results, args.format, args.output, force=args.force)
@@ -844,7 +856,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
 
 
 def _cmd_results_tag(args: argparse.Namespace) -> int:
-    from clusterbench.ui import dump_json
+    from clusterbench.ui import dump_json, write_lines
 
     if not args.tags and not args.remove and args.note is None:
         raise UsageError("results tag needs a TAG, --remove TAG or --note", "e.g. clusterbench results tag last baseline")
@@ -854,8 +866,8 @@ def _cmd_results_tag(args: argparse.Namespace) -> int:
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "run": run["id"], "tags": run["tags"], "note": run["note"]})
     else:
-        sys.stdout.write(f"run {run_id[:8]}: tags {', '.join(run['tags']) or '(none)'}"
-                         + (f"; note: {run['note']}" if run.get("note") else "") + "\n")
+        write_lines([f"run {run_id[:8]}: tags {', '.join(run['tags']) or '(none)'}"
+                     + (f"; note: {run['note']}" if run.get("note") else "")])
     return 0
 
 
@@ -884,15 +896,14 @@ def _cmd_results_table(args: argparse.Namespace, store: Store) -> int:
 
 def _cmd_results_place(args: argparse.Namespace, store: Store) -> int:
     from clusterbench.report.placement import format_lines, place_run
-    from clusterbench.ui import dump_json
+    from clusterbench.ui import dump_json, write_lines
 
     run = store.get_run(args.run)
     entries = place_run(store.results(run["id"]), lists=args.lists, edition=args.edition)
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "run": run["id"], "placements": entries})
     else:
-        sys.stdout.write(f"run {run['id'][:8]} ({run['host']}, {run['started'][:19]})\n")
-        sys.stdout.write("".join(f"{line}\n" for line in format_lines(entries)))
+        write_lines([f"run {run['id'][:8]} ({run['host']}, {run['started'][:19]})", *format_lines(entries)])
     return 0
 
 

@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from clusterbench.errors import UsageError
+from clusterbench.text import terminal_text
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -107,8 +108,6 @@ def read_text(path: str | os.PathLike, what: str, limit: int | None = None, fix:
 
 
 def printable(text: str, most: int = 80) -> str:
-    """``text`` cut to ``most`` characters with control characters escaped: safe to put in an
-    error message that a terminal shows."""
-    cut = text[:most]
-    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
-    return out + ("..." if len(text) > most else "")
+    """``text`` cut to ``most`` characters with control characters escaped
+    (:func:`clusterbench.text.terminal_text`): safe to put in an error message that a terminal shows."""
+    return terminal_text(text[:most]) + ("..." if len(text) > most else "")

@@ -179,9 +179,10 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
          probe_data: dict | None, tags: Sequence[str] = (), note: str | None = None,
          power: Sequence[str] = (), watts: float | None = None, power_interval: float | None = None) -> RunReport:
     from clusterbench.probe import probe as do_probe
-    from clusterbench.store.db import check_tag
+    from clusterbench.store.db import check_note, check_tag
 
     tags = list(dict.fromkeys(check_tag(t) for t in tags))  # bad tags refused before anything runs
+    check_note(note)  # so is an over-long note
     if power or watts is not None or power_interval is not None:  # so are bad power options
         from clusterbench.probe.power import check_specs
         check_specs(power, watts, power_interval)
@@ -277,8 +278,12 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
 
 
 def new_run_record(argv: Sequence[str], probe_data: dict, profile: str) -> dict:
-    """The run's provenance, the same with or without a store (the ``run`` of ``--json``)."""
-    command = " ".join(["clusterbench", *argv[1:]]) if argv and argv[0].endswith("clusterbench") else " ".join(argv)
+    """The run's provenance, the same with or without a store (the ``run`` of ``--json``). Its
+    ``command`` is the argv shell-quoted (:func:`clusterbench.text.command_line`): copied into a shell
+    it runs this command, and a ``$(...)`` in a note or an option stays text."""
+    from clusterbench.text import command_line
+
+    command = command_line(argv)
     return {
         "id": str(uuid.uuid4()), "started": now_iso(), "ended": None, "status": "running", "error": None,
         "command": command, "argv": list(argv), "host": socket.gethostname(), "pid": os.getpid(),

@@ -1,6 +1,8 @@
 """Terminal presentation: the progress bar (rich, on stderr, only on a terminal) and text tables.
 
-Nothing here decides anything; it renders what the library returns.
+Nothing here decides anything; it renders what the library returns. Every line and table cell it
+writes goes through :func:`clusterbench.text.terminal_text` (stored user text, host names, error
+texts and benchmark strings may hold control characters: they are shown escaped, never sent raw).
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from clusterbench.benchmarks.base import Progress
-
+from clusterbench.text import terminal_text
 
 
 def _key_params(benchmark: str) -> tuple[str, ...]:
@@ -52,7 +54,7 @@ class RichProgress(Progress):
             self._rp.advance(self._task, amount)
 
     def note(self, text: str) -> None:
-        self._rp.console.print(text)
+        self._rp.console.print(terminal_text(text), markup=False, highlight=False)
 
     def overall(self, seconds: float) -> None:
         self._total = self._rp.add_task("total (est.)", total=max(seconds, 1.0))
@@ -125,8 +127,22 @@ def results_header(results: Iterable[dict]) -> list[str]:
     return HEADER if all(value_kind(r) == "best" for r in results) else [*HEADER[:3], "value", *HEADER[4:]]
 
 
+def write_lines(lines: Iterable[Any], out: IO[str] | None = None) -> None:
+    """Write each of ``lines`` (one line each, without its newline) made safe for a terminal: a
+    control character in one, a newline included, is shown escaped."""
+    (out or sys.stdout).write("".join(f"{terminal_text(line)}\n" for line in lines))
+
+
+def write_text(text: str, out: IO[str] | None = None) -> None:
+    """Write ``text`` of several lines, each made safe for a terminal (its newlines kept)."""
+    write_lines(text[:-1].split("\n") if text.endswith("\n") else text.split("\n"), out)
+
+
 def print_table(rows: list[list[str]], header: list[str], out: IO[str] | None = None) -> None:
+    """``rows`` under ``header`` in aligned columns; every cell made safe for a terminal first."""
     out = out or sys.stdout
+    header = [terminal_text(h) for h in header]
+    rows = [[terminal_text(c) for c in row] for row in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
     for row in [header, *rows]:
         out.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
@@ -143,7 +159,7 @@ def print_results(results: Iterable[dict], out: IO[str] | None = None) -> None:
             if key in seen:
                 continue
             seen.add(key)
-            out.write(f"warning [{r['benchmark']} {w['code']}]: {w['message']}; {w['remedy']}\n")
+            write_lines([f"warning [{r['benchmark']} {w['code']}]: {w['message']}; {w['remedy']}"], out)
 
 
 def dump_json(doc: Any, out: IO[str] | None = None) -> None:
@@ -215,9 +231,7 @@ def print_summary(results: list[dict], out: IO[str] | None = None) -> None:
     if not summ["lines"] and not summ["findings"]:
         return
     out.write("\nsummary\n")
-    for line in summ["lines"]:
-        out.write(f"  {line}\n")
+    write_lines([f"  {line}" for line in summ["lines"]], out)
     if summ["findings"]:
         out.write("what holds it back / what to check\n")
-        for f in summ["findings"]:
-            out.write(f"  - {f}\n")
+        write_lines([f"  - {f}" for f in summ["findings"]], out)

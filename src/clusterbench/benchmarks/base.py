@@ -18,6 +18,7 @@ from clusterbench.analysis import limits as limits_mod
 from clusterbench.analysis import warnings as warn
 from clusterbench.analysis.stats import summarize
 from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.text import seconds
 from clusterbench.kernels.build import Build, build_kernel
 from clusterbench.launch.local import KernelJob, Record, run_jobs
 
@@ -278,10 +279,11 @@ class RunContext:
             return
         if not self.timeout_given:
             self.timeout = float(math.ceil(est * factor))
-            self.note(f"{what} should take about {est:.0f} s{how}: the timeout is {self.timeout:.0f} s for this "
-                      "run (--timeout sets it)")
+            self.note(f"{what} should take about {seconds(est)} s{how}: the timeout is {seconds(self.timeout)} s "
+                      "for this run (--timeout sets it)")
             return
-        raise UsageError(f"{what} would take about {est:.0f} s{how}, above the {self.timeout:.0f} s timeout",
+        raise UsageError(f"{what} would take about {seconds(est)} s{how}, above the {seconds(self.timeout)} s "
+                         "timeout",
                          f"pass --timeout {math.ceil(est * factor)} or {smaller}")
 
     # -- building and running kernels -------------------------------------------------------

@@ -94,9 +94,11 @@ def _num(v: float | None) -> str:
 
 def format_comparison(doc: dict, show_all: bool = False) -> str:
     """The comparison as text: the sides, the judged figures (significant ones first; with ``show_all``
-    also those without a significant difference), what else changed, and the method."""
+    also those without a significant difference), what else changed, and the method. Safe for a
+    terminal: stored text (a note, a command line, host names) has its control characters escaped."""
     from io import StringIO
 
+    from clusterbench.text import terminal_text
     from clusterbench.ui import print_table
 
     out = StringIO()
@@ -105,9 +107,9 @@ def format_comparison(doc: dict, show_all: bool = False) -> str:
         first = s["runs"][0]
         more = f" (+{len(s['runs']) - 1} more run(s))" if len(s["runs"]) > 1 else ""
         tags = f" [{', '.join(first['tags'])}]" if first.get("tags") else ""
-        note = f"  # {first['note']}" if first.get("note") else ""
-        out.write(f"{side.upper()}: {s['selector']}: {first['id'][:8]} {first['started'][:19]}{tags} "
-                  f"{first['command']}{more}{note}\n")
+        note = f"  # {terminal_text(first['note'])}" if first.get("note") else ""
+        out.write(f"{side.upper()}: {terminal_text(s['selector'])}: {first['id'][:8]} {first['started'][:19]}{tags} "
+                  f"{terminal_text(first['command'])}{more}{note}\n")
     pp = doc.get("per_price")
     if pp:
         cur = pp.get("currency") or "price unit"
@@ -148,4 +150,4 @@ def format_comparison(doc: dict, show_all: bool = False) -> str:
     for e in doc["env"]:
         out.write(f"  {e['label']}\n")
     out.write(f"\nmethod: {doc['method']}\n")
-    return out.getvalue()
+    return "\n".join(terminal_text(line) for line in out.getvalue().split("\n"))

@@ -77,11 +77,14 @@ def _sizes(key: str, params: dict) -> dict[str, Any]:
 
 
 def hpccoutf(run: dict, results: list[dict]) -> str:
-    """The text of an hpccoutf.txt summary section for ``run`` and its ``results``."""
+    """The text of an hpccoutf.txt summary section for ``run`` and its ``results`` (its command line
+    shell-quoted, stored text with control characters escaped: it may go to a terminal)."""
+    from clusterbench.text import run_command, terminal_text
+
     keys = summary_keys(results)
-    lines = [f"clusterbench {run.get('clusterbench_version', '')} run {run.get('id', '')} "
-             f"({run.get('status', '')}) on {run.get('host', '')}, started {run.get('started', '')}",
-             f"command: {run.get('command', '')}",
+    lines = [terminal_text(f"clusterbench {run.get('clusterbench_version', '')} run {run.get('id', '')} "
+                           f"({run.get('status', '')}) on {run.get('host', '')}, started {run.get('started', '')}"),
+             f"command: {terminal_text(run_command(run))}",
              "Begin of Summary section.",
              "VersionMajor=1", "VersionMinor=5", "VersionMicro=0", "VersionRelease=clusterbench",
              f"Success={1 if run.get('status') == 'complete' else 0}"]

@@ -425,7 +425,7 @@ class Store:
                  json.dumps(record.get("builds") or {}), json.dumps(record.get("cluster") or {}),
                  started, boot))
             self._set_tags(str(record["id"]), record.get("tags") or ())
-            if record.get("note"):
+            if check_note(record.get("note")):
                 self.db.execute("UPDATE runs SET note=? WHERE id=?", (str(record["note"]), record["id"]))
         return str(record["id"])
 
@@ -438,6 +438,7 @@ class Store:
         """Add or remove tags of a stored run (and set its note); returns the run id."""
         for tag in [*add, *remove]:
             check_tag(tag)
+        check_note(note)
         run_id = self.resolve(ref)
         with self._tx():
             self._set_tags(run_id, add)
@@ -713,6 +714,24 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+
+#: the most characters a run's note (``--note``, ``results tag --note``) may hold
+NOTE_LIMIT = 1000
+
+
+def check_note(note: Any) -> str | None:
+    """``note`` when it is ``None`` or text of at most :data:`NOTE_LIMIT` characters; else a one-line
+    UsageError (the note itself is not echoed). Any character is kept as given: printers show
+    control characters escaped (:func:`clusterbench.text.terminal_text`)."""
+    if note is None:
+        return None
+    if not isinstance(note, str):
+        raise UsageError(f"a note must be text, not {type(note).__name__}", "give the note as a string")
+    if len(note) > NOTE_LIMIT:
+        raise UsageError(f"the note is {len(note)} characters, more than the {NOTE_LIMIT} a note may hold",
+                         f"shorten it to {NOTE_LIMIT} characters or fewer")
+    return note
 
 
 def check_tag(tag: Any) -> str:

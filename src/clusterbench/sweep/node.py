@@ -80,6 +80,7 @@ from clusterbench.errors import (
 )
 from clusterbench.launch import process
 from clusterbench.sweep import agent as agent_mod
+from clusterbench.text import seconds
 
 SWEEP_SCHEMA = 1
 #: seconds the whole sweep may take unless the caller says otherwise
@@ -575,7 +576,7 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
             missing = [h for h in hosts if h not in g.said_hello()]
             msg, fix = _explain(err.tail_text, None, job.launcher)
             raise LaunchHung(f"{job.launcher} started no sweep agent on {', '.join(missing[:4])}"
-                             f"{' and more' if len(missing) > 4 else ''} within {launch_timeout:.0f} s",
+                             f"{' and more' if len(missing) > 4 else ''} within {seconds(launch_timeout)} s",
                              fix if "exited" not in msg else "check that every host is reachable (ssh, "
                              "or the virtual cluster is up) and runs this Python")
         if now >= deadline:
@@ -744,13 +745,14 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     from clusterbench.benchmarks.mpi.common import sim_cluster_of
     from clusterbench.launch import mpi as mpimod
     from clusterbench.launch.mpi.hosts import _check_name
-    from clusterbench.store.db import check_tag
+    from clusterbench.store.db import check_note, check_tag
 
     progress = progress or Progress()
     t_start = time.monotonic()
     names, from_slurm = resolve_hosts(hosts)
     name, given = _resolve_benchmark(benchmark, given)
     tags = list(dict.fromkeys(check_tag(t) for t in tags))
+    check_note(note)
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not timeout > 0:
         raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")

@@ -42,6 +42,7 @@ from typing import Any
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.launch import process
+from clusterbench.text import seconds
 
 ENGINES = ("hpcc", "xhpl")
 INPUT_FILE = {"hpcc": "hpccinf.txt", "xhpl": "HPL.dat"}
@@ -463,7 +464,7 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
         try:
             out_b, err_b = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            raise KernelFailed(f"{engine} timed out after {timeout:.0f} s at N={case.n} (all its MPI processes "
+            raise KernelFailed(f"{engine} timed out after {seconds(timeout)} s at N={case.n} (all its MPI processes "
                                "were killed)", "raise the timeout or choose a smaller N") from exc
     finally:
         run.end()  # the ranks live in process groups of their own: end the session

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.text import seconds
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, KernelSession, check_allow_root,
@@ -450,11 +451,12 @@ class Hpl(Benchmark):
         est = self.estimate_seconds(ctx, p)
         if est > ctx.timeout and not ctx.timeout_given:
             ctx.timeout = float(math.ceil(est * 2))
-            ctx.note(f"hpl: N={p['n']} should take about {est:.0f} s (at {EST_EFFICIENCY:.0%} of Rpeak): the "
-                     f"timeout is {ctx.timeout:.0f} s for this run (--timeout sets it)")
+            ctx.note(f"hpl: N={p['n']} should take about {seconds(est)} s (at {EST_EFFICIENCY:.0%} of Rpeak): the "
+                     f"timeout is {seconds(ctx.timeout)} s for this run (--timeout sets it)")
         if est > ctx.timeout:
-            raise UsageError(f"N={p['n']} would take about {est:.0f} s (at {EST_EFFICIENCY:.0%} of Rpeak), above the "
-                             f"{ctx.timeout:.0f} s timeout", f"pass --timeout {math.ceil(est * 2)} or a smaller --n/--mem")
+            raise UsageError(f"N={p['n']} would take about {seconds(est)} s (at {EST_EFFICIENCY:.0%} of Rpeak), "
+                             f"above the {seconds(ctx.timeout)} s timeout",
+                             f"pass --timeout {math.ceil(est * 2)} or a smaller --n/--mem")
         return p
 
     def _place(self, ctx: RunContext, p: dict[str, Any], hosts: list[mpimod.Host] | None) -> None:

@@ -47,6 +47,7 @@ from clusterbench.kernels.build import Build
 from clusterbench.launch import process
 from clusterbench.launch import simcluster as sc
 from clusterbench.launch.local import KernelJob
+from clusterbench.text import seconds
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext
 
@@ -204,7 +205,7 @@ class _Server:
         try:
             rec = self.records.get(timeout=timeout)
         except queue.Empty:
-            raise KernelFailed(f"the tcp server did not answer within {timeout:.0f} s",
+            raise KernelFailed(f"the tcp server did not answer within {seconds(timeout)} s",
                                "check the node (ip netns exec NODE true) and rerun") from None
         if rec is not None and rec.get("type") == "error":
             raise KernelFailed(f"the tcp server failed: {rec.get('message')}", "check --hosts and rerun")
@@ -230,7 +231,7 @@ class _Server:
         try:
             rc = self.proc.wait(timeout=EXIT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise KernelFailed(f"the tcp server did not exit within {EXIT_TIMEOUT:.0f} s of the client",
+            raise KernelFailed(f"the tcp server did not exit within {seconds(EXIT_TIMEOUT)} s of the client",
                                "report this as a bug") from None
         while True:
             rec = self.next_record(EXIT_TIMEOUT)

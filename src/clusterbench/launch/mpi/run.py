@@ -16,6 +16,7 @@ from clusterbench.launch.mpi.detect import INSTALL_FIX, MpiInstall
 from clusterbench.launch.mpi.launchers import build_command
 from clusterbench.launch.mpi.spec import LaunchSpec
 from clusterbench.launch.mpi.transport import TransportProof, check_transport
+from clusterbench.text import seconds
 
 Record = dict
 
@@ -269,7 +270,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                 return None  # finished and validated: a teardown that hangs is killed, not waited for
             if not out.records and now >= launch_deadline:
                 msg, fix = _explain(out.tail_text, None, name)
-                raise LaunchHung(f"MPI did not start '{name}' within {launch_timeout:.0f} s",
+                raise LaunchHung(f"MPI did not start '{name}' within {seconds(launch_timeout)} s",
                                  "check the hosts and the launch agent" if "exited" in msg else fix)
             if now >= deadline:
                 raise KernelFailed(f"kernel '{name}' timed out after {timeout:g} s (all its MPI processes "

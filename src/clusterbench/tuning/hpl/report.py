@@ -1,6 +1,9 @@
 """The text ``tune hpl`` prints: every trial in a table, the pruning, the best and its prediction."""
 from __future__ import annotations
 
+import shlex
+
+from clusterbench.text import seconds
 from clusterbench.tuning.hpl.model import TuneReport
 
 # ---------------------------------------------------------------------------------------------
@@ -55,7 +58,7 @@ def format_report(report: TuneReport) -> str:
     else:
         c = b.config
         bp = report.best_params() or {}
-        opts = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in bp.items())
+        opts = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in bp.items())  # to paste
         val = b.value or 0.0
         out.write(f"best: NB={c.nb} grid {c.grid} ({c.pmap}) {c.topology} {c.blas}"
                   + (f" (OPENBLAS_CORETYPE={report.coretypes[c.blas]})" if report.coretypes.get(c.blas) else "")
@@ -75,5 +78,6 @@ def format_report(report: TuneReport) -> str:
     measured = sum(1 for t in report.trials if t.status == "measured")
     reused = sum(1 for t in report.trials if t.status == "reused")
     out.write(f"tune {report.tune_id}: {measured} trial(s) measured, {reused} taken from the store, "
-              f"{report.elapsed_s:.0f} s of a {report.budget_s:.0f} s budget; space {report.configs} configurations\n")
+              f"{seconds(report.elapsed_s)} s of a {seconds(report.budget_s)} s budget; "
+              f"space {report.configs} configurations\n")
     return out.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shlex
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, hpl_flops
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.probe.blas import installed_blas, resolve_blas
 from clusterbench.store import Store
+from clusterbench.text import seconds
 from clusterbench.tuning.hpl.model import Trial, TuneReport, predict_rmax
 from clusterbench.tuning.hpl.space import DEFAULT_BLAS, Config, Space, grid_options
 
@@ -60,14 +62,23 @@ def _flat(d: dict[str, Any]) -> str:
     return json.dumps(d, sort_keys=True, default=str)
 
 
+def _words(command: str) -> list[str]:
+    """A stored command line's words: shell-quoted (``shlex``) since the command is stored quoted,
+    joined by spaces before (a quote in an old note: split at spaces)."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
 class _Tuner:
     def __init__(self, space: Space, n: int | None, budget_s: float | str, store: Store, probe: dict, *,
                  mem: float, base: dict[str, Any], resume: bool, progress: Progress | None, top_k: int,
                  timeout: float, oversubscribe: bool, argv: Sequence[str] | None, n_small: int | None,
                  tags: Sequence[str] = (), note: str | None = None) -> None:
         space.check()
-        from clusterbench.store.db import check_tag
-        self.tags, self.note = [check_tag(t) for t in tags], note
+        from clusterbench.store.db import check_note, check_tag
+        self.tags, self.note = [check_tag(t) for t in tags], check_note(note)
         if top_k < 1:
             raise UsageError(f"top_k {top_k} is not allowed", "confirm at least 1 configuration at full N")
         self.space, self.store, self.probe = space, store, probe
@@ -155,7 +166,7 @@ class _Tuner:
         out: dict[str, dict] = {}
         tag = f"--tune-id={self.tune_id}"
         for run in self.store.list_runs():
-            words = (run.get("command") or "").split()
+            words = _words(run.get("command") or "")
             if tag not in words:
                 continue
             key = next((w.split("=", 1)[1] for w in words if w.startswith("--tune-trial=")), None)
@@ -173,7 +184,7 @@ class _Tuner:
         need = blas * (2 * nbs + 1) * DGEMM_GUESS_S + self._est_hpl(self._first_candidate(), self.n_small)
         if self.budget_s < need:
             raise UsageError(f"--budget {self.budget_s:g}s is too small for even one trial (stage 0's {2 * blas * nbs} "
-                             f"dgemm runs and one short HPL run at N={self.n_small} need about {need:.0f} s)",
+                             f"dgemm runs and one short HPL run at N={self.n_small} need about {seconds(need)} s)",
                              f"give --budget {math.ceil(need * 2)}s or more")
 
     def _first_candidate(self) -> Config:
@@ -377,8 +388,9 @@ class _Tuner:
                 est = self._est_hpl(c, self.n_small, self._rate_seen(c))
                 room = self._confirm_cost() if reserve else 0.0
                 if est + room > self.left():
-                    self._skip(order[i:], 1, self.n_small, f"budget: about {est:.1f} s each, {self.left():.0f} s left"
-                               + (f" with {room:.0f} s kept for a confirmation at full N" if room else ""))
+                    self._skip(order[i:], 1, self.n_small,
+                               f"budget: about {est:.1f} s each, {seconds(self.left())} s left"
+                               + (f" with {seconds(room)} s kept for a confirmation at full N" if room else ""))
                     return
             t = self._measure(Trial(key, 1, "hpl", c, self.n_small), "hpl", self._given(c, self.n_small))
             if t.value:
@@ -423,7 +435,7 @@ class _Tuner:
                 est = self._launch(self.n) + hpl_flops(self.n) / (pred * 1e9)
                 if est > self.left():
                     self._skip([p.config for p in picks[i:] if p.config], 2, self.n,
-                               f"budget: about {est:.1f} s each, {self.left():.0f} s left")
+                               f"budget: about {est:.1f} s each, {seconds(self.left())} s left")
                     return
             t = self._measure(Trial(key, 2, "hpl", c, self.n, predicted=round(pred, 3),
                                     predicted_model=round(model, 3)), "hpl", self._given(c, self.n))
