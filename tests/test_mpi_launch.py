@@ -198,7 +198,7 @@ def test_command_transports_rankfile_and_extras(tmp_path: Path, mpi: M.MpiInstal
 def test_root_without_allow_root_is_a_usage_error(tmp_path: Path, mpi: M.MpiInstall) -> None:
     if mpi.name != "openmpi":
         pytest.skip("Open MPI refuses root; MPICH does not")
-    with pytest.raises(UsageError, match="as root, Open MPI needs --allow-run-as-root; add it"):
+    with pytest.raises(UsageError, match="as root, Open MPI needs --allow-run-as-root; add --allow-root"):
         M.build_command(mpi, M.LaunchSpec(nranks=2), ["k"], tmp_path)
 
 

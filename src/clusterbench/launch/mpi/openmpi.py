@@ -27,7 +27,8 @@ def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
     cmd = [mpi.mpirun]
     if _is_root():
         if not spec.allow_root:
-            raise UsageError("as root, Open MPI needs --allow-run-as-root; add it",
+            raise UsageError("as root, Open MPI needs --allow-run-as-root",
+                             "add --allow-root (or set CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1), "
                              "or run clusterbench as an ordinary user")
         cmd.append("--allow-run-as-root")
     cmd += ["-np", str(spec.nranks)]
