@@ -28,9 +28,10 @@ round trip), whichever is wider.
   (MTU or stated speed unlike the majority's, from the per-node probe stored with the run) or that run
   below a tenth of their NICs' stated speed: that is evidence of its own. It is **steady** when its
   factor is also larger than its own spread (12 and 400 MB/s has not shown which it is).
-* a **node is slow** when its best link is steady (every link it has is then worse: the node, its NIC,
-  MTU, rate limit or CPU is the common cause, not a cable), or when more than half of its links, and at
-  least ``MIN_BAD_LINKS`` (3), are slow.
+* a **node is slow** when its best link is beyond (every link it has is then worse: the node, its NIC,
+  MTU, rate limit or CPU is the common cause, not a cable) and steady, or most of its links are steady
+  (a node's links measured 92 and 184 MB/s while its others were steady at x2 and x30 below is still a
+  slow node); or when more than half of its links, and at least ``MIN_BAD_LINKS`` (3), are slow.
 * a **link is slow** when it is beyond and a link of a node slow by its best link; or steady and a
   link of a node whose NIC is evidence; or, between two nodes that are neither (a cable), steady and
   also an outlier among those links (``outliers.flag``: modified z-score; there healthy links are the
@@ -73,9 +74,9 @@ RULE = ("per metric: reference = the median of the better half of the nodes' bes
         "possible); noise = a link's spread (between its measurements, or its loops / round trips), typical = the "
         "median spread, floor = the (m+1)-th widest, m = ceil(sqrt(links)) - 1; a node is slow when its best link is "
         f"x{SLOW['bandwidth']:g} (bandwidth) or x{SLOW['latency']:g} (latency) x typical and beyond the floor "
-        f"worse than the reference (bandwidth x{EVIDENCE_FACTOR:g} x typical when its NIC MTU or speed is unlike the others') by "
-        "more than its own spread, or when more than half of its links, and at least "
-        f"{MIN_BAD_LINKS}, are slow; a link is slow when it is a slow node's and beyond, or a link of an odd NIC and "
+        f"worse than the reference (bandwidth x{EVIDENCE_FACTOR:g} x typical when its NIC MTU or speed is unlike the "
+        "others') by more than its own spread (or most of its links by more than theirs), or when more than half of "
+        f"its links, and at least {MIN_BAD_LINKS}, are slow; a link is slow when it is a slow node's and beyond, or a link of an odd NIC and "
         "beyond its own spread, or between healthy nodes, beyond its spread and an outlier among those links; "
         f"suspects (x1.15 from the best pair) are measured again; typical >= x{NOISE_TYPICAL:g} or floor >= the slow "
         "factor: too noisy to judge below that, only what is beyond it is flagged")
@@ -230,9 +231,14 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
                 continue
             best_name = node_best[nd][1]
             B = links[best_name]
-            if B["steady"]:
+            mine = [L for L in links.values() if nd in L["ends"]]
+            steady = sum(1 for L in mine if L["steady"])
+            # every link it has is beyond; the best one by more than its own spread, or most of them
+            if B["beyond"] and (B["steady"] or steady * 2 > len(mine)):
                 slow_nodes[nd] = (f"even its best link ({best_name}, {_num(B['best'])} {unit}) is {_fx(B['factor'])} "
-                                  f"{worse} the reference {_num(ref)} {unit}: every link it has is slow")
+                                  f"{worse} the reference {_num(ref)} {unit}: every link it has is slow"
+                                  + ("" if B["steady"] else f" ({steady} of its {len(mine)} links by more than "
+                                     "their own spread)"))
         # a link is explained by a slow node (its links are slow once beyond the reference and the noise),
         # or, for bandwidth, by a NIC unlike the others' (then it must also be steady); any other link, a
         # cable between two healthy nodes, must also be an outlier among such links (they are the majority
