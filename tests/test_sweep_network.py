@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -401,22 +402,35 @@ def _sweep_once(capsys, names: list[str], db: Any, tag: str, *extra: str) -> dic
     return doc
 
 
-def _assert_faults(doc: dict, bad: set[str], limited: str) -> None:
+def _best_factor(doc: dict, node: str) -> float:
+    """How many times below the judge's bandwidth reference the node's best link measured."""
+    best = max(max(p["measurements"]["bandwidth_MBps"]) for p in doc["pairs"] if node in p["nodes"])
+    return doc["judge"]["bandwidth"]["reference"] / best
+
+
+def _assert_faults(doc: dict, bad: set[str], limited: str | None) -> None:
     """Bandwidth: no node but the bad ones is slow and no link but theirs; the rate-limited node (x10
-    and more below the others) is slow with every link it has, whatever the noise; every other bad node
-    (an MTU-1500 node: about x2 when these 2 cores are calm) is slow too when the machine was calm
-    enough to judge bandwidth at that factor (on a loaded machine the judge says "too noisy" below the
-    factor it can tell, instead of guessing). Latency: no node flagged that is not bad."""
+    and more below the others) is slow with every link it has, whatever the noise. An MTU-1500 node
+    carries about half when these 2 cores are free, but with other work on them its best link measured
+    x1.0-x2.7 below the best links (12 sweeps at load 7: twice under x1.5, once its link to a healthy
+    node the best of the cluster), so the test asks what the data allow: when its best link is x1.5 or
+    more below the reference and bandwidth is judged (not too noisy), it must be slow. Latency: no node
+    flagged that is not bad."""
     flags = doc["flags"]
     slow_nodes = {f["node"] for f in flags["nodes"] if f["metric"] == "bandwidth"}
     slow_links = {f["pair"] for f in flags["links"] if f["metric"] == "bandwidth"}
     mine = {p["pair"] for p in doc["pairs"] if bad & set(p["nodes"])}
     verdict = doc["judge"]["bandwidth"]
     assert slow_nodes <= bad and slow_links <= mine, (slow_nodes, slow_links - mine, verdict)
-    assert limited in slow_nodes, (flags, verdict)
-    assert {p["pair"] for p in doc["pairs"] if limited in p["nodes"]} <= slow_links, (flags, verdict)
-    if verdict["status"] == "judged":
-        assert slow_nodes == bad, (flags, verdict)
+    if limited:
+        assert limited in slow_nodes, (flags, verdict)
+        assert {p["pair"] for p in doc["pairs"] if limited in p["nodes"]} <= slow_links, (flags, verdict)
+    for nd in bad - {limited}:
+        f = _best_factor(doc, nd)
+        print(f"{nd}: best link x{f:.2f} below the reference, bandwidth {verdict['status']}, "
+              f"{'flagged' if nd in slow_nodes else 'not flagged'}", file=sys.__stderr__)
+        if verdict["status"] == "judged" and f >= 1.5:
+            assert nd in slow_nodes, (nd, f, flags, verdict)
     assert not {f["node"] for f in flags["nodes"] if f["metric"] == "latency"} - bad, flags
 
 
@@ -432,17 +446,13 @@ def test_four_healthy_nodes_flag_nothing(mpi, live_probe, sim_cluster, tmp_path,
 def test_four_nodes_one_at_mtu_1500(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
     """One node at MTU 1500 among 9000: its links carry about half. Its NIC is evidence of its own
     (the probe of every node is stored with the run), so its links are slow from x1.15 times this
-    machine's noise; when bandwidth can be judged, the node is slow."""
+    machine's noise."""
     c = sim_cluster(4, mtu=9000, offload=False)
     names = [n.name for n in c.nodes]
     _mtu(c, names[2], 1500)
     doc = _sweep_once(capsys, names, tmp_path / "r.db", "mtu1500")
     assert [(e["node"], e["what"], e["value"]) for e in doc["evidence"]] == [(names[2], "mtu", 1500)]
-    flags, verdict = doc["flags"], doc["judge"]["bandwidth"]
-    assert {f["node"] for f in flags["nodes"]} <= {names[2]}, flags
-    assert all(names[2] in f["nodes"] for f in flags["links"] if f["metric"] == "bandwidth"), flags
-    if verdict["status"] == "judged":
-        assert {f["node"] for f in flags["nodes"] if f["metric"] == "bandwidth"} == {names[2]}, (flags, verdict)
+    _assert_faults(doc, {names[2]}, None)
 
 
 @pytest.mark.integration

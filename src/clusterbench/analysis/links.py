@@ -30,13 +30,14 @@ round trip), whichever is wider.
   factor is also larger than its own spread (12 and 400 MB/s has not shown which it is).
 * a **node is slow** when its best link is beyond (every link it has is then worse: the node, its NIC,
   MTU, rate limit or CPU is the common cause, not a cable) and steady, or most of its links are steady
-  (a node's links measured 92 and 184 MB/s while its others were steady at x2 and x30 below is still a
-  slow node); or when more than half of its links, and at least ``MIN_BAD_LINKS`` (3), are slow.
-* a **link is slow** when it is beyond and a link of a node slow by its best link; or steady and a
-  link of a node whose NIC is evidence; or, between two nodes that are neither (a cable), steady and
-  also an outlier among those links (``outliers.flag``: modified z-score; there healthy links are the
-  majority, so median and MAD hold, and they tell the spread between links of this machine from a
-  bad cable).
+  (a node's best link measured 92 and 184 MB/s while its others were steady at x2 and x30 below is
+  still a slow node), or its NIC is evidence (bandwidth noise is one-sided: a load slows a link and
+  nothing makes it faster, so the best measurement is the one to trust once the threshold carries the
+  machine's noise); or when more than half of its links, and at least ``MIN_BAD_LINKS`` (3), are slow.
+* a **link is slow** when it is beyond and a link of a slow node or of a node whose NIC is evidence;
+  or, between two nodes that are neither (a cable), steady and also an outlier among those links
+  (``outliers.flag``: modified z-score; there healthy links are the majority, so median and MAD hold,
+  and they tell the spread between links of this machine from a bad cable).
 * **too noisy to judge**: when the typical spread reaches ``NOISE_TYPICAL`` (x1.25) or the floor
   reaches the slow factor, the metric says "too noisy to judge below xT", T = max(slow factor x
   typical, floor); only nodes and links beyond T are flagged, and no cable is. On 2 shared cores
@@ -72,14 +73,15 @@ MIN_BAD_LINKS = 3
 
 RULE = ("per metric: reference = the median of the better half of the nodes' best links (what the cluster shows is "
         "possible); noise = a link's spread (between its measurements, or its loops / round trips), typical = the "
-        "median spread, floor = the (m+1)-th widest, m = ceil(sqrt(links)) - 1; a node is slow when its best link is "
-        f"x{SLOW['bandwidth']:g} (bandwidth) or x{SLOW['latency']:g} (latency) x typical and beyond the floor "
-        f"worse than the reference (bandwidth x{EVIDENCE_FACTOR:g} x typical when its NIC MTU or speed is unlike the "
-        "others') by more than its own spread (or most of its links by more than theirs), or when more than half of "
-        f"its links, and at least {MIN_BAD_LINKS}, are slow; a link is slow when it is a slow node's and beyond, or a link of an odd NIC and "
-        "beyond its own spread, or between healthy nodes, beyond its spread and an outlier among those links; "
-        f"suspects (x1.15 from the best pair) are measured again; typical >= x{NOISE_TYPICAL:g} or floor >= the slow "
-        "factor: too noisy to judge below that, only what is beyond it is flagged")
+        "median spread, floor = the (m+1)-th widest, m = ceil(sqrt(links)) - 1; a link is beyond when its best "
+        f"measurement is x{SLOW['bandwidth']:g} (bandwidth) or x{SLOW['latency']:g} (latency) x typical, and the floor, "
+        f"worse than the reference (bandwidth x{EVIDENCE_FACTOR:g} x typical on a node whose NIC MTU or speed is unlike "
+        "the others'), steady when also worse by more than its own spread; a node is slow when its best link is beyond "
+        "and steady (or most of its links are steady, or its NIC is unlike the others'), or when more than half of its "
+        f"links, and at least {MIN_BAD_LINKS}, are slow; a link is slow when beyond and of such a node, or, between "
+        "two other nodes, steady and an outlier among those links (median/MAD); suspects (x1.15 from the best pair) "
+        f"are measured again; typical >= x{NOISE_TYPICAL:g} or floor >= the slow factor: too noisy to judge below "
+        "that, only what is beyond it is flagged")
 
 
 def _num(v: float | None) -> str:
@@ -233,14 +235,18 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             B = links[best_name]
             mine = [L for L in links.values() if nd in L["ends"]]
             steady = sum(1 for L in mine if L["steady"])
-            # every link it has is beyond; the best one by more than its own spread, or most of them
-            if B["beyond"] and (B["steady"] or steady * 2 > len(mine)):
+            # every link it has is beyond; the best one by more than its own spread, or most of them, or its
+            # NIC is evidence of its own (one-sided noise: a load slows a link, nothing makes it faster, so the
+            # best of its measurements is the one to trust once the threshold carries this machine's noise)
+            odd = hib and nd in odd_nodes
+            if B["beyond"] and (B["steady"] or steady * 2 > len(mine) or odd):
                 slow_nodes[nd] = (f"even its best link ({best_name}, {_num(B['best'])} {unit}) is {_fx(B['factor'])} "
                                   f"{worse} the reference {_num(ref)} {unit}: every link it has is slow"
                                   + ("" if B["steady"] else f" ({steady} of its {len(mine)} links by more than "
-                                     "their own spread)"))
-        # a link is explained by a slow node (its links are slow once beyond the reference and the noise),
-        # or, for bandwidth, by a NIC unlike the others' (then it must also be steady); any other link, a
+                                     "their own spread)" if steady * 2 > len(mine) else
+                                     " (its own measurements spread as wide, but its NIC is evidence)"))
+        # a link is explained by a slow node or, for bandwidth, by a NIC unlike the others' (its links are
+        # slow once beyond the reference and the noise); any other link, a
         # cable between two healthy nodes, must also be an outlier among such links (they are the majority
         # there, so median and MAD hold, and they tell the machine's spread between links from a fault)
         suspect_nodes = set(slow_nodes) | (set(odd_nodes) if hib else set())
@@ -251,7 +257,7 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             if ends & set(slow_nodes):
                 L["slow"] = L["beyond"]
             elif ends & suspect_nodes:
-                L["slow"] = L["steady"]
+                L["slow"] = L["beyond"]
             else:
                 cables[name] = L["best_g"]
                 L["slow"] = False
@@ -301,8 +307,8 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             if name not in slow_links:
                 continue
             figs = L["figs"]
-            meas = (f"measured {len(figs)} times, {_num(min(figs))}-{_num(max(figs))} {unit} (x{L['spread']:.2f} apart)"
-                    if len(figs) > 1 else "measured once")
+            meas = (f"measured {'twice' if len(figs) == 2 else f'{len(figs)} times'}, {_num(min(figs))}-"
+                    f"{_num(max(figs))} {unit}" if len(figs) > 1 else "measured once") + f" (spread x{L['spread']:.2f})"
             why = (f"{_fx(L['factor'])} {worse} the reference {_num(ref)} {unit} (slow from "
                    f"x{max(L['threshold'], floor):.3g}); {meas}")
             if L.get("cable"):
