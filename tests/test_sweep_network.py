@@ -528,7 +528,10 @@ def test_thirty_two_nodes_sweep_within_the_bound(mpi, live_probe, sim_cluster, t
     # healthy: no dozens of slow links (one sweep with the old rule flagged 61 of 496 on latency);
     # a metric is judged with few flags, or too noisy to judge
     j = doc["judge"]
-    print("judge: " + "; ".join(f"{m}: {v['status']} ({v['why']})" for m, v in j.items()))
+    (tmp_path / "sweep32.json").write_text(json.dumps(doc))
+    print("judge: " + "; ".join(f"{m}: {v['status']} ({v['why']}), "
+                                f"{sum(1 for f in doc['flags']['links'] if f['metric'] == m)} links flagged"
+                                for m, v in j.items()))
     for metric in ("latency", "bandwidth"):
         n_flags = sum(1 for f in doc["flags"]["links"] if f["metric"] == metric)
         assert j[metric]["status"] in ("judged", "too noisy") and n_flags <= 3, (metric, n_flags, j[metric])
