@@ -1,12 +1,17 @@
-"""`sweep network`: the round-robin schedule, the matrices and flags (pure), the kernel following the
-schedule, and faults injected into a 4-node virtual cluster (one node at MTU 1500 among 9000, one node
-rate-limited with tc) flagged by the sweep; a 32-node virtual cluster swept within a bound."""
+"""`sweep network`: the round-robin schedule, the matrices and the judge (pure, on the issue's
+figures too), the kernel following the schedule, and faults injected into 4- and 8-node virtual
+clusters (a node at MTU 1500 among 9000, a node rate-limited with tc, both at once), each swept once
+and flagged; healthy clusters (4 nodes, and 32 oversubscribed within a bound) flag nothing or say
+too noisy."""
 from __future__ import annotations
 
 import itertools
 import json
 import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,29 +38,39 @@ def test_round_robin_meets_every_pair_once_one_pair_per_node_at_a_time(n: int) -
 
 
 # --------------------------------------------------------------------------- matrices and flags
-def _figures(nodes: list[str], bw: dict[tuple[int, int], float], lat: dict[tuple[int, int], float]) -> list[dict]:
+def _figures(nodes: list[str], bw: dict[tuple[int, int], Any], lat: dict[tuple[int, int], Any]) -> list[dict]:
+    """allpairs figures; a value may be a list: every measurement of the link (the kept figure is the best)."""
     out = []
     for rnd, pairs in enumerate(round_robin(len(nodes))):
         for a, b in pairs:
             prm = {"ranks": [a, b], "nodes": [nodes[a], nodes[b]], "pair": f"{nodes[a]}-{nodes[b]}", "round": rnd,
                    "pair_seconds": 0.5}
-            out.append({"metric": "latency", "value": lat.get((a, b), 20.0), "params": prm})
-            out.append({"metric": "bandwidth", "value": bw.get((a, b), 1000.0), "params": prm})
+            for metric, v, pick in (("latency", lat.get((a, b), 20.0), min),
+                                    ("bandwidth", bw.get((a, b), 1000.0), max)):
+                ms = list(v) if isinstance(v, (list, tuple)) else [v]
+                out.append({"metric": metric, "value": pick(ms), "params": {**prm, "measurements": ms}})
     return out
 
 
-def _sweep(nodes: list[str], bw: dict, lat: dict | None = None) -> dict:
+def _sweep(nodes: list[str], bw: dict, lat: dict | None = None, nics: dict | None = None) -> dict:
     m = sw.matrices(_figures(nodes, bw, lat or {}))
-    return {"nodes": m["nodes"], "pairs": m["pairs"], "matrices": m["matrices"],
-            "flags": sw.flag_network(m["nodes"], m["pairs"])}
+    flags = sw.flag_network(m["nodes"], m["pairs"], nics)
+    return {"nodes": m["nodes"], "pairs": m["pairs"], "matrices": m["matrices"], "judge": flags.pop("metrics"),
+            "evidence": flags.pop("evidence"), "flags": flags}
 
 
-def _jitter(n: int, seed: int = 1) -> dict[tuple[int, int], float]:
+def _jitter(n: int, seed: int = 1, lo: float = 0.9, hi: float = 1.1,
+            base: float = 1000.0) -> dict[tuple[int, int], float]:
     """Healthy links that differ a little (as measured ones do)."""
     import random
 
     rnd = random.Random(seed)
-    return {p: 1000.0 * rnd.uniform(0.9, 1.1) for p in itertools.combinations(range(n), 2)}
+    return {p: base * rnd.uniform(lo, hi) for p in itertools.combinations(range(n), 2)}
+
+
+def _slow(d: dict, metric: str = "bandwidth") -> tuple[set[str], set[str]]:
+    return ({f["node"] for f in d["flags"]["nodes"] if f["metric"] == metric},
+            {f["pair"] for f in d["flags"]["links"] if f["metric"] == metric})
 
 
 def test_matrix_is_symmetric_with_an_empty_diagonal() -> None:
@@ -65,11 +80,39 @@ def test_matrix_is_symmetric_with_an_empty_diagonal() -> None:
     assert bw[0][1] == bw[1][0] == 500.0 and bw[1][2] == bw[2][1] == 700.0
     assert all(bw[i][i] is None for i in range(3))
     assert [p["pair"] for p in d["pairs"]] == ["b-c", "a-c", "a-b"]  # in round order
+    assert d["pairs"][0]["measurements"] == {"latency_us": [20.0], "bandwidth_MBps": [700.0]}
+
+
+def test_the_issues_two_faults_on_four_nodes_flag_both_nodes() -> None:
+    """The issue's figures: n2 rate-limited (its three links 11.9-12.4 MB/s), n3 at MTU 1500 (~500 MB/s to
+    the healthy nodes), the healthy pair n1-n4 at 906. Five of the six links are slow: the median (256)
+    and MAD see nothing (the old rule: no flags, n2's best link at z = -2.3); against what the cluster
+    shows is possible (the healthy pair) both nodes and their five links are slow, measured once or
+    twice."""
+    from clusterbench.analysis import outliers
+
+    nodes = ["n1", "n2", "n3", "n4"]
+    once = {(0, 1): 12.2, (1, 2): 11.9, (1, 3): 12.4, (0, 2): 498.0, (2, 3): 505.0, (0, 3): 906.0}
+    assert outliers.flag({str(k): v for k, v in once.items()}, True) == {}  # what the old rule saw
+    twice = {(0, 1): [12.2, 12.1], (1, 2): [11.9, 11.8], (1, 3): [12.4, 12.3], (0, 2): [498.0, 470.0],
+             (2, 3): [505.0, 520.0], (0, 3): [906.0, 880.0]}
+    # n3's best link measured 505 and 250: its own spread (x2.02) is wider than its gap (x1.8), but its
+    # other two links are steady, so the node is still slow (seen on the virtual cluster: 92 and 184)
+    unsteady_best = {**twice, (2, 3): [505.0, 250.0]}
+    for bw in (once, twice, unsteady_best):
+        d = _sweep(nodes, bw)
+        assert d["judge"]["bandwidth"]["status"] == "judged" and d["judge"]["bandwidth"]["reference"] == 906.0
+        slow_nodes, slow_links = _slow(d)
+        assert slow_nodes == {"n2", "n3"}, d["flags"]
+        assert slow_links == {"n1-n2", "n2-n3", "n2-n4", "n1-n3", "n3-n4"}  # all but the healthy pair
+        why = {f["node"]: f["why"] for f in d["flags"]["nodes"]}
+        assert "even its best link (n2-n4, 12.4 MB/s) is x73 below the reference 906 MB/s" in why["n2"]
+        assert "x1.8 below the reference 906" in why["n3"] or "(n3-n4, 520 MB/s) is x1.7" in why["n3"]
 
 
 def test_one_slow_node_among_four_is_flagged_with_all_its_links() -> None:
     """Half the links of 4 nodes belong to the slow node: no outlier among all links, but even the
-    slow node's best link is an outlier among the nodes' best links."""
+    slow node's best link is well below the best links'."""
     nodes = ["n1", "n2", "n3", "n4"]
     bw = _jitter(4)
     for p in bw:
@@ -79,6 +122,32 @@ def test_one_slow_node_among_four_is_flagged_with_all_its_links() -> None:
     assert {(f["node"], f["metric"]) for f in d["flags"]["nodes"]} == {("n3", "bandwidth")}
     assert {f["pair"] for f in d["flags"]["links"]} == {"n1-n3", "n2-n3", "n3-n4"}
     assert all("slow node n3" in f["why"] for f in d["flags"]["links"])
+
+
+def test_eight_nodes_a_100mbit_node_and_an_mtu_node() -> None:
+    """8 nodes, 13 of 28 links slow: n4's at 25 MB/s (100 Mb/s, the classic mis-negotiated link), n7's
+    at about half. With the NICs known, n7's MTU is evidence of its own: its links count as slow from
+    x1.25 (here x1.4, measured twice)."""
+    nodes = [f"n{i}" for i in range(1, 9)]
+    bw: dict = {p: [v, v * 0.95] for p, v in _jitter(8, seed=5, lo=0.85, hi=1.0, base=900.0).items()}
+    for p in bw:
+        if 3 in p:
+            bw[p] = [24.6, 24.9]
+        elif 6 in p:
+            bw[p] = [640.0, 610.0]
+    d = _sweep(nodes, bw)  # no NIC data: x1.4 is not slow by itself
+    assert _slow(d) == ({"n4"}, {f"n{min(i, 4)}-n{max(i, 4)}" for i in range(1, 9) if i != 4})
+    nics = {nd: [{"name": "lo", "mtu": 65536}, {"name": "eth0", "mtu": 9000, "speed_mbps": 10000,
+                                                  "operstate": "up"}] for nd in nodes}
+    nics["n7"][1]["mtu"] = 1500
+    nics["n4"][1]["speed_mbps"] = 100
+    d = _sweep(nodes, bw, nics=nics)
+    assert {(e["node"], e["what"]) for e in d["evidence"]} == {("n7", "mtu"), ("n4", "speed_mbps")}
+    slow_nodes, slow_links = _slow(d)
+    assert slow_nodes == {"n4", "n7"}
+    assert slow_links == {p["pair"] for p in d["pairs"] if {"n4", "n7"} & set(p["nodes"])}
+    assert "its NIC: eth0 MTU 1500, 7 of the 8 nodes have 9000" in next(
+        f["why"] for f in d["flags"]["nodes"] if f["node"] == "n7")
 
 
 def test_a_bad_cable_is_a_slow_link_not_a_slow_node() -> None:
@@ -101,7 +170,7 @@ def test_latency_is_bad_when_high() -> None:
 
 def test_a_node_with_most_of_its_links_slow_is_a_slow_node() -> None:
     """8 nodes: n1's links to n2..n5 are slow, to n6..n8 not (its best link is fine), so only the
-    majority rule (4 of 7 links, at least 3) calls n1 slow."""
+    majority rule (4 of 7 links, at least 3) calls n1 slow; its links that measured fine are not."""
     nodes = [f"n{i}" for i in range(1, 9)]
     bw = _jitter(8)
     for j in range(1, 5):
@@ -109,12 +178,95 @@ def test_a_node_with_most_of_its_links_slow_is_a_slow_node() -> None:
     d = _sweep(nodes, bw)
     slow = {f["node"]: f for f in d["flags"]["nodes"]}
     assert set(slow) == {"n1"} and "4 of its 7 links" in slow["n1"]["why"]
-    assert {f["pair"] for f in d["flags"]["links"]} == {f"n1-n{j}" for j in range(2, 9)}
+    assert {f["pair"] for f in d["flags"]["links"]} == {f"n1-n{j}" for j in range(2, 6)}
+
+
+def test_a_link_whose_measurements_disagree_more_than_the_gap_is_not_called_slow() -> None:
+    nodes = [f"n{i}" for i in range(1, 7)]
+    bw: dict = {p: [v, v] for p, v in _jitter(6).items()}
+    bw[(1, 4)] = [300.0, 390.0]  # x2.6 below, measured x1.3 apart: slow
+    bw[(0, 3)] = [12.0, 400.0]  # x2.5 below on its best, but its measurements are x33 apart
+    d = _sweep(nodes, bw)
+    assert [f["pair"] for f in d["flags"]["links"]] == ["n2-n5"]
+
+
+def test_thirty_two_noisy_nodes_are_too_noisy_for_latency_not_dozens_of_slow_links() -> None:
+    """The issue's other side: 32 healthy virtual nodes oversubscribed on 2 cores, where about one
+    round trip measurement in eight waits for a time slice (30-60x the others). One measurement per
+    link flags dozens; measured twice, the healthy links moved too much to judge latency, and
+    bandwidth, which did not move, is judged and clean."""
+    import random
+
+    rnd = random.Random(7)
+    nodes = [f"n{i}" for i in range(1, 33)]
+
+    def one() -> float:
+        return 20.0 * rnd.uniform(0.9, 1.2) * (rnd.uniform(30, 60) if rnd.random() < 0.125 else 1.0)
+
+    pairs = list(itertools.combinations(range(32), 2))
+    lat_once = {p: one() for p in pairs}
+    d = _sweep(nodes, {}, lat_once)
+    assert len(_slow(d, "latency")[1]) > 30  # measured once: dozens of "slow" links
+    lat = {p: [v, one()] for p, v in lat_once.items()}
+    d = _sweep(nodes, _jitter(32), lat)
+    v = d["judge"]["latency"]
+    assert len(_slow(d, "latency")[1]) <= 2, (v, d["flags"]["links"][:3])
+    assert v["status"] == "too noisy" or v["noise_floor"] > 10, v
+    assert d["judge"]["bandwidth"]["status"] == "judged" and _slow(d) == (set(), set())
+
+
+def test_too_noisy_when_links_move_as_much_as_the_slow_factor() -> None:
+    nodes = ["n1", "n2", "n3", "n4"]
+    lat = {(0, 1): [25.0, 690.0], (0, 2): [1100.0, 2245.0], (0, 3): [460.0, 1167.0], (1, 2): [1281.0, 1518.0],
+           (1, 3): [29.0, 692.0], (2, 3): [858.0, 31.0]}  # a 4-node virtual cluster on 2 loaded cores
+    d = _sweep(nodes, {}, lat)
+    v = d["judge"]["latency"]
+    assert v["status"] == "too noisy" and "too noisy to judge" in v["why"]
+    assert d["flags"] == {"links": [], "nodes": []}
+
+
+def test_a_measurements_own_round_trips_count_as_its_spread() -> None:
+    """On shared cores a link's round trips range from 25 us to over 1 ms within one measurement (the
+    median over the fastest, ``params.min_us``): a median 10x the reference is then within the link's
+    own spread, and latency too noisy to judge below that. A real latency fault has tight round trips."""
+    nodes = ["n1", "n2", "n3", "n4"]
+    lat = {(0, 1): [30.0, 35.0], (0, 2): [400.0, 700.0], (0, 3): [350.0, 500.0], (1, 2): [420.0, 600.0],
+           (1, 3): [380.0, 450.0], (2, 3): [500.0, 640.0]}
+    figs = _figures(nodes, {}, lat)
+    for f in figs:
+        if f["metric"] == "latency":
+            f["params"]["min_us"] = 25.0  # every measurement had round trips near 25 us
+    m = sw.matrices(figs)
+    assert next(p for p in m["pairs"] if p["pair"] == "n3-n4")["within"]["latency_us"] == 500.0 / 25.0
+    r = sw.flag_network(m["nodes"], m["pairs"])
+    assert r["metrics"]["latency"]["status"] == "too noisy" and r["links"] == [] and r["nodes"] == []
+    steady = {p: [v[0], v[0] * 1.05] for p, v in lat.items()}  # tight round trips, steady medians
+    m = sw.matrices(_figures(nodes, {}, steady))
+    r = sw.flag_network(m["nodes"], m["pairs"])
+    assert {f["node"] for f in r["nodes"]} == {"n3", "n4"} and r["metrics"]["latency"]["status"] == "judged"
+
+
+def test_nic_evidence_needs_a_majority_and_ignores_lo_and_faster_nics() -> None:
+    from clusterbench.analysis.links import nic_evidence
+
+    def nic(mtu: int, speed: int | None = 1000, name: str = "eth0") -> list[dict]:
+        return [{"name": "lo", "mtu": 65536}, {"name": name, "mtu": mtu, "speed_mbps": speed, "operstate": "up"}]
+
+    nodes = ["a", "b", "c", "d"]
+    assert nic_evidence(nodes, {n: nic(1500) for n in nodes}) == []
+    ev = nic_evidence(nodes, {"a": nic(1500), "b": nic(9000), "c": nic(9000), "d": nic(9000, 100)})
+    assert [(e["node"], e["what"], e["value"], e["majority"]) for e in ev] == [
+        ("a", "mtu", 1500, 9000), ("d", "speed_mbps", 100, 1000)]
+    assert nic_evidence(nodes, {"a": nic(9000, 10000), "b": nic(9000), "c": nic(9000), "d": nic(9000)}) == []
+    assert nic_evidence(nodes, {"a": nic(1500), "b": nic(1500), "c": nic(9000), "d": nic(9000)}) == []  # no majority
+    assert nic_evidence(nodes, None) == []
 
 
 def test_healthy_and_two_node_clusters_have_no_flags() -> None:
     assert _sweep([f"n{i}" for i in range(1, 9)], _jitter(8, seed=3))["flags"] == {"links": [], "nodes": []}
-    assert _sweep(["a", "b"], {(0, 1): 10.0})["flags"] == {"links": [], "nodes": []}  # nothing to compare
+    assert _sweep(["n1", "n2", "n3", "n4"], _jitter(4, seed=4, lo=0.75, hi=1.0))["flags"] == {"links": [], "nodes": []}
+    d = _sweep(["a", "b"], {(0, 1): 10.0})  # nothing to compare
+    assert d["flags"] == {"links": [], "nodes": []} and d["judge"]["bandwidth"]["status"] == "nothing to compare"
 
 
 def test_text_shows_both_matrices_with_node_names_and_marks() -> None:
@@ -134,7 +286,11 @@ def test_text_shows_both_matrices_with_node_names_and_marks() -> None:
     rows = [ln for ln in text.splitlines() if ln.startswith("cbx-n4")]
     assert len(rows) == 2 and rows[1].startswith("cbx-n4 !") and rows[1].count("50.0!") == 3
     assert "slow node cbx-n4 (bandwidth)" in text and "slow link cbx-n1-cbx-n4" in text
+    assert "bandwidth: judged against the reference" in text
     assert "orchestration: 2.0 s" in text and "0.50 s per node" in text
+    noisy = _sweep(nodes, {}, {p: [20.0, 80.0] for p in itertools.combinations(range(4), 2)})
+    text = "\n".join(sw.format_sweep_network({**doc, **noisy, "slow_nodes": []}))
+    assert "latency: too noisy to judge" in text and "slow nodes: none" in text
 
 
 # --------------------------------------------------------------------------- bad input (no process)
@@ -206,75 +362,124 @@ def test_kernel_follows_the_schedule_and_validates(mpi, live_probe, n: int) -> N
 
 
 # --------------------------------------------------------------------------- the virtual cluster
+# Each sweep below runs once, as a user runs it: no retry until it flags. MTU 9000 with offloads off
+# (every frame MTU-sized, as on a wire), so a node at MTU 1500 carries about half; a node rate-limited
+# with tc (tbf) carries its limit one way of each round trip. The nodes share this machine's 2 cores
+# (with whatever else runs on it), so healthy links wander by tens of percent and 8-byte round trips
+# by far more: the judge re-measures the suspects and may call latency too noisy, never flag it here.
 def _bw(doc: dict, pair: str) -> float:
     return next(p["bandwidth_MBps"] for p in doc["pairs"] if p["pair"] == pair)
 
 
-@pytest.mark.integration
-def test_faults_on_a_four_node_virtual_cluster(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
-    """MTU 9000 with offloads off (every frame MTU-sized, as on a wire). (a) one node at MTU 1500: its
-    three links carry less at 4 MiB than any other link and are flagged, the node too; (b) one node
-    rate-limited to 200 Mbit/s with tc: that node and its links flagged. Through the CLI, stored like
-    any run. Bad input: an unknown host is a one-line error and nothing is stored.
-
-    Four virtual nodes share two cores, so other work on the machine moves the healthy links by
-    +-20 %; with 4 nodes (3 healthy peers) the outlier rule needs the slow node's best link at about
-    half the others', which MTU 1500 gives only just. So each sweep runs the tournament twice (best
-    pass kept) and a sweep that does not flag the MTU node is repeated, up to three times; the
-    ordering of the links must hold every time."""
-    from clusterbench.cli import main
+def _limit(c: Any, node: str, rate_bps: int) -> None:
     from clusterbench.launch import simcluster
+
+    subprocess.run(["tc", "-n", c.node(node).namespace, "qdisc", "replace", "dev", "cb0", "root",
+                    *simcluster._tbf_args(rate_bps, 9000)], check=True)
+
+
+def _mtu(c: Any, node: str, mtu: int) -> None:
+    subprocess.run(["ip", "-n", c.node(node).namespace, "link", "set", "dev", "cb0", "mtu", str(mtu)], check=True)
+
+
+def _sweep_once(capsys, names: list[str], db: Any, tag: str, *extra: str) -> dict:
+    """One `sweep network --json` through the CLI, stored; its text (what the command prints without
+    --json) is printed (with -s: the README's example)."""
+    from clusterbench.cli import main
+
+    t0 = time.monotonic()
+    assert main(["--db", str(db), "sweep", "network", "--hosts", ",".join(names), "--allow-root", "--oversubscribe",
+                 "--pair-budget", "0.3", "--tag", tag, "--json", *extra]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    (Path(str(db)).parent / f"{tag}.json").write_text(out)
+    took = time.monotonic() - t0
+    with capsys.disabled():
+        print(f"\n[{tag}] {took:.1f} s\n" + "\n".join(sw.format_sweep_network(doc)))
+    assert doc["sweep_schema"] == 2 and doc["nodes"] == names
+    assert len(doc["pairs"]) == len(names) * (len(names) - 1) // 2
+    assert doc["params"]["transport_used"] == "tcp" and doc["orchestration"]["per_node_s"] > 0
+    return doc
+
+
+def _best_factor(doc: dict, node: str) -> float:
+    """How many times below the judge's bandwidth reference the node's best link measured."""
+    best = max(max(p["measurements"]["bandwidth_MBps"]) for p in doc["pairs"] if node in p["nodes"])
+    return doc["judge"]["bandwidth"]["reference"] / best
+
+
+def _assert_faults(doc: dict, bad: set[str], limited: str | None) -> None:
+    """Bandwidth: no node but the bad ones is slow and no link but theirs; the rate-limited node (x10
+    and more below the others) is slow with every link it has, whatever the noise. An MTU-1500 node
+    carries about half when these 2 cores are free, but with other work on them its best link measured
+    x1.0-x2.7 below the best links (12 sweeps at load 7: twice under x1.5, once its link to a healthy
+    node the best of the cluster), so the test asks what the data allow: when its best link is x1.5 or
+    more below the reference and bandwidth is judged (not too noisy), it must be slow. Latency: no node
+    flagged that is not bad."""
+    flags = doc["flags"]
+    slow_nodes = {f["node"] for f in flags["nodes"] if f["metric"] == "bandwidth"}
+    slow_links = {f["pair"] for f in flags["links"] if f["metric"] == "bandwidth"}
+    mine = {p["pair"] for p in doc["pairs"] if bad & set(p["nodes"])}
+    verdict = doc["judge"]["bandwidth"]
+    assert slow_nodes <= bad and slow_links <= mine, (slow_nodes, slow_links - mine, verdict)
+    if limited:
+        assert limited in slow_nodes, (flags, verdict)
+        assert {p["pair"] for p in doc["pairs"] if limited in p["nodes"]} <= slow_links, (flags, verdict)
+    for nd in bad - {limited}:
+        f = _best_factor(doc, nd)
+        print(f"{nd}: best link x{f:.2f} below the reference, bandwidth {verdict['status']}, "
+              f"{'flagged' if nd in slow_nodes else 'not flagged'}", file=sys.__stderr__)
+        if verdict["status"] == "judged" and f >= 1.5:
+            assert nd in slow_nodes, (nd, f, flags, verdict)
+    assert not {f["node"] for f in flags["nodes"] if f["metric"] == "latency"} - bad, flags
+
+
+@pytest.mark.integration
+def test_four_healthy_nodes_flag_nothing(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
+    c = sim_cluster(4, mtu=9000, offload=False)
+    doc = _sweep_once(capsys, [n.name for n in c.nodes], tmp_path / "r.db", "healthy4")
+    assert doc["flags"] == {"links": [], "nodes": []}, (doc["flags"], doc["judge"])
+    assert doc["evidence"] == [] and doc["slow_nodes"] == [] and doc["slow_links"] == []
+
+
+@pytest.mark.integration
+def test_four_nodes_one_at_mtu_1500(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
+    """One node at MTU 1500 among 9000: its links carry about half. Its NIC is evidence of its own
+    (the probe of every node is stored with the run), so its links are slow from x1.15 times this
+    machine's noise."""
+    c = sim_cluster(4, mtu=9000, offload=False)
+    names = [n.name for n in c.nodes]
+    _mtu(c, names[2], 1500)
+    doc = _sweep_once(capsys, names, tmp_path / "r.db", "mtu1500")
+    assert [(e["node"], e["what"], e["value"]) for e in doc["evidence"]] == [(names[2], "mtu", 1500)]
+    _assert_faults(doc, {names[2]}, None)
+
+
+@pytest.mark.integration
+def test_four_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
+    """The issue's cluster: node 2 rate-limited to 50 Mbit/s and node 3 at MTU 1500 at the same time,
+    so five of the six links are slow. Both nodes and their links are flagged, the healthy pair is
+    not. Stored as one run like any other; an unknown host is a one-line error and stores nothing."""
+    from clusterbench.cli import main
     from clusterbench.store import Store
 
     c = sim_cluster(4, mtu=9000, offload=False)
     names = [n.name for n in c.nodes]
     db = tmp_path / "r.db"
-    argv = ["--db", str(db), "sweep", "network", "--hosts", ",".join(names), "--allow-root", "--oversubscribe",
-            "--passes", "2", "--pair-budget", "0.5", "--json"]
-    shown: list[str] = []  # printed at the end (with -s: the README's matrix)
-
-    def sweep(tag: str, bad: str) -> tuple[dict, int]:
-        for attempt in range(1, 4):
-            t0 = time.monotonic()
-            assert main([*argv, "--tag", tag]) == 0
-            doc = json.loads(capsys.readouterr().out)
-            text = "\n".join(sw.format_sweep_network(doc))  # what the command prints without --json
-            shown.append(f"\n[{tag}, attempt {attempt}] {time.monotonic() - t0:.1f} s\n{text}")
-            assert doc["sweep_schema"] == 1 and doc["nodes"] == names and len(doc["pairs"]) == 6
-            assert doc["params"]["transport_used"] == "tcp" and doc["orchestration"]["per_node_s"] > 0
-            mine = [p["pair"] for p in doc["pairs"] if bad in p["nodes"]]
-            others = [p["pair"] for p in doc["pairs"] if bad not in p["nodes"]]
-            assert max(_bw(doc, p) for p in mine) < min(_bw(doc, p) for p in others), doc["pairs"]
-            if [f["node"] for f in doc["flags"]["nodes"] if f["metric"] == "bandwidth"] == [bad]:
-                break
-        assert set(mine) <= set(doc["slow_links"]), doc["flags"]
-        assert [f["node"] for f in doc["flags"]["nodes"] if f["metric"] == "bandwidth"] == [bad], doc["flags"]
-        assert not set(others) & {f["pair"] for f in doc["flags"]["links"] if f["metric"] == "bandwidth"}
-        return doc, attempt
-
-    slow = names[2]
-    subprocess.run(["ip", "-n", c.node(slow).namespace, "link", "set", "dev", "cb0", "mtu", "1500"], check=True)
-    try:
-        doc, tries_mtu = sweep("mtu1500", slow)
-    finally:
-        subprocess.run(["ip", "-n", c.node(slow).namespace, "link", "set", "dev", "cb0", "mtu", "9000"], check=True)
-
-    limited = names[1]
-    ns = c.node(limited).namespace
-    subprocess.run(["tc", "-n", ns, "qdisc", "replace", "dev", "cb0", "root",
-                    *simcluster._tbf_args(200_000_000, 9000)], check=True)
-    try:
-        doc, tries_tbf = sweep("tbf200", limited)
-    finally:
-        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", "cb0", "root"], check=False)
-    # 200 Mbit/s = 25 MB/s out of the limited node, unlimited into it: a ping-pong's half round trip
-    # carries about 2 x 25 MB/s
-    assert all(_bw(doc, p["pair"]) < 60 for p in doc["pairs"] if limited in p["nodes"]), doc["pairs"]
+    _limit(c, names[1], 50_000_000)
+    _mtu(c, names[2], 1500)
+    doc = _sweep_once(capsys, names, db, "two-faults")
+    _assert_faults(doc, {names[1], names[2]}, limited=names[1])
+    # 50 Mbit/s = 6.25 MB/s out of the limited node, unlimited into it: a ping-pong's half round trip
+    # carries about 2 x 6.25 MB/s
+    assert all(_bw(doc, p["pair"]) < 20 for p in doc["pairs"] if names[1] in p["nodes"]), doc["pairs"]
+    assert any(p.get("suspect") for p in doc["pairs"]) and all(
+        len(p["measurements"]["bandwidth_MBps"]) == 2 for p in doc["pairs"] if p.get("suspect"))
 
     st = Store(db)
-    runs = st.select_runs("mtu1500") + st.select_runs("tbf200")
-    assert len(runs) == tries_mtu + tries_tbf  # every sweep stored, as one run
-    figures = st.results(runs[-1])
+    runs = st.select_runs("two-faults")
+    assert len(runs) == 1
+    figures = st.results(runs[0])
     assert {r["params"]["pair"] for r in figures} == {p["pair"] for p in doc["pairs"]}
     assert {r["metric"] for r in figures} == {"latency", "bandwidth"} and len(figures) == 12
     n_before = _count_runs(db)
@@ -283,7 +488,18 @@ def test_faults_on_a_four_node_virtual_cluster(mpi, live_probe, sim_cluster, tmp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such node" in err, err
     assert _count_runs(db) == n_before
-    print("\n".join(shown))
+
+
+@pytest.mark.integration
+def test_eight_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
+    """8 nodes (four pairs a round on 2 cores): node 4 limited to 100 Mbit/s (the classic link
+    negotiated at 100 Mb/s instead of 1 Gb/s) and node 7 at MTU 1500; 13 of the 28 links slow."""
+    c = sim_cluster(8, mtu=9000, offload=False)
+    names = [n.name for n in c.nodes]
+    _limit(c, names[3], 100_000_000)
+    _mtu(c, names[6], 1500)
+    doc = _sweep_once(capsys, names, tmp_path / "r.db", "two-faults-8")
+    _assert_faults(doc, {names[3], names[6]}, limited=names[3])
 
 
 def _count_runs(db) -> int:
@@ -309,4 +525,15 @@ def test_thirty_two_nodes_sweep_within_the_bound(mpi, live_probe, sim_cluster, t
     assert doc["schedule"]["rounds"] == 31 and len(doc["pairs"]) == 496
     assert all(p["bandwidth_MBps"] > 0 and p["latency_us"] > 0 for p in doc["pairs"])
     assert wall < 240, wall
+    # healthy: no dozens of slow links (one sweep with the old rule flagged 61 of 496 on latency);
+    # a metric is judged with few flags, or too noisy to judge
+    j = doc["judge"]
+    (tmp_path / "sweep32.json").write_text(json.dumps(doc))
+    print("judge: " + "; ".join(f"{m}: {v['status']} ({v['why']}), "
+                                f"{sum(1 for f in doc['flags']['links'] if f['metric'] == m)} links flagged"
+                                for m, v in j.items()))
+    for metric in ("latency", "bandwidth"):
+        n_flags = sum(1 for f in doc["flags"]["links"] if f["metric"] == metric)
+        assert j[metric]["status"] in ("judged", "too noisy") and n_flags <= 3, (metric, n_flags, j[metric])
+    assert not doc["flags"]["nodes"], doc["flags"]["nodes"]
 

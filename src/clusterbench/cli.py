@@ -270,11 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
     swk.add_argument("--bw-size", type=int, default=None, help="bandwidth message size in bytes (default 4194304)")
     swk.add_argument("--passes", type=int, default=None,
                      help="run the tournament N times, keep each pair's best pass (default 1)")
+    swk.add_argument("--remeasure", type=float, default=None,
+                     help="measure again the pairs more than this factor from the best pair, before judging them "
+                          "(default 1.15; 0: off)")
     swk.add_argument("--oversubscribe", action="store_true",
                      help="allow more nodes than cores of this machine (a virtual cluster)")
     swk.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep")
     swk.add_argument("--no-store", action="store_true", help="do not store the figures")
-    swk.add_argument("--json", action="store_true", help="print one JSON document")
+    swk.add_argument("--json", action="store_true", help="print one JSON document (sweep_schema 2)")
     _tag_options(swk)
     # -- end sweep network --
 
@@ -729,7 +732,8 @@ def _cmd_sweep_network(args: argparse.Namespace) -> int:
     hosts = doctor.hosts_from(args.hosts, args.hostfile) or sweep_network.hosts_from_slurm()
     sweep_network.check_hosts(hosts)
     doc = sweep_network.sweep_network(
-        hosts, pair_budget=args.pair_budget, bw_size=args.bw_size, passes=args.passes, mpi=args.mpi,
+        hosts, pair_budget=args.pair_budget, bw_size=args.bw_size, passes=args.passes, remeasure=args.remeasure,
+        mpi=args.mpi,
         transport=args.transport, allow_root=args.allow_root, oversubscribe=args.oversubscribe, timeout=args.timeout,
         store=None if args.no_store else Store(args.db), use_store=not args.no_store, tags=args.tags,
         note=args.note, argv=["clusterbench", *sys.argv[1:]])

@@ -10,19 +10,24 @@ Per pair: latency = median half round trip at 8 B, bandwidth = the best timed lo
 (MB = 1e6 B/s), within a per-pair time budget.
 
 Which links and nodes are slow, per metric (bandwidth: low is bad; latency: high is bad), with
-:func:`clusterbench.analysis.outliers.flag` (modified z-score beyond 3.5 on the bad side and at least
-10 % from the median, 3 or more peers):
+:func:`clusterbench.analysis.links.judge` (its docstring has the rule, its thresholds and why): each
+link is judged against what the cluster shows is possible, the median of the better half of the
+nodes' best links, not against the median of all links (one slow node owns half the links of 4 nodes,
+two own 5 of the 6, and median and MAD then see nothing); a node is slow when even its best link is
+x1.5 (bandwidth) or x2 (latency) worse than that, times this machine's typical noise, by more than the
+link's own spread; x1.15 for bandwidth when its NIC's MTU or stated speed is unlike the others' (from
+the per-node probe stored with the run). Before that, the benchmark measures the suspects again in the
+same job (``--remeasure``, 1.15: the rounds holding a pair more than x1.15 from the best pair run
+again), and each link's measurements give its spread. When links spread as much as the factor to be
+told, the metric is reported "too noisy to judge below xT" and only what is beyond T is flagged. With
+2 nodes there is one link and nothing to compare: no flags.
 
-* a **node** is slow when even its best link (highest bandwidth, lowest latency) is an outlier among
-  the nodes' best links: every link it has is slow, so the node (its NIC, MTU, rate limit, CPU) is
-  the common cause, not a cable; or when more than half of its links, and at least three, are
-  outlier links (below; two noisy links that meet at one node are common on a few nodes);
-* a **link** is slow when it is an outlier among all links, or when it is a link of a slow node.
-
-Why not only "outliers among all links": one slow node owns n-1 of the n(n-1)/2 links, a fraction
-2/n, which is half of them on 4 nodes, where the median and MAD break down (a slow half is no outlier
-of itself); the nodes' best links stay a majority of healthy values as long as fewer than half the
-nodes are slow. With 2 nodes there is one link and nothing to compare: no flags.
+``--json`` (``sweep_schema`` 2; 1 had ``median`` and ``z`` in each flag and no ``judge``): ``flags``
+(``links``, ``nodes``: value, reference, factor, threshold, spread, measurements, rel, why),
+``judge`` per metric (``status`` "judged" / "too noisy" / "nothing to compare", ``reference``,
+``typical_spread``, ``noise_floor``, ``noise_factor`` (T), ``remeasured``, ``why``), ``evidence`` (nodes
+whose NIC differs), ``nics`` (each node's NICs: name, MTU, stated speed), and per pair its
+``measurements``, ``within`` (the kept measurement's own spread), ``remeasured`` and ``suspect``.
 
 Orchestration cost: the wall time of the whole sweep (this machine's probe, each node's probe and NIC
 settings, building, MPI's start and end, the barriers and gathers between rounds, storing) minus the
@@ -32,26 +37,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import subprocess
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from clusterbench.analysis import outliers
+from clusterbench.analysis import links as judge_links
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch import process
 
-SWEEP_SCHEMA = 1
+SWEEP_SCHEMA = 2
 BENCH = "allpairs"
-#: a node is called slow from its outlier links only when it has at least this many (two noisy links
-#: meeting at one node are common on 4 nodes, where any two links but three pairs share a node)
-MIN_BAD_LINKS = 3
-METRICS = (("latency", "latency_us", "us", False), ("bandwidth", "bandwidth_MBps", "MB/s", True))
-
-RULE = ("a node is slow when even its best link is an outlier among the nodes' best links, or when more than half "
-        f"of its links, and at least {MIN_BAD_LINKS}, are outlier links; a link is slow when it is an outlier among "
-        "all links, or a link of a slow node; per metric (bandwidth: low is bad, latency: high is bad)")
+METRICS = judge_links.METRICS
+RULE = judge_links.RULE
 
 
 def hosts_from_slurm(env: dict[str, str] | None = None) -> list[str] | None:
@@ -107,6 +105,14 @@ def matrices(figures: Sequence[dict]) -> dict[str, Any]:
         for metric, key, _unit, _hib in METRICS:
             if f["metric"] == metric:
                 row[key] = f["value"]
+                row.setdefault("measurements", {})[key] = list(prm.get("measurements") or [f["value"]])
+                # the kept measurement's own spread: median / fastest round trip, best / mean loop
+                other = prm.get("min_us") if metric == "latency" else prm.get("batch_mean")
+                if other and f["value"]:
+                    row.setdefault("within", {})[key] = (f["value"] / other if metric == "latency"
+                                                         else f["value"] / other)
+                if prm.get("remeasured") is not None:
+                    row["remeasured"], row["suspect"] = bool(prm.get("remeasured")), bool(prm.get("suspect"))
     n = max(names) + 1 if names else 0
     nodes = [names.get(i, f"rank{i}") for i in range(n)]
     mats: dict[str, list[list[float | None]]] = {}
@@ -119,61 +125,29 @@ def matrices(figures: Sequence[dict]) -> dict[str, Any]:
             "matrices": mats}
 
 
-def flag_network(nodes: Sequence[str], pairs: Sequence[dict]) -> dict[str, Any]:
-    """Slow links and slow nodes per metric (the rule in the module docstring). ``pairs``: dicts with
-    ``pair``, ``nodes`` [a, b] and the metric keys. Returns ``{"links": [...], "nodes": [...]}``, one
-    entry per (link or node, metric) with the value, the median it was judged against, ``rel``, ``z``
-    and ``why``."""
-    link_flags: list[dict] = []
-    node_flags: list[dict] = []
-    for metric, key, unit, hib in METRICS:
-        vals = {p["pair"]: float(p[key]) for p in pairs if p.get(key) is not None}
-        ends = {p["pair"]: tuple(p["nodes"]) for p in pairs if p.get(key) is not None}
-        outlier_links = outliers.flag(vals, hib)
-        best: dict[str, tuple[float, str]] = {}  # node -> (its best value, that link)
-        for name, v in vals.items():
-            for nd in ends[name]:
-                if nd not in best or (v > best[nd][0] if hib else v < best[nd][0]):
-                    best[nd] = (v, name)
-        slow_best = outliers.flag({nd: v for nd, (v, _) in best.items()}, hib)
-        slow: dict[str, dict] = {}
-        for nd in nodes:
-            mine = [name for name, e in ends.items() if nd in e]
-            bad = [name for name in mine if name in outlier_links]
-            if nd in slow_best:
-                f = slow_best[nd]
-                slow[nd] = {**f, "why": f"even its best link ({best[nd][1]}, {_num(f['value'])} {unit}) is "
-                                        f"{abs(f['rel']):.0%} {'below' if hib else 'above'} the nodes' best links' "
-                                        f"median ({_num(f['median'])} {unit})"}
-            elif len(bad) >= MIN_BAD_LINKS and len(bad) * 2 > len(mine):
-                rels = [outlier_links[b]["rel"] for b in bad]
-                slow[nd] = {"value": statistics.median(vals[b] for b in mine),
-                            "median": statistics.median(vals.values()), "rel": statistics.median(rels), "z": None,
-                            "why": f"{len(bad)} of its {len(mine)} links are outliers among all links"}
-            if nd in slow:
-                slow[nd].update(links_flagged=len(bad), links=len(mine))
-        for nd, f in slow.items():
-            node_flags.append({"node": nd, "metric": metric, "unit": unit, **_clean(f)})
-        for name, v in vals.items():
-            culprits = [nd for nd in ends[name] if nd in slow]
-            if name in outlier_links:
-                f = outlier_links[name]
-                why = (f"{abs(f['rel']):.0%} {'below' if hib else 'above'} the median of all links "
-                       f"({_num(f['median'])} {unit})")
-                if culprits:
-                    why += f"; a link of slow node {', '.join(culprits)}"
-                link_flags.append({"pair": name, "nodes": list(ends[name]), "metric": metric, "unit": unit,
-                                   **_clean(f), "why": why})
-            elif culprits:
-                med = statistics.median(vals.values())
-                link_flags.append({"pair": name, "nodes": list(ends[name]), "metric": metric, "unit": unit,
-                                   "value": v, "median": med, "rel": (v - med) / abs(med) if med else None,
-                                   "z": None, "why": f"a link of slow node {', '.join(culprits)}"})
-    return {"links": link_flags, "nodes": node_flags}
+def flag_network(nodes: Sequence[str], pairs: Sequence[dict], nics: dict | None = None) -> dict[str, Any]:
+    """Slow links and slow nodes per metric: :func:`clusterbench.analysis.links.judge` (the rule in
+    its docstring). ``pairs``: dicts with ``pair``, ``nodes`` [a, b], the metric keys and
+    ``measurements``; ``nics``: ``{node: [nic dicts]}`` from the run's per-node probe, or None."""
+    return judge_links.judge(nodes, pairs, nics)
 
 
-def _clean(f: dict) -> dict:
-    return {k: f.get(k) for k in ("value", "median", "rel", "z", "why", "links_flagged", "links") if k in f}
+def nics_by_node(cluster: dict | None, hosts: Sequence[str], nodes: Sequence[str]) -> dict[str, list[dict]]:
+    """The NICs of each node (rank order: the i-th host is the i-th node) from the run's ``cluster``
+    record (``{"nodes": {host: {"probe", "network"}}}``); nodes without a probe are left out."""
+    got = (cluster or {}).get("nodes") or {}
+    out: dict[str, list[dict]] = {}
+    for host, node in zip(hosts, nodes):
+        data = got.get(host)
+        if not isinstance(data, dict) or "error" in data:
+            continue
+        nics = (data.get("network") or {}).get("nics")
+        if nics is None:
+            nics = ((data.get("probe") or data).get("environment") or {}).get("nics")
+        if nics:
+            out[node] = [{k: n.get(k) for k in ("name", "mtu", "speed_mbps", "operstate")} for n in nics
+                         if isinstance(n, dict)]
+    return out
 
 
 def _num(v: float | None) -> str:
@@ -195,19 +169,21 @@ def method_text(params: dict[str, Any]) -> str:
             f"{params.get('bw_size', 4 << 20)} B (MB = 1e6 B/s)"
             + (f"; the tournament run {params['passes']} times, each pair's best pass kept"
                if (params.get("passes") or 1) > 1 else "")
-            + f"; outliers: {outliers.METHOD}; {RULE}")
+            + (f"; pairs more than x{params['remeasure']:g} from the best pair measured again (the best measurement "
+               "kept)" if params.get("remeasure") else "")
+            + f"; {RULE}")
 
 
 # -- the sweep ---------------------------------------------------------------------------------
 def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = None, bw_size: int | None = None,
-                  passes: int | None = None,
+                  passes: int | None = None, remeasure: float | None = None,
                   lat_size: int | None = None, mpi: str | None = None, transport: str | None = None,
                   allow_root: bool = False, oversubscribe: bool = False, timeout: float | None = None,
                   store: Any = None, use_store: bool = True, tags: Sequence[str] = (), note: str | None = None,
                   argv: Sequence[str] | None = None, probe_data: dict | None = None,
                   progress: Any = None) -> dict[str, Any]:
     """Run the all-pairs benchmark across ``hosts`` (two or more) through the session (stored unless
-    ``use_store`` is False) and return the sweep document (``sweep_schema: 1``): nodes, the
+    ``use_store`` is False) and return the sweep document (``sweep_schema: 2``): nodes, the
     latency and bandwidth matrices, every pair, the flags, the method, the run id and the
     orchestration cost. Bad input (fewer than two nodes, an unknown host) raises before anything is
     stored."""
@@ -218,7 +194,7 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
     names = check_hosts(hosts)
     given: dict[str, Any] = {"hosts": ",".join(names), "allow_root": bool(allow_root) or None}
     for k, v in (("pair_budget", pair_budget), ("bw_size", bw_size), ("lat_size", lat_size), ("passes", passes),
-                 ("mpi", mpi),
+                 ("remeasure", remeasure), ("mpi", mpi),
                  ("transport", transport)):
         if v is not None:
             given[k] = v
@@ -228,7 +204,9 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
     wall = time.monotonic() - t0
     figures = [r.as_json() for r in report.results if r.benchmark == BENCH]
     m = matrices(figures)
-    flags = flag_network(m["nodes"], m["pairs"])
+    nics = nics_by_node(report.run.get("cluster"), names, m["nodes"])
+    flags = flag_network(m["nodes"], m["pairs"], nics)
+    judged = {"metrics": flags.pop("metrics"), "evidence": flags.pop("evidence")}
     rounds: dict[tuple[int, int], float] = {}  # (pass, round) -> its longest pair
     for p in m["pairs"]:
         r = int(p.get("round") or 0)
@@ -240,6 +218,7 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
     bw = next((f["params"] for f in figures if f["metric"] == "bandwidth"), {})
     n = len(m["nodes"])
     params = {"pair_budget_s": first.get("pair_budget_s"), "passes": first.get("passes", 1),
+              "remeasure": first.get("remeasure_factor"),
               "lat_size": lat.get("size_bytes"),
               "bw_size": bw.get("size_bytes"), "transport": first.get("transport"),
               "transport_used": first.get("transport_used"), "mpi": first.get("mpi"),
@@ -254,7 +233,8 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
                      "by_round": [[f"{m['nodes'][a]}-{m['nodes'][b]}" for a, b in r] for r in sched] if n else []},
         "params": params,
         "matrices": m["matrices"], "units": {"latency_us": "us", "bandwidth_MBps": "MB/s"},
-        "pairs": m["pairs"], "flags": flags,
+        "pairs": m["pairs"], "flags": flags, "judge": judged["metrics"], "evidence": judged["evidence"],
+        "nics": nics,
         "slow_nodes": sorted({f["node"] for f in flags["nodes"]}, key=m["nodes"].index),
         "slow_links": list(dict.fromkeys(f["pair"] for f in flags["links"])),
         "rule": RULE, "method": method_text(params),
@@ -288,8 +268,10 @@ def format_sweep_network(doc: dict) -> list[str]:
     sch = doc["schedule"]
     prm = doc.get("params") or {}
     passes = int(prm.get("passes") or 1)
+    again = sum(1 for p in doc.get("pairs") or [] if p.get("suspect"))
     lines = [f"sweep network: {n} nodes, {sch['pairs']} pairs in {sch['rounds']} rounds"
              + (f" x {passes} passes (best kept)" if passes > 1 else "")
+             + (f", {again} suspect pair(s) measured again (their rounds)" if prm.get("remeasure") else "")
              + f" (round-robin: each node in one pair at a time, the pairs of a round at once); transport "
              f"{prm.get('transport_used') or '?'}; "
              f"run {str(doc['run_id'])[:8]}" + ("" if doc.get("stored", True) else " (not stored)")]
@@ -312,6 +294,17 @@ def format_sweep_network(doc: dict) -> list[str]:
         for r in rows:
             lines.append("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip())
     lines.append("")
+    for e in doc.get("evidence") or []:
+        lines.append(f"NIC of {e['node']}: {e['why']}")
+    for metric, _key, unit, _hib in METRICS:
+        v = (doc.get("judge") or {}).get(metric)
+        if not v:
+            continue
+        if v.get("status") == "judged":
+            lines.append(f"{metric}: judged against the reference {_num(v['reference'])} {unit} "
+                         f"({v['reference_why']}); " + v["why"].split("; ", 1)[-1])
+        else:
+            lines.append(f"{metric}: {v.get('why')}")
     if doc["flags"]["nodes"]:
         for f in doc["flags"]["nodes"]:
             lines.append(f"slow node {f['node']} ({f['metric']}): {f['why']}")
@@ -323,7 +316,7 @@ def format_sweep_network(doc: dict) -> list[str]:
             lines.append(f"slow link {f['pair']} ({f['metric']} {_num(f['value'])} {f['unit']}): {f['why']}")
     else:
         lines.append("slow links: none")
-    lines.append(f"rule: {doc['rule']}; outliers: {outliers.METHOD}")
+    lines.append(f"rule: {doc['rule']}")
     o = doc["orchestration"]
     lines.append(f"orchestration: {o['seconds']:.1f} s of the sweep's {o['wall_s']:.1f} s outside the measured pairs "
                  f"({o['measured_s']:.1f} s measuring), {o['per_node_s']:.2f} s per node")

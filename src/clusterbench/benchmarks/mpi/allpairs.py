@@ -20,6 +20,13 @@ them: the virtual cluster's node, else the host name), so the store, ``results t
 figure's distribution); bandwidth samples are the loops. ``--passes N`` runs the whole tournament N
 times and keeps each pair's best pass (lowest median latency, highest bandwidth; every pass's figure
 is in ``params.pass_values``): on a shared machine a load that passes disturbs one pass, not all.
+``--remeasure F`` (1.15; 0 = off): after the passes, the pairs more than a factor F from the best pair
+(bandwidth below best / F, latency above best x F) are measured once more in the same job: every
+round that holds one runs again, all its pairs measuring (the same load as the first time: suspects
+alone would have the cores or the switch to themselves); the figure is then the best of the pair's
+measurements, ``params.measurements`` lists them (passes, then the re-measurement), ``params.remeasured``
+says whether there was one and ``params.suspect`` whether the pair was a suspect: ``sweep network``
+weighs them before calling a link slow.
 
 Hosts: ``--hosts A,B,...`` or ``--hostfile`` with two or more distinct hosts (slots are ignored: one
 rank per host, rank i on the i-th host). On the virtual cluster the ranks share this machine's cores:
@@ -164,6 +171,10 @@ class AllPairs(MpiBenchmark):
               min=1, max=MAX_SAMPLES),
         Param("passes", int, 1, "run the whole tournament this many times; each pair's figures are its best pass "
               "(a load that disturbed one pass is not taken for the link)", min=1, max=100),
+        Param("remeasure", float, 1.15, "after the passes, measure again (once, their whole rounds) the pairs more "
+              "than this factor from the best pair (bandwidth below best / F, latency above best x F): `sweep "
+              "network` weighs the measurements before calling a link slow; 0: off",
+              min=0, max=1000),
         Param("validate", bool, True, "check every byte of the last message of each phase on both ranks "
               "(outside the timing)"),
     )
@@ -172,6 +183,9 @@ class AllPairs(MpiBenchmark):
     # -- parameters ------------------------------------------------------------------------------
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         p = super().check(ctx, params)
+        if p["remeasure"] and p["remeasure"] < 1:
+            raise UsageError(f"--remeasure {p['remeasure']:g} is not allowed",
+                             "give a factor of 1 or more (1.15: pairs 15 % from the best), or 0 for none")
         hosts = parse_host_params(p) or []
         if len(hosts) < 2:
             given = ", ".join(h.name for h in hosts) or "none"
@@ -194,7 +208,8 @@ class AllPairs(MpiBenchmark):
         return p
 
     def estimate_seconds(self, ctx: RunContext, params: dict[str, Any]) -> float:
-        return 2.0 + params["passes"] * len(params["schedule"]) * (params["pair_budget"] * 1.1 + 0.05)
+        passes = params["passes"] + (1 if params.get("remeasure") else 0)  # the re-measurement: one pass at most
+        return 2.0 + passes * len(params["schedule"]) * (params["pair_budget"] * 1.1 + 0.05)
 
     def prepare(self, ctx: RunContext, params: dict[str, Any]) -> None:
         super().prepare(ctx, params)
@@ -206,7 +221,8 @@ class AllPairs(MpiBenchmark):
                          "members: the kernel's neighbour table is shared by all namespaces (gc_thresh3, 1024 by "
                          "default), and an all-pairs sweep of 32 nodes needs about a thousand entries")
         ctx.fit_timeout("the all-pairs sweep", self.estimate_seconds(ctx, params) + 30,
-                        how=f" ({params['passes']} x {len(params['schedule'])} rounds of {params['pair_budget']:g} s)",
+                        how=f" ({params['passes']}{' + 1' if params.get('remeasure') else ''} x "
+                            f"{len(params['schedule'])} rounds of {params['pair_budget']:g} s)",
                         smaller="give a smaller --pair-budget")
 
     def kernel_args(self, params: dict[str, Any]) -> list[str]:
@@ -214,6 +230,7 @@ class AllPairs(MpiBenchmark):
                 f"--pair_budget={params['pair_budget']}", f"--lat_share={params['lat_share']}",
                 f"--bw_loops={params['bw_loops']}", f"--max_samples={params['max_samples']}",
                 f"--validate={int(bool(params['validate']))}", f"--passes={params['passes']}",
+                f"--remeasure={float(params.get('remeasure') or 0):g}",
                 *([f"--pair_cpus={','.join(map(str, params['pair_cpus']))}"] if params.get("pair_cpus") else [])]
 
     # -- running -----------------------------------------------------------------------------------
@@ -232,6 +249,7 @@ class AllPairs(MpiBenchmark):
             "cpus_per_round": ("each pair of a round on a core of its own, both its ranks on it (cores: "
                                f"{params['pair_cpus']})") if params.get("pair_cpus") else "as placed",
             "rounds": len(schedule), "passes": int(params["passes"]),
+            "remeasure_factor": float(params.get("remeasure") or 0) or None,
             "mpi": {"name": mpi.name, "version": mpi.version},
             **buffers_record("separate"), **DEFINITIONS,
         }
@@ -240,6 +258,7 @@ class AllPairs(MpiBenchmark):
 
         passes = int(params["passes"])
         got: dict[tuple[int, int], list[dict]] = {}
+        again: dict[tuple[int, int], dict] = {}  # the re-measurement of the suspects
 
         def on_result(rec: dict) -> None:
             if rec.get("metric") != "pair":
@@ -251,36 +270,48 @@ class AllPairs(MpiBenchmark):
                 raise KernelFailed(f"allpairs measured ranks {a} and {b} in round {r}; the round-robin schedule "
                                    f"pairs them in round {want}", "report this as a bug")
             recs = got.setdefault((a, b), [])
+            if rec.get("remeasure"):
+                if len(recs) != passes or (a, b) in again or int(rec.get("pass", -1)) != passes:
+                    raise KernelFailed(f"allpairs re-measured ranks {a} and {b} before their passes ended, or twice",
+                                       "report this as a bug")
+                again[(a, b)] = rec
+                return
             if int(rec.get("pass", 0)) != len(recs):
                 raise KernelFailed(f"allpairs measured ranks {a} and {b} twice in pass {rec.get('pass')}",
                                    "report this as a bug")
             recs.append(rec)
-            if len(recs) == passes:  # the pair is done: its figures are the best pass
-                emit_pair(a, b, r, recs)
+            if len(recs) == passes:
+                ctx.progress.advance(1)
 
-        def emit_pair(a: int, b: int, r: int, recs: list[dict]) -> None:
-            best_lat = min(recs, key=lambda x: x["latency_us"])
-            best_bw = max(recs, key=lambda x: x["bandwidth_MBps"])
+        def emit_pair(a: int, b: int, r: int, recs: list[dict], re: dict | None) -> None:
+            # the figures are the pair's best measurement (a pass, or the re-measurement of a suspect)
+            every = [*recs, *([re] if re else [])]
+            best_lat = min(every, key=lambda x: x["latency_us"])
+            best_bw = max(every, key=lambda x: x["bandwidth_MBps"])
             nodes = [str(x) for x in best_lat.get("nodes") or []]
             prm_pair = {"pair": pair_name(*nodes), "nodes": nodes, "ranks": [a, b], "round": r,
-                        "pair_seconds": sum(float(x.get("seconds") or 0) for x in recs),
-                        "pass_seconds": [x.get("seconds") for x in recs], "pair_cpus": [x.get("cpus") for x in recs]}
+                        "pair_seconds": sum(float(x.get("seconds") or 0) for x in every),
+                        "pass_seconds": [x.get("seconds") for x in every], "pair_cpus": [x.get("cpus") for x in every],
+                        "remeasured": re is not None, "suspect": bool(re.get("suspect")) if re else False}
             kp = best_lat.get("params") or {}
-            lat = {**base, **prm_pair, "size_bytes": kp.get("lat_size"), "best_pass": recs.index(best_lat),
+            lat = {**base, **prm_pair, "size_bytes": kp.get("lat_size"), "best_pass": every.index(best_lat),
                    "pass_values": [x["latency_us"] for x in recs],
+                   "remeasured_value": re["latency_us"] if re else None,
+                   "measurements": [x["latency_us"] for x in every],
                    "iterations": kp.get("latency_iterations"), "min_us": kp.get("latency_min_us"),
                    "mean_us": kp.get("latency_mean_us"), "max_us": kp.get("latency_max_us")}
             samples = best_lat["samples"]
             out.append(ctx.emit(self, "latency", samples, lat, times_s=[2e-6 * s for s in samples],
                                 value=best_lat["latency_us"], check_cv=False, extra_warnings=(shared_warn,)))
             kb = best_bw.get("params") or {}
-            bw = {**base, **prm_pair, "size_bytes": kb.get("bw_size"), "best_pass": recs.index(best_bw),
-                  "pass_values": [x["bandwidth_MBps"] for x in recs], "loops": kb.get("bandwidth_loops"),
+            bw = {**base, **prm_pair, "size_bytes": kb.get("bw_size"), "best_pass": every.index(best_bw),
+                  "pass_values": [x["bandwidth_MBps"] for x in recs],
+                  "remeasured_value": re["bandwidth_MBps"] if re else None,
+                  "measurements": [x["bandwidth_MBps"] for x in every], "loops": kb.get("bandwidth_loops"),
                   "iterations": kb.get("bandwidth_iterations"), "batch_mean": kb.get("bandwidth_mean_MBps")}
-            loops = [v for x in recs for v in x["bandwidth_samples"]]
+            loops = [v for x in every for v in x["bandwidth_samples"]]
             out.append(ctx.emit(self, "bandwidth", loops, bw, value=best_bw["bandwidth_MBps"],
                                 extra_warnings=(shared_warn,)))
-            ctx.progress.advance(1)
 
         different = [(i, j) for i in range(n) for j in range(i + 1, n)]
         spec = launch_spec(ctx, params, params["places"], params["host_list"])
@@ -296,9 +327,19 @@ class AllPairs(MpiBenchmark):
             raise KernelFailed(f"allpairs ended without measuring {len(missing)} of {len(expected)} pairs "
                                f"(first: ranks {missing[0][0]} and {missing[0][1]})", "rerun; report it if it persists")
         summary = next((r for r in run.records if r.get("type") == "summary"), None)
+        suspects = sum(1 for rec in again.values() if rec.get("suspect"))
+        if summary and summary.get("suspects") is not None and int(summary["suspects"]) != suspects:
+            raise KernelFailed(f"allpairs named {summary['suspects']} suspect pairs and re-measured {suspects}",
+                               "report this as a bug")
+        for r, pairs in enumerate(schedule):
+            for pair in pairs:
+                emit_pair(*pair, r, got[pair], again.get(pair))
         if summary:
+            re_txt = (f"; {suspects} suspect pair(s) (more than x{params['remeasure']:g} from the best pair): their "
+                      f"{summary.get('remeasure_rounds', 0)} round(s) measured again ({len(again)} pairs, "
+                      f"{float(summary.get('remeasure_s') or 0):.2f} s)" if params.get("remeasure") else "")
             ctx.note(f"allpairs: {n} nodes, {summary['rounds']} rounds"
-                     + (f" x {passes} passes" if passes > 1 else "") + f", {len(expected)} pairs; "
+                     + (f" x {passes} passes" if passes > 1 else "") + f", {len(expected)} pairs" + re_txt + "; "
                      f"{summary['measure_s']:.2f} s measuring (the longest pair of each round, summed) of "
                      f"{summary['kernel_s']:.2f} s in the kernel ({summary.get('connect_s', 0):.2f} s connecting the "
                      f"pairs first), {run.elapsed_s:.2f} s with MPI's start and end")

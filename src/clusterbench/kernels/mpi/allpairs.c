@@ -35,6 +35,14 @@
  * --pair_cpus each pass moves the pairs to the next core), each record carrying its "pass"; Python
  * keeps the best pass per pair, so a pair that a passing load disturbed once is measured again later.
  *
+ * --remeasure=F (0: off): after the passes, rank 0 names the suspect pairs, those whose best pass is
+ * more than a factor F from the best pair's (bandwidth below best / F, or latency above best x F), and
+ * broadcasts them; then every round of the schedule that holds a suspect runs once more, all its pairs
+ * measuring as the first time (suspects measured alone would have the cores, or the switch, to
+ * themselves and look faster than the links they are compared with), records with "pass" = passes,
+ * "remeasure": true and "suspect". Python weighs each link's measurements against each other before
+ * calling it slow (analysis/links.py); a load that passed is not taken for the link.
+ *
  * --pair_cpus=LIST (for nodes that share one machine's cores, the virtual cluster): in each round
  * the k-th pair (pairs ordered by their lower rank) moves both its ranks onto cpu LIST[k % len]
  * (sched_setaffinity) before the barrier. A ping-pong keeps one of its two ranks busy at a time,
@@ -61,11 +69,12 @@
  * their own field); finally {"type":"summary","rounds","pairs","measure_s" (the sum over rounds of
  * the longest pair of the round: the time spent measuring), "rounds_s" (barrier to gathered, summed),
  * "connect_s" (the connection pass), "kernel_s" (the connection pass and the rounds),
+ * "remeasure_factor", "suspects", "remeasure_rounds" (rounds measured again), "remeasure_s",
  * "round_measure_s":[..], "round_s":[..]}.
  *
  * Args: --lat_size=B --bw_size=B --pair_budget=S --lat_share=F --warmup=N --min_iters=N --max_iters=N
  *       --bw_loops=N --max_samples=N --validate=0|1 --corrupt=0|1 --pair_cpus=LIST
- *       --preconnect=0|1 --connect_group=N --round_limit=S --passes=N
+ *       --preconnect=0|1 --connect_group=N --round_limit=S --passes=N --remeasure=F
  */
 #include "cb_common.h"
 #include "cb_mpi.h"
@@ -106,6 +115,11 @@ static int partner_of(int i, int r, int n) {
     else if (i == r) p = m - 1;
     else p = ((2 * r - i) % (m - 1) + (m - 1)) % (m - 1);
     return p >= n ? -1 : p;
+}
+
+/* the index of pair (i, j), i < j, among the n(n-1)/2 pairs */
+static long pair_index(int i, int j) {
+    return (long)i * (2L * nranks - i - 1) / 2 + (j - i - 1);
 }
 
 static inline unsigned char pattern(long size, int src, int round, long i) {
@@ -346,8 +360,26 @@ int main(int argc, char **argv) {
     const int passes = (int)cb_arg_ll(argc, argv, "passes", 1);
     if (passes < 1 || passes > 100) die("--passes must be 1..100");
     const int steps_total = passes * rounds;
-    double *round_measure = calloc((size_t)steps_total, sizeof(double));
-    double *round_wall = calloc((size_t)steps_total, sizeof(double));
+    /* --remeasure=F: after the passes, the rounds that hold a suspect pair (best bandwidth below the
+     * best pair's / F, or best latency above the best pair's x F) are measured once more */
+    const double remeasure = cb_arg_double(argc, argv, "remeasure", 0.0);
+    if (remeasure != 0 && !(remeasure >= 1)) die("--remeasure must be 0 (off) or 1 or more, got %g", remeasure);
+    const long npairs_all = (long)nranks * (nranks - 1) / 2;
+    double *best_bw = NULL, *best_lat = NULL;
+    char *suspect = NULL;
+    int *again = NULL, nagain = 0;
+    long nsuspect = 0;
+    if (remeasure > 0) {
+        suspect = calloc((size_t)npairs_all, 1);
+        again = calloc((size_t)rounds, sizeof(int));
+        if (rank == 0) {
+            best_bw = calloc((size_t)npairs_all, sizeof(double));
+            best_lat = calloc((size_t)npairs_all, sizeof(double));
+        }
+        if (!suspect || !again || (rank == 0 && (!best_bw || !best_lat))) die("out of memory for %ld pairs", npairs_all);
+    }
+    double *round_measure = calloc((size_t)(steps_total + rounds), sizeof(double));
+    double *round_wall = calloc((size_t)(steps_total + rounds), sizeof(double));
     if (!round_measure || !round_wall) die("out of memory");
     const double round_limit = cb_arg_double(argc, argv, "round_limit", 60.0 + 20.0 * o.budget);
     const int group = (int)cb_arg_ll(argc, argv, "connect_group", nranks / 2 > 0 ? nranks / 2 : 1);
@@ -377,8 +409,25 @@ int main(int argc, char **argv) {
     }
     long npairs = 0;
     const double connect_s = MPI_Wtime() - k0;
-    for (int q = 0; q < steps_total; q++) {
-        const int r = q % rounds, pass = q / rounds;
+    double remeasure_s = 0;
+    for (int q = 0;; q++) {
+        if (q == steps_total && remeasure > 0) {
+            /* rank 0 named the suspects after the last pass: every rank learns them, and which rounds
+             * hold one */
+            MPI_Bcast(suspect, (int)npairs_all, MPI_CHAR, 0, MPI_COMM_WORLD);
+            for (long x = 0; x < npairs_all; x++) nsuspect += suspect[x] != 0;
+            for (int rr = 0; rr < rounds; rr++) {
+                int any = 0;
+                for (int i = 0; i < nranks && !any; i++) {
+                    int p = partner_of(i, rr, nranks);
+                    any = p > i && suspect[pair_index(i, p)];
+                }
+                if (any) again[nagain++] = rr;
+            }
+        }
+        if (q >= steps_total + nagain) break;
+        const int again_step = q >= steps_total;
+        const int r = again_step ? again[q - steps_total] : q % rounds, pass = again_step ? passes : q / rounds;
         pair_t me;
         memset(&me, 0, sizeof me);
         me.partner = partner_of(rank, r, nranks);
@@ -443,6 +492,10 @@ int main(int argc, char **argv) {
             cb_json_str("metric", "pair");
             cb_json_int("round", r);
             cb_json_int("pass", pass);
+            if (again_step) {
+                cb_json_bool("remeasure", 1);
+                cb_json_bool("suspect", suspect[pair_index(i, j)]);
+            }
             cb_json_ints("ranks", rk, 2);
             int cpus[2] = {a->cpu, all[j].cpu};
             cb_json_ints("cpus", cpus, 2);
@@ -465,12 +518,28 @@ int main(int argc, char **argv) {
             cb_json_nums("samples", a->lat_s, a->nlat);
             cb_json_nums("bandwidth_samples", a->bw_s, a->nbw);
             cb_json_end();
-            npairs++;
+            if (!again_step) npairs++;
+            if (best_bw && !again_step) {
+                long x = pair_index(i, j);
+                if (pass == 0 || a->bw_best > best_bw[x]) best_bw[x] = a->bw_best;
+                if (pass == 0 || a->lat_median < best_lat[x]) best_lat[x] = a->lat_median;
+            }
+        }
+        if (again_step) remeasure_s += round_measure[q];
+        if (q == steps_total - 1 && remeasure > 0) {
+            /* the passes are done: rank 0 names the suspects, every rank learns them */
+            double top_bw = 0, low_lat = 0;
+            for (long x = 0; x < npairs_all; x++) {
+                if (best_bw[x] > top_bw) top_bw = best_bw[x];
+                if (x == 0 || best_lat[x] < low_lat) low_lat = best_lat[x];
+            }
+            for (long x = 0; x < npairs_all; x++)
+                suspect[x] = best_bw[x] * remeasure < top_bw || best_lat[x] > low_lat * remeasure;
         }
     }
     if (rank == 0) {
         double measure = 0, walls = 0;
-        for (int q = 0; q < steps_total; q++) { measure += round_measure[q]; walls += round_wall[q]; }
+        for (int q = 0; q < steps_total + nagain; q++) { measure += round_measure[q]; walls += round_wall[q]; }
         cb_json_begin("summary");
         cb_json_int("rounds", rounds);
         cb_json_int("passes", passes);
@@ -479,9 +548,13 @@ int main(int argc, char **argv) {
         cb_json_num("measure_s", measure);
         cb_json_num("rounds_s", walls);
         cb_json_num("connect_s", connect_s);
+        cb_json_num("remeasure_factor", remeasure);
+        cb_json_int("suspects", nsuspect);
+        cb_json_int("remeasure_rounds", nagain);
+        cb_json_num("remeasure_s", remeasure_s);
         cb_json_num("kernel_s", MPI_Wtime() - k0);
-        cb_json_nums("round_measure_s", round_measure, steps_total);
-        cb_json_nums("round_s", round_wall, steps_total);
+        cb_json_nums("round_measure_s", round_measure, steps_total + nagain);
+        cb_json_nums("round_s", round_wall, steps_total + nagain);
         cb_json_end();
     }
     cb_mpi_finish(rank, -1);
