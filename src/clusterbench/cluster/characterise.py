@@ -26,6 +26,7 @@ message names it); the runs already stored are complete runs and are kept.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -277,8 +278,11 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
     except ClusterbenchError as exc:
         raise StageFailed(stage, exc, doc["run_ids"]) from exc
     except KeyboardInterrupt as exc:
+        from clusterbench.session import Interrupted
+
         kept = f"; kept {len(doc['run_ids'])} complete run(s) tagged {tag}" if doc["run_ids"] else ""
-        raise KeyboardInterrupt(f"run cluster: stage {stage}: {str(exc) or 'Ctrl-C'}{kept}") from exc
+        raise Interrupted(f"run cluster: stage {stage}: {str(exc) or 'Ctrl-C'}{kept}",
+                          getattr(exc, "signum", signal.SIGINT)) from exc
     doc["seconds"] = time.monotonic() - t0
     doc["within_budget"] = doc["seconds"] <= budget_s
     doc["ok"] = True
@@ -408,7 +412,7 @@ def format_summary(doc: dict[str, Any]) -> list[str]:
         if key == "hpl" and s.get("n"):
             z = s["sizing"]
             lines.append(f"             N={s['n']} NB={s['nb']} grid {s['grid']}, {s['time_s']:.1f} s; N {z['bound']}-bound "
-                         f"(time: {z['n_time']}, memory: {z['n_mem'] or '-'}); Rpeak of {s.get('rpeak_of') or '?'}")
+                         f"(time: {z['n_time']}, memory: {z['n_mem'] or '-'}); {s.get('rpeak_of') or 'Rpeak unknown'}")
     hb = doc.get("holds_back") or []
     lines.append("what holds the cluster back:" if hb else "what holds the cluster back: nothing found")
     lines += [f"  - {x}" for x in hb]
