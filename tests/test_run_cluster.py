@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -188,6 +189,26 @@ def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, 
         assert p.returncode == 0 and "report of 3 run(s)" in p.stdout, p.stderr
         assert (tmp_path / "rep" / "index.html").exists()
         time.sleep(1.0)
+        assert leftovers(c) == {}
+
+        # Ctrl-C in the middle of a stage: one line naming it, exit 130, nothing left on the nodes
+        run = subprocess.Popen([sys.executable, "-m", "clusterbench", "--db", str(db), "run", "cluster", "--hostfile",
+                                str(hf), "--budget", "4m", "--oversubscribe", "--tag", "rc-b"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"})
+        err = []
+        for line in run.stderr:  # type: ignore[union-attr]
+            err.append(line)
+            if "[2/5 node]" in line:
+                break
+        time.sleep(8.0)  # the agents measure on every node
+        os.killpg(run.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
+        out, rest = run.communicate(timeout=90)
+        lines = (("".join(err)) + rest).strip().splitlines()
+        assert run.returncode == 130, lines
+        assert "stage node" in lines[-1] and "interrupted" in lines[-1], lines
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 3  # rc-a's, kept
+        time.sleep(2.0)
         assert leftovers(c) == {}
     finally:
         simcluster.down()
