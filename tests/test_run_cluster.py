@@ -108,6 +108,13 @@ def test_summary_names_every_stage_and_what_holds_the_cluster_back():
         assert stage in text, text
     assert "slow link n1-n2" in text and "n1, n2: [warn] T (r)" in text and "20.0% of Rpeak" in text
     assert len(ch.format_summary(doc)) <= 24  # one screen
+    # a tune's many trial runs are counted, not listed one by one
+    doc["run_ids"] += [f"{i:08d}" + "0" * 24 for i in range(20)]
+    doc["stages"]["tune"] = {"best": {"nb": 128, "grid": "1x3"}, "trials": 20, "n": 4224, "seconds": 24}
+    text = "\n".join(ch.format_summary(doc))
+    assert "runs tagged cluster-x: 23 (aaaaaaaa, bbbbbbbb, ..., 00000019)" in text
+    assert "tune       best NB 128, grid 1x3 of 20 trial(s) at N=4224" in text
+    assert max(map(len, ch.format_summary(doc))) < 160
 
 
 def test_run_cluster_and_cluster_run_are_the_same_command():

@@ -401,7 +401,9 @@ def format_summary(doc: dict[str, Any]) -> list[str]:
             continue
         run = f", run {s['run_id'][:8]}" if s.get("run_id") else ""
         if key == "tune":
-            text = f"best {s.get('best')} of {s['trials']} trial(s) at N={s['n']}"
+            b = s.get("best") or {}
+            text = (f"best NB {b.get('nb', '-')}, grid {b.get('grid', '-')}" if b else "no best") \
+                + f" of {s['trials']} trial(s) at N={s['n']}"
         else:
             text = s["verdict"]
         lines.append(f"  {name:<9}  {text} ({s['seconds']:.0f} s{run})")
@@ -416,7 +418,9 @@ def format_summary(doc: dict[str, Any]) -> list[str]:
     hb = doc.get("holds_back") or []
     lines.append("what holds the cluster back:" if hb else "what holds the cluster back: nothing found")
     lines += [f"  - {x}" for x in hb]
-    lines.append(f"runs tagged {doc['tag']}: {', '.join(r[:8] for r in doc['run_ids'])}  "
+    ids = [r[:8] for r in doc["run_ids"]]
+    shown = ", ".join(ids) if len(ids) <= 6 else f"{len(ids)} ({', '.join(ids[:2])}, ..., {ids[-1]})"
+    lines.append(f"runs tagged {doc['tag']}: {shown}  "
                  f"(clusterbench report {doc['tag']}; clusterbench compare TAG {doc['tag']})")
     return lines
 
