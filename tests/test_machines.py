@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from machinekit import leftovers, on
 
 pytestmark = pytest.mark.integration
 
@@ -27,28 +28,8 @@ def _cli(*args: str, db: Path, timeout: float = 300) -> subprocess.CompletedProc
                           text=True, timeout=timeout, env=env)
 
 
-def _on(c, node: str, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    """Run ``cmd`` inside a machine (as its root, not through ssh): to look at it or break it."""
-    from clusterbench.launch import simcluster
-
-    return subprocess.run([*simcluster.exec_prefix(node, c), *cmd], capture_output=True, text=True, timeout=timeout)
-
-
-def _leftovers(c) -> dict[str, list[str]]:
-    """Per machine: processes other than its init and sshd, and files in its /tmp and /var/tmp."""
-    from clusterbench.launch import machines as M
-
-    out = {}
-    for m in c.nodes:
-        if not M.node_alive(m):
-            continue  # a machine that was killed: nothing runs there any more
-        ps = _on(c, m.name, "ps", "-e", "-o", "pid=,comm=").stdout.split("\n")
-        procs = [ln.strip() for ln in ps if ln.strip() and ln.split()[1:2] not in (["python3"], ["sshd"], ["ps"])
-                 and ln.split()[0] != "1"]
-        tmp = _on(c, m.name, "sh", "-c", "ls -A /tmp /var/tmp | grep -v ':$' | grep -v '^$' || true").stdout.split()
-        if procs or tmp:
-            out[m.name] = procs + tmp
-    return out
+_on = on
+_leftovers = leftovers
 
 
 def _runs(db: Path) -> int:

@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
         for p in cls.params:
             _add_param(sub, p)
 
+    # not a benchmark: the whole cluster characterised, the same command as `cluster run`
+    _run_cluster_options(benches.add_parser("cluster", help=RUN_CLUSTER_HELP, description=RUN_CLUSTER_HELP))
+
     cmds.add_parser("list", help="the benchmarks, their metrics, units and limits").add_argument("--json", action="store_true")
     _tune_parser(cmds)
 
@@ -164,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--no-mpi", action="store_true", help="skip the MPI launch and hello")
     pre.add_argument("--mpi", default=None, help="which MPI launches the hello (openmpi or mpich; default: found)")
     pre.add_argument("--allow-root", action="store_true", help="let Open MPI run as root")
+
+    _run_cluster_options(csub.add_parser("run", help=RUN_CLUSTER_HELP, description=RUN_CLUSTER_HELP))
 
     sim = cmds.add_parser("sim-cluster", help="a virtual cluster of network namespaces on this machine (root)")
     ssub = sim.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -335,6 +340,26 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+RUN_CLUSTER_HELP = ("the whole cluster characterised in one command, within --budget: preflight, the quick node "
+                    "profile on every node, the network matrix, HPL across all nodes, doctor; one tagged set of runs "
+                    "(also: clusterbench cluster run)")
+
+
+def _run_cluster_options(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--hosts", help="nodes, e.g. node1,node2 or node1:4,node2:4")
+    sp.add_argument("--hostfile", help="Open MPI hostfile naming the nodes (name slots=N)")
+    sp.add_argument("--budget", default="15m", help="wall time for everything, e.g. 15m, 4m, 1h (default 15m); "
+                    "each stage gets a share, HPL's N follows the time left for it")
+    sp.add_argument("--tag", help="tag of every run stored (default cluster-YYYYmmdd-HHMM)")
+    sp.add_argument("--tune-share", type=float, default=0.0, metavar="FRACTION",
+                    help="part of HPL's time for a short tune of NB and grid first (default 0: no tune)")
+    sp.add_argument("--oversubscribe", action="store_true", help="virtual cluster: allow more nodes than cpus")
+    sp.add_argument("--allow-root", action="store_true", help="let Open MPI run as root")
+    sp.add_argument("--remote-python", help="python with clusterbench installed on the nodes (default: "
+                    "cluster install's, on separate machines; this one on a shared filesystem)")
+    sp.add_argument("--json", action="store_true", help="print one JSON document (run_cluster_schema 1)")
+
+
 def _tune_parser(cmds: Any) -> None:
     tune = cmds.add_parser("tune", help="search a benchmark's parameters within a time budget (every trial stored)")
     tsub = tune.add_subparsers(dest="target", required=True, parser_class=_Parser)
@@ -454,6 +479,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from clusterbench.benchmarks import ALIASES
     from clusterbench.benchmarks.base import Composite
 
+    if args.benchmark == "cluster":
+        return _cmd_run_cluster(args)
     args.benchmark = ALIASES.get(args.benchmark, args.benchmark)  # an old name still runs
     cls = all_benchmarks()[args.benchmark]
     is_suite = issubclass(cls, Composite)
@@ -570,6 +597,8 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     from clusterbench.probe.cluster import check
     from clusterbench.ui import dump_json, write_lines
 
+    if args.action == "run":
+        return _cmd_run_cluster(args)
     if args.action == "install":
         from clusterbench.cluster.install import format_install, install
 
@@ -613,6 +642,32 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     from clusterbench.probe.cluster import format_check
     write_lines(format_check(res))
     return 0 if compared else 3
+
+
+def _cmd_run_cluster(args: argparse.Namespace) -> int:
+    """run cluster / cluster run: clusterbench.cluster.characterise, printed."""
+    from clusterbench.benchmarks.mpi.common import allow_root_default
+    from clusterbench.cluster import characterise as ch
+    from clusterbench.ui import dump_json, write_lines
+
+    budget = ch.budget_seconds(args.budget)
+    ch.split_budget(budget, args.tune_share)  # bad input refused before anything runs
+    hosts = _cluster_hosts(args)
+    arg = f"--hostfile {shlex.quote(args.hostfile)}" if args.hostfile else f"--hosts {args.hosts}" if args.hosts else None
+    try:
+        doc = ch.characterise(hosts, budget_s=budget, tag=args.tag, oversubscribe=args.oversubscribe,
+                              allow_root=args.allow_root or allow_root_default(), tune_share=args.tune_share,
+                              remote_python=args.remote_python, store=Store(args.db),
+                              argv=["clusterbench", *sys.argv[1:]],
+                              say=lambda s: write_lines([f"run cluster: {s}"], sys.stderr))
+    except ch.NotReady as exc:
+        write_lines([f"run cluster: preflight: {ln}" for ln in ch.not_ready_lines(exc.doc, arg)], sys.stderr)
+        raise
+    if args.json:
+        dump_json(doc)
+    else:
+        write_lines(ch.format_summary(doc))
+    return 0
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -307,6 +308,7 @@ def _supervise(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_di
     for sig in _STOPS:
         signal.signal(sig, stop)
     last_seq, last_kind = out.seq - 1, "hello"
+    part_kind = "part"
     buf = b""
     deaf = False  # the launcher stopped reading (it was killed): nobody hears this node any more
     beat = json.dumps({"cbsweep": PROTOCOL, "node": node, "rank": out.rank, "kind": "beat"},
@@ -334,7 +336,13 @@ def _supervise(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_di
             if line.startswith(b'{"cbsweep"'):
                 with contextlib.suppress(ValueError, KeyError, TypeError):
                     rec = json.loads(line)
-                    last_seq, last_kind = int(rec["seq"]), str(rec["kind"])
+                    kind = str(rec["kind"])
+                    if kind == "part":  # a long record (a done with many builds) comes in parts: its kind
+                        if rec["i"] == 0:  # is the one its first part's text starts with, once all are sent
+                            m = re.match(r'\{"kind":"(\w+)"', str(rec["data"]))
+                            part_kind = m.group(1) if m else "part"
+                        kind = part_kind if rec["i"] == rec["n"] - 1 else "part"
+                    last_seq, last_kind = int(rec["seq"]), kind
     os.close(r)
     _, status = os.waitpid(pid, 0)
     _end_tree(None)

@@ -821,7 +821,9 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     for attempt in range(attempts):
         with tempfile.TemporaryDirectory(prefix="cb-sweep-") as wd:
             sync_dir = None
-            if sim is not None:  # the virtual cluster shares this filesystem and these cpus
+            # the virtual cluster shares this filesystem and these cpus; its machines (--machines) have
+            # filesystems of their own, where the agents could never see the barrier's files: no barrier
+            if sim is not None and not sim.machines:
                 sync_dir = os.path.join(wd, "sync")
                 os.mkdir(sync_dir)
             spec["sync_dir"] = sync_dir
