@@ -122,6 +122,11 @@ def test_install_preflight_and_runs_across_machines(machines, mpi, tmp_path):
     assert {r["metric"] for r in json.loads(p.stdout)["results"]} >= {"rmax", "residual"}
     assert _on(c, "node1", "sh", "-c", "ls ~/.cache/clusterbench/launch/node1").stdout.strip()  # its own build
     assert _on(c, "node1", "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == ""
+    # sweep node with no --remote-python: each machine's agent is its own installation's python
+    p = _cli("sweep", "node", "--hosts", hosts, "--oversubscribe", "--benchmark", "intcpu --quick", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    sw = json.loads(p.stdout)
+    assert sw["failed"] == {} and sorted(sw["hosts"]) == sorted(m.name for m in c.nodes), sw
     assert _leftovers(c) == {}
     print(f"install of {len(c.nodes)} machines: {install_s:.1f} s")
 

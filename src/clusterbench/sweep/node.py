@@ -26,8 +26,9 @@ A node that fails
     are kept (:func:`run_job`). The figures of the others are judged and stored; the run is incomplete.
 
 What real clusters need
-    The agent runs ``python -m clusterbench.sweep.agent`` with this Python (``sys.executable``) unless
-    ``python`` says otherwise: a shared filesystem holding this installation (e.g. a virtual environment
+    The agent runs ``python -m clusterbench.sweep.agent`` with this Python (``sys.executable``; on
+    separate machines reached by ssh, the node's own ``cluster install`` virtual environment, else its
+    ``python3``) unless ``python`` says otherwise: a shared filesystem holding this installation (e.g. a virtual environment
     in a shared ``$HOME``), or clusterbench installed on every node at the path given. Kernels are
     compiled on each node into its cache (``$CLUSTERBENCH_CACHE``, exported to the job) when the cache
     is not shared or the node's CPU differs from this one's, so the nodes need the C compiler too. The
@@ -459,10 +460,16 @@ def sim_launch_timeout(n: int) -> float:
     return SIM_LAUNCH_TIMEOUT + 1.0 * n
 
 
-def _exported_env() -> dict[str, str]:
-    """What the agents need from here: clusterbench's own settings (the kernel cache above all)."""
-    keep = {k: v for k, v in os.environ.items()
-            if k.startswith("CLUSTERBENCH_") and k not in ("CLUSTERBENCH_DB",)}
+#: settings of this machine's own, never sent to separate machines: its virtual cluster's state and
+#: prefix, and its kernel cache (a node reached by ssh keeps kernels built for itself in its own)
+_HEAD_ONLY = ("CLUSTERBENCH_DB", "CLUSTERBENCH_SIM_STATE", "CLUSTERBENCH_SIM_PREFIX", "CLUSTERBENCH_CACHE")
+
+
+def _exported_env(separate: bool = False) -> dict[str, str]:
+    """What the agents need from here: clusterbench's own settings (the kernel cache above all, on
+    nodes that share this filesystem; on ``separate`` machines not the settings of this machine's)."""
+    drop = _HEAD_ONLY if separate else ("CLUSTERBENCH_DB",)
+    keep = {k: v for k, v in os.environ.items() if k.startswith("CLUSTERBENCH_") and k not in drop}
     for k in ("CC", "OPENBLAS_CORETYPE"):
         if k in os.environ:
             keep[k] = os.environ[k]
@@ -473,7 +480,9 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
               mpi: str | None, allow_root: bool) -> Job:
     """The command that starts ``program`` once on every host (see the module docstring)."""
     n = len(hosts)
-    env = _exported_env()
+    from clusterbench.launch import nodes as nodes_mod
+
+    env = _exported_env(separate=bool(nodes_mod.separate(hosts)))
     if sim is not None:  # this machine's filesystem: this source tree, whatever Python runs it
         from clusterbench.launch.remote import SRC_DIR
 
@@ -810,7 +819,14 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
 
     spec = {"v": agent_mod.PROTOCOL, "benchmark": name, "given": given, "profile": profile, "timeout": timeout,
             "kernel_timeout": timeout, "hosts": names, "node_cpus": node_cpus or {}, "sync_dir": None}
-    py = python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON") or sys.executable
+    py = python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON")
+    from clusterbench.launch import nodes as nodes_mod
+    from clusterbench.launch import remote
+
+    if py is None and not nodes_mod.separate(names):
+        py = sys.executable  # nodes sharing this filesystem run this very Python
+    # separate machines: the python of the node's own installation (`cluster install`), else python3
+    python_argv = [py] if py else ["sh", "-c", remote.AUTO_PYTHON, "cb-python"]
     # srun for the allocation's own nodes, or inside one for real hosts; the virtual cluster's nodes
     # given by name are reached with mpirun through its launch agent
     use_srun = from_slurm or (bool(os.environ.get("SLURM_JOB_ID")) and sim is None)
@@ -827,7 +843,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
                 sync_dir = os.path.join(wd, "sync")
                 os.mkdir(sync_dir)
             spec["sync_dir"] = sync_dir
-            program = [py, "-m", "clusterbench.sweep.agent", agent_mod.encode_spec(spec)]
+            program = [*python_argv, "-m", "clusterbench.sweep.agent", agent_mod.encode_spec(spec)]
             job = build_job(names, program, wd, slurm=use_srun, sim=sim, mpi=mpi, allow_root=allow_root)
             try:
                 gathered, wall, _ = run_job(job, names, timeout=timeout, launch_timeout=lt, sync_dir=sync_dir,
