@@ -84,7 +84,8 @@ RULE = ("per metric: reference = the median of the better half of the nodes' bes
         "that, only what is beyond it is flagged")
 
 
-def _num(v: float | None) -> str:
+def short_num(v: float | None) -> str:
+    """A figure in three significant digits or so (1234, 12.3, 1.23); '-' for none."""
     if v is None:
         return "-"
     a = abs(v)
@@ -218,8 +219,8 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
                 ev = [f"{nd}: {w}" for nd in (a, b) for w in odd_nodes.get(nd, [])]
                 line = _line_rate(a, b, nics)
                 if line and L["best"] < NIC_FRACTION * line:
-                    ev.append(f"{_num(L['best'])} {unit} is {L['best'] / line:.0%} of the NICs' stated "
-                              f"{_num(line)} MB/s")
+                    ev.append(f"{short_num(L['best'])} {unit} is {L['best'] / line:.0%} of the NICs' stated "
+                              f"{short_num(line)} MB/s")
                 if ev:
                     thr = min(thr, EVIDENCE_FACTOR)
             thr = max(thr * typical, floor)  # the slow factor on top of this machine's typical noise, and its tail
@@ -240,8 +241,8 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             # best of its measurements is the one to trust once the threshold carries this machine's noise)
             odd = hib and nd in odd_nodes
             if B["beyond"] and (B["steady"] or steady * 2 > len(mine) or odd):
-                slow_nodes[nd] = (f"even its best link ({best_name}, {_num(B['best'])} {unit}) is {_fx(B['factor'])} "
-                                  f"{worse} the reference {_num(ref)} {unit}: every link it has is slow"
+                slow_nodes[nd] = (f"even its best link ({best_name}, {short_num(B['best'])} {unit}) is {_fx(B['factor'])} "
+                                  f"{worse} the reference {short_num(ref)} {unit}: every link it has is slow"
                                   + ("" if B["steady"] else f" ({steady} of its {len(mine)} links by more than "
                                      "their own spread)" if steady * 2 > len(mine) else
                                      " (its own measurements spread as wide, but its NIC is evidence)"))
@@ -293,7 +294,7 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
                 f"too noisy to judge below x{noise:.3g}: {spread_txt}; only links and nodes beyond "
                 f"x{noise:.3g} are flagged"))
         else:
-            verdict.update(status="judged", why=f"reference {_num(ref)} {unit}; {spread_txt}")
+            verdict.update(status="judged", why=f"reference {short_num(ref)} {unit}; {spread_txt}")
         for nd, why in slow_nodes.items():
             mine = [name for name, L in links.items() if nd in L["ends"]]
             B = links[node_best[nd][1]]
@@ -307,9 +308,9 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             if name not in slow_links:
                 continue
             figs = L["figs"]
-            meas = (f"measured {'twice' if len(figs) == 2 else f'{len(figs)} times'}, {_num(min(figs))}-"
-                    f"{_num(max(figs))} {unit}" if len(figs) > 1 else "measured once") + f" (spread x{L['spread']:.2f})"
-            why = (f"{_fx(L['factor'])} {worse} the reference {_num(ref)} {unit} (slow from "
+            meas = (f"measured {'twice' if len(figs) == 2 else f'{len(figs)} times'}, {short_num(min(figs))}-"
+                    f"{short_num(max(figs))} {unit}" if len(figs) > 1 else "measured once") + f" (spread x{L['spread']:.2f})"
+            why = (f"{_fx(L['factor'])} {worse} the reference {short_num(ref)} {unit} (slow from "
                    f"x{max(L['threshold'], floor):.3g}); {meas}")
             if L.get("cable"):
                 why += "; " + L["cable"]

@@ -150,15 +150,7 @@ def nics_by_node(cluster: dict | None, hosts: Sequence[str], nodes: Sequence[str
     return out
 
 
-def _num(v: float | None) -> str:
-    if v is None:
-        return "-"
-    a = abs(v)
-    if a >= 100:
-        return f"{v:.0f}"
-    if a >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
+_num = judge_links.short_num
 
 
 def method_text(params: dict[str, Any]) -> str:
