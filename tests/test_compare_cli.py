@@ -146,3 +146,32 @@ def test_report_of_tags_with_comparison(db: str, tmp_path: Path, capsys) -> None
     assert main(["--db", db, "report", "before", "-o", str(blocker / "sub")]) == 2
     err = capsys.readouterr().err
     assert str(blocker) in err and err.count("\n") == 1
+
+
+# -- issue 23: absurd selectors -------------------------------------------------------------------------
+@pytest.mark.parametrize("argv", [
+    ["compare", "last~99999999999999999999999", "last"],
+    ["compare", "last~" + "9" * 5000, "last"],
+    ["compare", "before", "last~9223372036854775808"],
+    ["compare", "tag:before", "run:last~99999999999999999999999"],
+    ["report", "last~99999999999999999999999", "-o", "never"],
+    ["results", "show", "last~99999999999999999999999"],
+    ["results", "tag", "last~99999999999999999999999", "x"],
+    ["results", "place", "last~99999999999999999999999"],
+    ["results", "export", "last~99999999999999999999999", "--format", "json"],
+    ["results", "table", "stream", "--rows", "threads", "--runs", "last~99999999999999999999999"],
+])
+def test_an_absurd_last_n_is_a_usage_error(db: str, argv: list[str], capsys) -> None:
+    assert main(["--db", db, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "selects nothing: the store holds 9 run(s)" in err and "internal" not in err
+
+
+def test_last_n_names_a_run_wherever_a_run_is_asked_for(db: str, capsys) -> None:
+    st = Store(db, readonly=True)
+    second = st.select_runs("last~1")[0]
+    assert st.resolve("last~1") == second and st.resolve("last~8") == st.select_runs("last~8")[0]
+    assert main(["--db", db, "results", "show", "last~1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["id"] == second
+    assert main(["--db", db, "results", "list", "--limit", "99999999999999999999999"]) == 0  # all of them
+    assert capsys.readouterr().out.count("\n") == 10
