@@ -182,15 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp_ = cmds.add_parser("compare", help="did a change help? two sides of runs, figure by figure, with statistics",
                            description="Compare two sides (each a run id, unique prefix, tag, 'last', 'last~N', or "
-                           "several joined by commas; a tag pools all its runs).")
+                           "several joined by commas; a tag pools all its runs). Only complete runs are pooled: a run "
+                           "still running or left incomplete (interrupted, killed, a kernel failed) is left out and "
+                           "named, unless --include-incomplete.")
     cmp_.add_argument("a", metavar="A", help="the baseline side")
     cmp_.add_argument("b", metavar="B", help="the changed side")
     cmp_.add_argument("--metric", help="only this metric")
     cmp_.add_argument("--benchmark", help="only this benchmark")
     cmp_.add_argument("--min-effect", type=float, default=None, metavar="PCT",
-                      help="smallest change in %% called significant (default: the method's)")
+                      help="smallest change in %% called significant, 0 <= PCT < 100 (default: the method's 1)")
     cmp_.add_argument("--fail-if-worse", type=float, default=None, metavar="PCT",
-                      help="exit 1 when a figure is significantly worse by more than PCT %%")
+                      help=f"exit {EXIT_WORSE} when a figure is significantly worse by more than PCT %%, 0 <= PCT < 100")
+    cmp_.add_argument("--include-incomplete", action="store_true",
+                      help="also pool runs that are still running or incomplete (left out and named by default)")
     cmp_.add_argument("--all", action="store_true", help="also list the figures with no significant difference")
     cmp_.add_argument("--per-dollar", metavar="PRICE_A,PRICE_B", default=None,
                       help="compare performance for cost (seed 003): each figure per unit of the price of its side's "
@@ -295,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("--metric", help="the metric (default: the benchmark's first)")
     tab.add_argument("--rows", type=_strlist, required=True, help="parameters (or tag, host, run) for the rows")
     tab.add_argument("--cols", type=_strlist, default=[], help="parameters (or tag, host, run) for the columns")
-    tab.add_argument("--runs", help="only these runs (a selector: ids, tags, 'last~1,last')")
+    tab.add_argument("--runs", help="only these runs (a selector: ids, tags, 'last~1,last'; not empty)")
     tab.add_argument("--agg", choices=("best", "median", "mean", "last"), default="best",
                      help="several figures in a cell: best (default), median, mean or the newest")
     tab.add_argument("--json", action="store_true")
@@ -340,6 +344,10 @@ def _tune_parser(cmds: Any) -> None:
     th.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores")
     th.add_argument("--json", action="store_true", help="print the tune as one JSON document")
     _tag_options(th)
+
+
+#: `compare --fail-if-worse` found a significant regression (apart from the error codes 2-5)
+EXIT_WORSE = 6
 
 
 def _positive_int(text: str) -> int:
@@ -809,6 +817,9 @@ def _cmd_results(args: argparse.Namespace) -> int:
         return _cmd_results_tag(args)
     store = Store(args.db, readonly=True)
     if args.action == "list":
+        from clusterbench.report.compare import check_benchmark
+
+        check_benchmark(store, args.benchmark)
         runs = store.list_runs(args.limit, tag=args.tag, benchmark=args.benchmark, host=args.host, since=args.since)
         if args.json:
             dump_json({"schema": SCHEMA_VERSION, "runs": runs})
@@ -870,7 +881,7 @@ def _cmd_results_table(args: argparse.Namespace, store: Store) -> int:
     if metric not in {m.name for m in cls.metrics}:
         raise UsageError(f"{args.benchmark} has no metric '{metric}'",
                          f"use one of {', '.join(m.name for m in cls.metrics)}")
-    run_ids = store.select_runs(args.runs) if args.runs else None
+    run_ids = store.select_runs(args.runs) if args.runs is not None else None  # '' is refused, not "all"
     table = pivot(store.figures(args.benchmark, metric, run_ids), args.rows, args.cols, args.agg)
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "table": table.as_dict()})
@@ -900,10 +911,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from clusterbench.report.compare import compare_sides, format_comparison
     from clusterbench.ui import dump_json
 
-    if args.fail_if_worse is not None and not 0 <= args.fail_if_worse < 100:
-        raise UsageError(f"--fail-if-worse {args.fail_if_worse} is not a percentage", "give 0 to 100, e.g. 5")
-    if args.min_effect is not None and not 0 <= args.min_effect < 100:
-        raise UsageError(f"--min-effect {args.min_effect} is not a percentage", "give 0 to 100, e.g. 1")
+    for opt, value, eg in (("--fail-if-worse", args.fail_if_worse, 5), ("--min-effect", args.min_effect, 1)):
+        if value is not None and not 0 <= value < 100:
+            raise UsageError(f"{opt} {value:g} is not a percentage from 0 up to (not including) 100",
+                             f"e.g. {opt} {eg}")
     prices = None
     currency = ""
     if args.per_dollar is not None:
@@ -918,7 +929,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                              "give the price of A's cluster and of B's, e.g. --per-dollar 600,2400")
         currency = config.cost_model().currency
     doc = compare_sides(Store(args.db, readonly=True), args.a, args.b, benchmark=args.benchmark, metric=args.metric,
-                        min_effect=args.min_effect, prices=prices, currency=currency)  # type: ignore[arg-type]
+                        min_effect=args.min_effect, prices=prices, currency=currency,  # type: ignore[arg-type]
+                        include_incomplete=args.include_incomplete)
     worse = args.fail_if_worse is not None and doc["worst_change_pct"] is not None \
         and doc["worst_change_pct"] < -args.fail_if_worse
     doc["fail_if_worse"] = {"pct": args.fail_if_worse, "failed": worse} if args.fail_if_worse is not None else None
@@ -929,10 +941,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if worse:
             sys.stdout.write(f"worse by more than {args.fail_if_worse:g}% (--fail-if-worse): exit {EXIT_WORSE}\n")
     return EXIT_WORSE if worse else 0
-
-
-#: `compare --fail-if-worse` found a significant regression (apart from the error codes 2-5)
-EXIT_WORSE = 6
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

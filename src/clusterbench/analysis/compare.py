@@ -15,6 +15,8 @@ Method (also in :data:`METHOD`, which the CLI and the report print):
   seed, so the same inputs always give the same report). Past :data:`BOOTSTRAP_SIMULATE_MAX` samples a
   side the resampled medians are drawn from their computed distribution (:func:`median_distribution`)
   rather than by resampling every sample, which cost minutes per figure for 1500 runs a side.
+* Only complete runs are pooled into a side (:func:`poolable`): the caller leaves out runs still
+  running or left incomplete, and names them, unless asked to include them.
 * Two-sided Mann-Whitney U test on the pooled samples: the exact distribution when there are no
   ties and the samples are small (``n_a * n_b <= EXACT_MAX_CELLS``), else the normal approximation
   with tie and continuity correction.
@@ -895,6 +897,51 @@ def env_diff(runs_a: Sequence[dict], runs_b: Sequence[dict], results_a: Sequence
         if c:
             changes.append(c)
     return changes
+
+
+# --------------------------------------------------------------------------- which runs may be pooled
+
+
+#: the only status whose runs are pooled into a side without --include-incomplete
+POOLED_STATUS = "complete"
+
+
+def left_out_reason(run: Mapping[str, Any], figures: int | None = None) -> str:
+    """Why a run is not pooled, in a few words: still running, or incomplete with its stored reason
+    (interrupted, a kernel that failed, its process killed)."""
+    so_far = "" if figures is None else f", {figures} figure(s) so far" if run.get("status") == "running" \
+        else f", {figures} figure(s) stored"
+    if run.get("status") == "running":
+        return f"still running (pid {run.get('pid')} on {run.get('host')}{so_far})"
+    why = str(run.get("error") or "").strip()
+    return f"{run.get('status') or 'unknown status'}{so_far}" + (f": {why}" if why else "")
+
+
+def poolable(runs: Sequence[Mapping[str, Any]], figures: Mapping[str, int] | None = None, *,
+             include_incomplete: bool = False) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
+    """Which runs of a selector may be pooled into one side (``compare``, and the sources and the
+    comparison of ``report``): the complete ones. A run still running, or left incomplete (Ctrl-C, a
+    kernel that failed, its process killed), holds only part of its figures, measured under
+    conditions nobody chose: pooled silently it weighs a side with what it happened to finish. With
+    ``include_incomplete`` every run is pooled. ``figures`` (run id -> figures stored) goes into
+    the reason. Returns ``(pooled, left_out)``; each left-out entry is ``{id, status, error,
+    figures, reason}``, in the order given."""
+    pooled: list[Mapping[str, Any]] = []
+    left: list[dict[str, Any]] = []
+    for run in runs:
+        if include_incomplete or run.get("status") == POOLED_STATUS:
+            pooled.append(run)
+            continue
+        n = None if figures is None else figures.get(str(run.get("id")))
+        left.append({"id": run.get("id"), "status": run.get("status"), "error": run.get("error"), "figures": n,
+                     "reason": left_out_reason(run, n)})
+    return pooled, left
+
+
+def left_out_text(left: Sequence[Mapping[str, Any]], most: int = 3) -> str:
+    """``2 run(s) not complete: 8c3a1d2e still running (...); 1d2e3f4a incomplete: ...``"""
+    shown = "; ".join(f"{str(x.get('id'))[:8]} {x.get('reason')}" for x in left[:most])
+    return f"{len(left)} run(s) not complete: {shown}" + (f"; and {len(left) - most} more" if len(left) > most else "")
 
 
 # --------------------------------------------------------------------------- the whole comparison
