@@ -216,6 +216,19 @@ def test_a_side_with_no_complete_run_is_one_line(mixed, capsys) -> None:
     assert main(["--db", db, "compare", "before", ids["running"][:8], "--include-incomplete", "--json"]) == 0
 
 
+def test_the_report_comparison_pools_by_the_same_rule(mixed, tmp_path: Path, capsys) -> None:
+    db, ids = mixed
+    out = tmp_path / "rep"
+    assert main(["--db", db, "report", "before", "after", "--compare", "-o", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not set(ids.values()) & set(doc["runs"]) and {x["id"] for x in doc["left_out"]} == set(ids.values())
+    page = (out / "index.html").read_text()
+    assert "after: left out 3 run(s) not complete" in page and "comparison B: left out 3 run(s)" in page
+    assert main(["--db", db, "report", ids["killed"][:8], "-o", str(tmp_path / "r2")]) == 2
+    assert "has no complete run" in capsys.readouterr().err and not (tmp_path / "r2").exists()
+    assert main(["--db", db, "report", ids["killed"][:8], "-o", str(tmp_path / "r2"), "--include-incomplete"]) == 0
+
+
 @pytest.mark.parametrize("argv", [
     ["compare", "last~99999999999999999999999", "last"],
     ["compare", "last~" + "9" * 5000, "last"],

@@ -271,12 +271,22 @@ def build_parser() -> argparse.ArgumentParser:
     _tag_options(swk)
     # -- end sweep network --
 
-    rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)")
+    rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)",
+                          description="An HTML page with plots of the runs the selectors name (a selector's complete "
+                          "runs of one configuration are one column, their figures pooled). -o is a new or empty "
+                          "folder, or an earlier report with --force, which replaces only the files that report "
+                          "wrote (listed in its .clusterbench-report.json) and keeps anything else; a folder of "
+                          "other files and no report is refused.")
     rpt.add_argument("runs", nargs="+", metavar="RUN|TAG", help="run ids, prefixes, tags, 'last', 'last~N'")
-    rpt.add_argument("-o", "--output", default="report", help="output folder (default ./report)")
+    rpt.add_argument("-o", "--output", default="report",
+                     help="output folder (default ./report): new, empty, or an earlier report")
     rpt.add_argument("--compare", action="store_true",
                      help="with exactly two selectors: also compare them (the comparison chart)")
-    rpt.add_argument("--force", action="store_true", help="replace an existing report folder")
+    rpt.add_argument("--force", action="store_true",
+                     help="replace an earlier report in that folder: only the files it wrote (its manifest, "
+                     ".clusterbench-report.json), anything else there is kept")
+    rpt.add_argument("--include-incomplete", action="store_true",
+                     help="also pool runs that are still running or incomplete (left out and named by default)")
     rpt.add_argument("--json", action="store_true")
 
     res = cmds.add_parser("results", help="stored runs")
@@ -376,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv is None:  # the command itself is exiting: a further Ctrl-C changes nothing
             import signal
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        sys.stderr.write(f"clusterbench: interrupted ({str(exc) or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
+        what = getattr(exc, "outcome", None) or _INTERRUPTED.get(args.command)  # a command may say what it left
+        sys.stderr.write(f"clusterbench: interrupted ({str(exc) or 'Ctrl-C'}){'; ' + what if what else ''}\n")
         return interrupt_status(exc)
     except BrokenPipeError:
         return 0
@@ -388,6 +399,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         config.set_argv([])
+
+
+#: what an interruption (Ctrl-C, SIGTERM, SIGHUP) leaves behind, by command: only the commands that
+#: record runs have a run to mark incomplete
+_INTERRUPTED: dict[str, str] = {
+    "run": "finished results were kept, the run is marked incomplete",
+    "tune": "finished trials were kept, the run is marked incomplete",
+    "sweep": "finished results were kept, the run is marked incomplete",
+    "doctor": "finished results were kept, the run is marked incomplete",
+    "report": "the report was not written (nothing in the -o folder was changed; its temporary folder was removed)",
+    "compare": "nothing was stored or written",
+    "list": "nothing was stored or written",
+    "probe": "nothing was stored or written",
+}
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -944,29 +969,34 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from clusterbench.report.compare import compare_sides
+    from clusterbench import config
+    from clusterbench.report.compare import compare_sides, require_runs, select
     from clusterbench.report.html import write_report
     from clusterbench.ui import dump_json
 
+    if args.compare and len(args.runs) != 2:
+        raise UsageError("--compare needs exactly two selectors", "e.g. clusterbench report baseline jumbo --compare")
     store = Store(args.db, readonly=True)
-    ids: list[str] = []
-    for spec in args.runs:
-        ids += [i for i in store.select_runs(spec) if i not in ids]
+    selections = [select(store, spec, include_incomplete=args.include_incomplete) for spec in args.runs]
+    for sel in selections:
+        require_runs(sel, "selector")
     comparison = None
     if args.compare:
-        if len(args.runs) != 2:
-            raise UsageError("--compare needs exactly two selectors", "e.g. clusterbench report baseline jumbo --compare")
-        comparison = compare_sides(store, args.runs[0], args.runs[1])
-    out = Path(args.output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
-        raise UsageError(f"{out} already exists and is not an empty folder",
-                         "choose another -o folder, or --force to replace it")
-    from clusterbench import config
-    index = write_report(store, ids, out, comparison=comparison, cost=config.cost_model())
+        comparison = compare_sides(store, args.runs[0], args.runs[1], include_incomplete=args.include_incomplete)
+    done = write_report(store, selections, Path(args.output), comparison=comparison, cost=config.cost_model(),
+                        force=args.force)
+    ids = list(dict.fromkeys(str(r["id"]) for sel in selections for r in sel.runs))
     if args.json:
-        dump_json({"schema": SCHEMA_VERSION, "report": str(index), "runs": ids})
+        dump_json({"schema": SCHEMA_VERSION, "report": str(done), "runs": ids,
+                   "left_out": [x for sel in selections for x in sel.left_out]})
     else:
-        sys.stdout.write(f"report of {len(ids)} run(s): {index}\n")
+        sys.stdout.write(f"report of {len(ids)} run(s): {done}\n")
+        from clusterbench.analysis.compare import left_out_text
+
+        for sel in selections:
+            if sel.left_out:
+                sys.stdout.write(f"{sel.selector}: left out {left_out_text(sel.left_out)} "
+                                 "(--include-incomplete includes them)\n")
     return 0
 
 
