@@ -89,24 +89,24 @@ def test_a_run_still_running_then_killed_is_not_pooled(tmp_path: Path) -> None:
     import time
 
     db = tmp_path / "r.db"
-    for tag in ("a", "a", "b"):
+    for tag in ("old", "old", "new"):  # not hex: a tag that is also a run id's prefix must be told apart
         done = _cb(db, "run", "fpu", "--quick", "--ops", "add", "--tag", tag)
         assert done.returncode == 0, done.stderr
     env = {**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}
     slow = subprocess.Popen([sys.executable, "-m", "clusterbench", "--db", str(db), "run", "fpu", "--samples", "10",
-                             "--min-time", "0.5", "--tag", "b"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             "--min-time", "0.5", "--tag", "new"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env)
     try:
         end = time.monotonic() + 120
         running = None
         while time.monotonic() < end and slow.poll() is None:
-            runs = [r for r in Store(db, readonly=True).list_runs(tag="b") if r["status"] == "running"]
+            runs = [r for r in Store(db, readonly=True).list_runs(tag="new") if r["status"] == "running"]
             if runs and runs[0]["results"] >= 4:
                 running = runs[0]
                 break
             time.sleep(0.1)
         assert running is not None, "the slow run never stored its first figures"
-        done = _cb(db, "compare", "a", "b", "--json")
+        done = _cb(db, "compare", "old", "new", "--json")
         assert done.returncode == 0, done.stderr
         b = json.loads(done.stdout)["sides"]["b"]
         assert [r["status"] for r in b["runs"]] == ["complete"]
@@ -116,8 +116,8 @@ def test_a_run_still_running_then_killed_is_not_pooled(tmp_path: Path) -> None:
     finally:
         slow.send_signal(signal.SIGKILL)
         slow.wait(timeout=60)
-    done = _cb(db, "compare", "a", "b")
+    done = _cb(db, "compare", "old", "new")
     assert done.returncode == 0, done.stderr
     assert "B: left out 1 run(s) not complete" in done.stdout and "the process running it died" in done.stdout
-    done = _cb(db, "compare", "a", "b", "--include-incomplete", "--json")
+    done = _cb(db, "compare", "old", "new", "--include-incomplete", "--json")
     assert done.returncode == 0 and running["id"] in [r["id"] for r in json.loads(done.stdout)["sides"]["b"]["runs"]]
