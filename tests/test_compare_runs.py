@@ -66,3 +66,58 @@ def test_mtu_change_between_two_mpi_runs_is_named(mpi, live_probe, sim_cluster, 
     labels = [e["label"] for e in doc["env"]]
     assert any("MTU" in x and "1500" in x and "9000" in x for x in labels), labels
     assert "MTU" in format_comparison(doc)
+
+
+def _cb(db: Path, *args: str, timeout: float = 180):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "clusterbench", "--db", str(db), *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.integration
+def test_a_run_still_running_then_killed_is_not_pooled(tmp_path: Path) -> None:
+    """Issue 23: a `run fpu` still measuring (4 of its 20 figures stored) was pooled into side B without a
+    word. Now it is left out and named, while it runs and once it is killed with SIGKILL;
+    --include-incomplete pools it."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "r.db"
+    for tag in ("old", "old", "new"):  # not hex: a tag that is also a run id's prefix must be told apart
+        done = _cb(db, "run", "fpu", "--quick", "--ops", "add", "--tag", tag)
+        assert done.returncode == 0, done.stderr
+    env = {**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}
+    slow = subprocess.Popen([sys.executable, "-m", "clusterbench", "--db", str(db), "run", "fpu", "--samples", "10",
+                             "--min-time", "0.5", "--tag", "new"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env)
+    try:
+        end = time.monotonic() + 120
+        running = None
+        while time.monotonic() < end and slow.poll() is None:
+            runs = [r for r in Store(db, readonly=True).list_runs(tag="new") if r["status"] == "running"]
+            if runs and runs[0]["results"] >= 4:
+                running = runs[0]
+                break
+            time.sleep(0.1)
+        assert running is not None, "the slow run never stored its first figures"
+        done = _cb(db, "compare", "old", "new", "--json")
+        assert done.returncode == 0, done.stderr
+        b = json.loads(done.stdout)["sides"]["b"]
+        assert [r["status"] for r in b["runs"]] == ["complete"]
+        (left,) = b["left_out"]
+        assert left["id"] == running["id"] and left["status"] == "running" and "still running" in left["reason"]
+        assert f"pid {slow.pid}" in left["reason"]
+    finally:
+        slow.send_signal(signal.SIGKILL)
+        slow.wait(timeout=60)
+    done = _cb(db, "compare", "old", "new")
+    assert done.returncode == 0, done.stderr
+    assert "B: left out 1 run(s) not complete" in done.stdout and "the process running it died" in done.stdout
+    done = _cb(db, "compare", "old", "new", "--include-incomplete", "--json")
+    assert done.returncode == 0 and running["id"] in [r["id"] for r in json.loads(done.stdout)["sides"]["b"]["runs"]]

@@ -325,21 +325,27 @@ def test_write_report_replaces_an_earlier_report_and_leaves_no_temporary_folder(
     out = tmp_path / "rep"
     p = H.write_report(_empty_store(), ["r1"], out)
     assert p == out / "index.html" and "No figures stored" in p.read_text()
-    (out / "plots" / "stale.png").write_bytes(b"x")
+    manifest = json.loads((out / H.MANIFEST).read_text())
+    assert manifest["files"] == ["index.html"]
+    (out / "plots" / "01-old.png").write_bytes(b"x")  # a plot the earlier report wrote (its manifest says so)
+    (out / H.MANIFEST).write_text(json.dumps({**manifest, "files": ["index.html", "plots/01-old.png"]}))
+    (out / "plots" / "mine.png").write_bytes(b"y")  # the user's: kept
     H.write_report(_empty_store(), ["r1"], out, title="second")
-    assert "<title>second</title>" in p.read_text() and not (out / "plots" / "stale.png").exists()
+    assert "<title>second</title>" in p.read_text() and not (out / "plots" / "01-old.png").exists()
+    assert (out / "plots" / "mine.png").read_bytes() == b"y"
+    assert json.loads((out / H.MANIFEST).read_text())["files"] == ["index.html"]
     assert sorted(x.name for x in tmp_path.iterdir()) == ["rep"]
 
 
 def test_write_report_refuses_what_it_must_not_overwrite(tmp_path):
     f = tmp_path / "file"
     f.write_text("keep")
-    with pytest.raises(UsageError, match=f"-o {f} exists and is not a directory"):
+    with pytest.raises(UsageError, match=f"-o {f} is a file, not a folder; choose a folder"):
         H.write_report(_empty_store(), ["r1"], f)
     d = tmp_path / "mine"
     d.mkdir()
     (d / "thesis.tex").write_text("keep")
-    with pytest.raises(UsageError, match="holds other files, not an earlier report"):
+    with pytest.raises(UsageError, match=r"holds files clusterbench did not write \(thesis.tex\)"):
         H.write_report(_empty_store(), ["r1"], d)
     assert (d / "thesis.tex").read_text() == "keep" and f.read_text() == "keep"
     with pytest.raises(UsageError) as e:  # a parent that is a file: nothing can be created there
@@ -579,3 +585,206 @@ def test_comparison_chart_from_analysis_compare():
     assert [_verdict_color(v) for v in (compare.BETTER, compare.WORSE, compare.SAME, compare.UNKNOWN)] == [
         "#2ca02c", "#d62728", "#7f7f7f", "#7f7f7f"]
     assert spec.data["xlabel"] == "ratio bbbbbbbb / aaaaaaaa"
+
+
+# -- issue 23: what --force replaces, temporary folders, signals ----------------------------------------
+def _stream_store(path: Path, runs: int = 3, tag: str = "base") -> Path:
+    """A real store of ``runs`` STREAM runs (as a session stores them) tagged ``tag``."""
+    from clusterbench.benchmarks.base import Result
+    from clusterbench.session import new_run_record
+    from clusterbench.store import Store
+
+    st = Store(path)
+    for i in range(runs):
+        rec = new_run_record(["clusterbench", "run", "stream"], {"hostname": "h"}, "default")
+        rec["tags"] = [tag]
+        rid = st.begin_run(rec)
+        for t in (1, 2):
+            st.add_result(rid, Result(benchmark="stream", metric="triad", value=1000.0 * t + i, unit="MB/s",
+                                      higher_is_better=True, params={"threads": t, "variant": "regular"},
+                                      samples=[1000.0 * t + i - 5, 1000.0 * t + i], summary={}))
+        st.finish_run(rid, "complete")
+        time.sleep(0.002)
+    st.close()
+    return path
+
+
+def _report(db: Path, *args: str) -> int:
+    from clusterbench.cli import main
+
+    return main(["--db", str(db), "report", *args])
+
+
+def _tree_of(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_report_force_keeps_the_users_notes_and_subfolder(tmp_path, capsys):
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    assert _report(db, "base", "-o", str(out)) == 0
+    (out / "notes.txt").write_text("my notes")
+    (out / "sub").mkdir()
+    (out / "sub" / "data.csv").write_text("1,2")
+    (out / "plots" / "mine.png").write_bytes(b"mine")
+    capsys.readouterr()
+    assert _report(db, "base", "-o", str(out)) == 2  # an earlier report: --force to replace it
+    err = capsys.readouterr().err
+    assert "--force" in err and err.count("\n") == 1
+    assert _report(db, "last", "-o", str(out), "--force") == 0
+    assert (out / "notes.txt").read_text() == "my notes" and (out / "sub" / "data.csv").read_text() == "1,2"
+    assert (out / "plots" / "mine.png").read_bytes() == b"mine"
+    assert "stream " in (out / "index.html").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db", "rep"]  # no temporary folder left
+
+
+def test_report_force_replaces_what_its_manifest_lists_and_nothing_else(tmp_path, capsys):
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    assert _report(db, "base", "-o", str(out)) == 0
+    first = json.loads((out / H.MANIFEST).read_text())
+    assert first["generator"] == H.GENERATOR and "index.html" in first["files"]
+    assert all((out / f).is_file() for f in first["files"]) and any(f.startswith("plots/") for f in first["files"])
+    assert _report(db, "base", "-o", str(out)) == 2
+    assert "holds an earlier report; add --force" in capsys.readouterr().err
+    # a plot of the earlier report that the new one does not draw goes; names outside the report's own never
+    (out / H.MANIFEST).write_text(json.dumps({**first, "files": [*first["files"], "plots/99-gone.png", "../r.db",
+                                                                   "notes.txt"]}))
+    (out / "plots" / "99-gone.png").write_bytes(b"old plot")
+    (out / "notes.txt").write_text("mine")
+    assert _report(db, "last", "-o", str(out), "--force") == 0
+    assert not (out / "plots" / "99-gone.png").exists() and db.is_file() and (out / "notes.txt").read_text() == "mine"
+    now = json.loads((out / H.MANIFEST).read_text())["files"]
+    assert "plots/99-gone.png" not in now and all((out / f).is_file() for f in now)
+
+
+def test_a_folder_of_other_files_is_refused_even_with_force(tmp_path, capsys):
+    db = _stream_store(tmp_path / "r.db")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep")
+    (mine / "figs").mkdir()
+    before = _tree_of(mine)
+    for extra in ([], ["--force"]):
+        assert _report(db, "base", "-o", str(mine), *extra) == 2
+        err = capsys.readouterr().err
+        assert "holds files clusterbench did not write (figs/, thesis.tex)" in err and err.count("\n") == 1
+        assert "--force" not in err and _tree_of(mine) == before
+
+
+def test_an_earlier_report_without_manifest_keeps_the_users_files(tmp_path):
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    assert _report(db, "base", "-o", str(out)) == 0
+    (out / H.MANIFEST).unlink()  # as a report written before manifests
+    (out / "notes.txt").write_text("keep")
+    (out / "plots" / "07-old.png").write_bytes(b"old")
+    assert _report(db, "last", "-o", str(out), "--force") == 0
+    assert (out / "notes.txt").read_text() == "keep" and not (out / "plots" / "07-old.png").exists()
+
+
+def test_report_to_a_file_names_a_fix_that_works(tmp_path, capsys):
+    db = _stream_store(tmp_path / "r.db")
+    f = tmp_path / "results.csv"
+    f.write_text("keep")
+    for extra in ([], ["--force"]):
+        assert _report(db, "base", "-o", str(f), *extra) == 2
+        err = capsys.readouterr().err
+        assert f"-o {f} is a file, not a folder; choose a folder for the report" in err, err
+        assert "--force" not in err and err.count("\n") == 1 and f.read_text() == "keep"
+    fix = re.search(r"e\.g\. -o (\S+)", err)[1]
+    assert _report(db, "base", "-o", fix) == 0 and (Path(fix) / "index.html").is_file()
+
+
+def _temp_folders(parent: Path, name: str = "rep") -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+
+
+def _start_report(db: Path, out: Path) -> subprocess.Popen:
+    """A real `clusterbench report`, with Ctrl-C's default action restored (a test runner started in
+    the background ignores SIGINT, and children would inherit that)."""
+    return subprocess.Popen([sys.executable, "-m", "clusterbench", "--db", str(db), "report", "base", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _when_writing(p: subprocess.Popen, parent: Path, timeout: float = 60) -> list[str]:
+    """Wait until the report's temporary folder exists (it draws its plots there); [] if it ended first."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and p.poll() is None:
+        found = [n for n in _temp_folders(parent) if ".tmp-" in n]
+        if found:
+            return found
+        time.sleep(0.002)
+    return []
+
+
+@pytest.mark.integration
+def test_report_killed_leaves_a_temp_folder_the_next_report_removes(tmp_path):
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    for _attempt in range(5):
+        p = _start_report(db, out)
+        tmp = _when_writing(p, tmp_path)
+        if tmp:
+            break
+        p.communicate(timeout=60)
+        shutil.rmtree(out, ignore_errors=True)
+    assert tmp, "the report never showed its temporary folder"
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGKILL and not out.exists()
+    assert [n for n in _temp_folders(tmp_path) if ".tmp-" in n] == tmp  # left behind until a next report
+    r = subprocess.run([sys.executable, "-m", "clusterbench", "--db", str(db), "report", "base", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _temp_folders(tmp_path) == [] and (out / "index.html").is_file()  # the dead writer's folder: removed
+    (pid, start), = {tuple(map(int, n.split(".tmp-")[1].split("-")[:2])) for n in tmp}
+    assert pid == p.pid and start > 0  # it was named by its writer: pid and start time
+
+
+@pytest.mark.integration
+def test_report_never_touches_a_live_writers_temp_folder(tmp_path):
+    from clusterbench.store.db import process_start
+
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    live = subprocess.Popen(["sleep", "120"])  # stands in for a report still drawing its plots
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        theirs = tmp_path / f".rep.tmp-{live.pid}-{process_start(live.pid)}-abc123"
+        gone = tmp_path / f".rep.tmp-{dead.pid}-12345-def456"
+        other = tmp_path / f".other.tmp-{dead.pid}-12345-ghi789"  # another output's: not this report's to judge
+        for d in (theirs, gone, other):
+            d.mkdir()
+            (d / "index.html").write_text("drawing")
+        r = subprocess.run([sys.executable, "-m", "clusterbench", "--db", str(db), "report", "base", "-o", str(out)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert (theirs / "index.html").read_text() == "drawing" and (other / "index.html").is_file()
+        assert not gone.exists() and (out / "index.html").is_file()
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.integration
+def test_ctrl_c_during_report_writes_nothing_and_says_so(tmp_path):
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    for _attempt in range(5):
+        p = _start_report(db, out)
+        if _when_writing(p, tmp_path):
+            break
+        p.communicate(timeout=60)
+        shutil.rmtree(out, ignore_errors=True)
+    else:
+        pytest.fail("the report never showed its temporary folder")
+    p.send_signal(signal.SIGINT)
+    _out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (p.returncode, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted (Ctrl-C)" in lines[0] and "the report was not written" in lines[0], err
+    assert "marked incomplete" not in err and "Traceback" not in err
+    assert not out.exists() and _temp_folders(tmp_path) == []

@@ -198,15 +198,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp_ = cmds.add_parser("compare", help="did a change help? two sides of runs, figure by figure, with statistics",
                            description="Compare two sides (each a run id, unique prefix, tag, 'last', 'last~N', or "
-                           "several joined by commas; a tag pools all its runs).")
+                           "several joined by commas; a tag pools all its runs). Only complete runs are pooled: a run "
+                           "still running or left incomplete (interrupted, killed, a kernel failed) is left out and "
+                           "named, unless --include-incomplete.")
     cmp_.add_argument("a", metavar="A", help="the baseline side")
     cmp_.add_argument("b", metavar="B", help="the changed side")
     cmp_.add_argument("--metric", help="only this metric")
     cmp_.add_argument("--benchmark", help="only this benchmark")
     cmp_.add_argument("--min-effect", type=float, default=None, metavar="PCT",
-                      help="smallest change in %% called significant (default: the method's)")
+                      help="smallest change in %% called significant, 0 <= PCT < 100 (default: the method's 1)")
     cmp_.add_argument("--fail-if-worse", type=float, default=None, metavar="PCT",
-                      help="exit 1 when a figure is significantly worse by more than PCT %%")
+                      help=f"exit {EXIT_WORSE} when a figure is significantly worse by more than PCT %%, 0 <= PCT < 100")
+    cmp_.add_argument("--include-incomplete", action="store_true",
+                      help="also pool runs that are still running or incomplete (left out and named by default)")
     cmp_.add_argument("--all", action="store_true", help="also list the figures with no significant difference")
     cmp_.add_argument("--per-dollar", metavar="PRICE_A,PRICE_B", default=None,
                       help="compare performance for cost (seed 003): each figure per unit of the price of its side's "
@@ -286,12 +290,22 @@ def build_parser() -> argparse.ArgumentParser:
     _tag_options(swk)
     # -- end sweep network --
 
-    rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)")
+    rpt = cmds.add_parser("report", help="an HTML page with plots of runs (self-contained, opens offline)",
+                          description="An HTML page with plots of the runs the selectors name (a selector's complete "
+                          "runs of one configuration are one column, their figures pooled). -o is a new or empty "
+                          "folder, or an earlier report with --force, which replaces only the files that report "
+                          "wrote (listed in its .clusterbench-report.json) and keeps anything else; a folder of "
+                          "other files and no report is refused.")
     rpt.add_argument("runs", nargs="+", metavar="RUN|TAG", help="run ids, prefixes, tags, 'last', 'last~N'")
-    rpt.add_argument("-o", "--output", default="report", help="output folder (default ./report)")
+    rpt.add_argument("-o", "--output", default="report",
+                     help="output folder (default ./report): new, empty, or an earlier report")
     rpt.add_argument("--compare", action="store_true",
                      help="with exactly two selectors: also compare them (the comparison chart)")
-    rpt.add_argument("--force", action="store_true", help="replace an existing report folder")
+    rpt.add_argument("--force", action="store_true",
+                     help="replace an earlier report in that folder: only the files it wrote (its manifest, "
+                     ".clusterbench-report.json), anything else there is kept")
+    rpt.add_argument("--include-incomplete", action="store_true",
+                     help="also pool runs that are still running or incomplete (left out and named by default)")
     rpt.add_argument("--json", action="store_true")
 
     res = cmds.add_parser("results", help="stored runs")
@@ -315,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("--metric", help="the metric (default: the benchmark's first)")
     tab.add_argument("--rows", type=_strlist, required=True, help="parameters (or tag, host, run) for the rows")
     tab.add_argument("--cols", type=_strlist, default=[], help="parameters (or tag, host, run) for the columns")
-    tab.add_argument("--runs", help="only these runs (a selector: ids, tags, 'last~1,last')")
+    tab.add_argument("--runs", help="only these runs (a selector: ids, tags, 'last~1,last'; not empty)")
     tab.add_argument("--agg", choices=("best", "median", "mean", "last"), default="best",
                      help="several figures in a cell: best (default), median, mean or the newest")
     tab.add_argument("--json", action="store_true")
@@ -382,6 +396,10 @@ def _tune_parser(cmds: Any) -> None:
     _tag_options(th)
 
 
+#: `compare --fail-if-worse` found a significant regression (apart from the error codes 2-5)
+EXIT_WORSE = 6
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -408,7 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv is None:  # the command itself is exiting: a further Ctrl-C changes nothing
             import signal
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        sys.stderr.write(f"clusterbench: interrupted ({terminal_text(exc) or 'Ctrl-C'}); finished results were kept, the run is marked incomplete\n")
+        what = getattr(exc, "outcome", None) or _INTERRUPTED.get(args.command)  # a command may say what it left
+        sys.stderr.write(f"clusterbench: interrupted ({terminal_text(exc) or 'Ctrl-C'}){'; ' + what if what else ''}\n")
         return interrupt_status(exc)
     except BrokenPipeError:
         return 0
@@ -420,6 +439,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         config.set_argv([])
+
+
+#: what an interruption (Ctrl-C, SIGTERM, SIGHUP) leaves behind, by command: only the commands that
+#: record runs have a run to mark incomplete
+_INTERRUPTED: dict[str, str] = {
+    "run": "finished results were kept, the run is marked incomplete",
+    "tune": "finished trials were kept, the run is marked incomplete",
+    "sweep": "finished results were kept, the run is marked incomplete",
+    "doctor": "finished results were kept, the run is marked incomplete",
+    "report": "the report was not written (nothing in the -o folder was changed; its temporary folder was removed)",
+    "compare": "nothing was stored or written",
+    "list": "nothing was stored or written",
+    "probe": "nothing was stored or written",
+}
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -874,6 +907,9 @@ def _cmd_results(args: argparse.Namespace) -> int:
         return _cmd_results_tag(args)
     store = Store(args.db, readonly=True)
     if args.action == "list":
+        from clusterbench.report.compare import check_benchmark
+
+        check_benchmark(store, args.benchmark)
         runs = store.list_runs(args.limit, tag=args.tag, benchmark=args.benchmark, host=args.host, since=args.since)
         if args.json:
             dump_json({"schema": SCHEMA_VERSION, "runs": runs})
@@ -941,7 +977,7 @@ def _cmd_results_table(args: argparse.Namespace, store: Store) -> int:
     if metric not in {m.name for m in cls.metrics}:
         raise UsageError(f"{args.benchmark} has no metric '{metric}'",
                          f"use one of {', '.join(m.name for m in cls.metrics)}")
-    run_ids = store.select_runs(args.runs) if args.runs else None
+    run_ids = store.select_runs(args.runs) if args.runs is not None else None  # '' is refused, not "all"
     table = pivot(store.figures(args.benchmark, metric, run_ids), args.rows, args.cols, args.agg)
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "table": table.as_dict()})
@@ -970,10 +1006,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from clusterbench.report.compare import compare_sides, format_comparison
     from clusterbench.ui import dump_json
 
-    if args.fail_if_worse is not None and not 0 <= args.fail_if_worse < 100:
-        raise UsageError(f"--fail-if-worse {args.fail_if_worse} is not a percentage", "give 0 to 100, e.g. 5")
-    if args.min_effect is not None and not 0 <= args.min_effect < 100:
-        raise UsageError(f"--min-effect {args.min_effect} is not a percentage", "give 0 to 100, e.g. 1")
+    for opt, value, eg in (("--fail-if-worse", args.fail_if_worse, 5), ("--min-effect", args.min_effect, 1)):
+        if value is not None and not 0 <= value < 100:
+            raise UsageError(f"{opt} {value:g} is not a percentage from 0 up to (not including) 100",
+                             f"e.g. {opt} {eg}")
     prices = None
     currency = ""
     if args.per_dollar is not None:
@@ -988,7 +1024,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                              "give the price of A's cluster and of B's, e.g. --per-dollar 600,2400")
         currency = config.cost_model().currency
     doc = compare_sides(Store(args.db, readonly=True), args.a, args.b, benchmark=args.benchmark, metric=args.metric,
-                        min_effect=args.min_effect, prices=prices, currency=currency)  # type: ignore[arg-type]
+                        min_effect=args.min_effect, prices=prices, currency=currency,  # type: ignore[arg-type]
+                        include_incomplete=args.include_incomplete)
     worse = args.fail_if_worse is not None and doc["worst_change_pct"] is not None \
         and doc["worst_change_pct"] < -args.fail_if_worse
     doc["fail_if_worse"] = {"pct": args.fail_if_worse, "failed": worse} if args.fail_if_worse is not None else None
@@ -1001,34 +1038,35 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_WORSE if worse else 0
 
 
-#: `compare --fail-if-worse` found a significant regression (apart from the error codes 2-5)
-EXIT_WORSE = 6
-
-
 def _cmd_report(args: argparse.Namespace) -> int:
-    from clusterbench.report.compare import compare_sides
+    from clusterbench import config
+    from clusterbench.report.compare import compare_sides, require_runs, select
     from clusterbench.report.html import write_report
     from clusterbench.ui import dump_json
 
+    if args.compare and len(args.runs) != 2:
+        raise UsageError("--compare needs exactly two selectors", "e.g. clusterbench report baseline jumbo --compare")
     store = Store(args.db, readonly=True)
-    ids: list[str] = []
-    for spec in args.runs:
-        ids += [i for i in store.select_runs(spec) if i not in ids]
+    selections = [select(store, spec, include_incomplete=args.include_incomplete) for spec in args.runs]
+    for sel in selections:
+        require_runs(sel, "selector")
     comparison = None
     if args.compare:
-        if len(args.runs) != 2:
-            raise UsageError("--compare needs exactly two selectors", "e.g. clusterbench report baseline jumbo --compare")
-        comparison = compare_sides(store, args.runs[0], args.runs[1])
-    out = Path(args.output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
-        raise UsageError(f"{out} already exists and is not an empty folder",
-                         "choose another -o folder, or --force to replace it")
-    from clusterbench import config
-    index = write_report(store, ids, out, comparison=comparison, cost=config.cost_model())
+        comparison = compare_sides(store, args.runs[0], args.runs[1], include_incomplete=args.include_incomplete)
+    done = write_report(store, selections, Path(args.output), comparison=comparison, cost=config.cost_model(),
+                        force=args.force)
+    ids = list(dict.fromkeys(str(r["id"]) for sel in selections for r in sel.runs))
     if args.json:
-        dump_json({"schema": SCHEMA_VERSION, "report": str(index), "runs": ids})
+        dump_json({"schema": SCHEMA_VERSION, "report": str(done), "runs": ids,
+                   "left_out": [x for sel in selections for x in sel.left_out]})
     else:
-        sys.stdout.write(f"report of {len(ids)} run(s): {index}\n")
+        sys.stdout.write(f"report of {len(ids)} run(s): {done}\n")
+        from clusterbench.analysis.compare import left_out_text
+
+        for sel in selections:
+            if sel.left_out:
+                sys.stdout.write(f"{sel.selector}: left out {left_out_text(sel.left_out)} "
+                                 "(--include-incomplete includes them)\n")
     return 0
 
 

@@ -12,7 +12,11 @@ Method (also in :data:`METHOD`, which the CLI and the report print):
   matched ignoring it and the match records it (``threads 1 -> 2``).
 * Ratio = median(B) / median(A), with a 95% percentile bootstrap interval of that ratio of medians
   (each side resampled with replacement within each of its runs; pure-Python ``random`` with a fixed
-  seed, so the same inputs always give the same report).
+  seed, so the same inputs always give the same report). Past :data:`BOOTSTRAP_SIMULATE_MAX` samples a
+  side the resampled medians are drawn from their computed distribution (:func:`median_distribution`)
+  rather than by resampling every sample, which cost minutes per figure for 1500 runs a side.
+* Only complete runs are pooled into a side (:func:`poolable`): the caller leaves out runs still
+  running or left incomplete, and names them, unless asked to include them.
 * Two-sided Mann-Whitney U test on the pooled samples: the exact distribution when there are no
   ties and the samples are small (``n_a * n_b <= EXACT_MAX_CELLS``), else the normal approximation
   with tie and continuity correction.
@@ -45,6 +49,7 @@ run t-test p (adjusted across the figures in :func:`compare`, Benjamini-Hochberg
 """
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import random
@@ -71,10 +76,16 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20261123
 #: the exact Mann-Whitney distribution is used (without ties) up to this many (a, b) pairs
 EXACT_MAX_CELLS = 2500
+#: above this many samples on a side (after thinning) the bootstrap distribution of each side's median
+#: is computed (:func:`median_distribution`), not simulated: simulating costs resamples x samples
+#: draws per figure (1500 runs of 5 samples a side: 30 million, minutes per figure in Python)
+BOOTSTRAP_SIMULATE_MAX = 500
 
 METHOD = (
     "ratio = median(B)/median(A) with a 95% percentile bootstrap interval of the ratio of medians "
-    f"({DEFAULT_RESAMPLES} resamples within each run, fixed seed); two-sided Mann-Whitney U on the pooled samples "
+    f"({DEFAULT_RESAMPLES} resamples within each run, fixed seed; past {BOOTSTRAP_SIMULATE_MAX} samples a side, each "
+    "side's resampled "
+    "median drawn from its computed distribution); two-sided Mann-Whitney U on the pooled samples "
     "(exact without ties for small samples, else normal approximation with tie correction); the run is the "
     "unit of replication: each side needs 2 or more runs, and a two-sided t-test on the log run medians must "
     "agree; p-values adjusted over all figures compared (Benjamini-Hochberg). Better/worse only if the larger of the two "
@@ -231,29 +242,83 @@ def _thin(g: Sequence[float]) -> list[float]:
     return [srt[min(n - 1, int((j + 0.5) * n / k))] for j in range(k)]
 
 
+def median_distribution(groups: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
+    """The distribution of the median of a within-run resample of ``groups`` (each run's samples
+    drawn with replacement, its size kept), computed instead of simulated: ``(values, cdf)``, the
+    sorted distinct pooled values and P(resampled median <= value).
+
+    The resampled median is <= t exactly when at least half of the N resampled values are <= t. Run i
+    contributes Binomial(n_i, c_i(t) / n_i) of them (c_i(t): its samples <= t), independently of the
+    other runs, so their sum has mean C(t) (the pooled samples <= t) and variance
+    sum c_i (n_i - c_i) / n_i; with N above :data:`BOOTSTRAP_SIMULATE_MAX` the sum is taken as normal
+    (continuity-corrected): P(median <= t) = Phi((C(t) - N/2) / sd(t)). One sweep over the sorted
+    values keeps C and the variance up to date: O(N log N), where simulating is O(resamples x N)."""
+    pooled = sorted((float(x), i) for i, g in enumerate(groups) for x in g)
+    sizes = [len(g) for g in groups]
+    n = len(pooled)
+    below = [0] * len(groups)
+    var = 0.0
+    values: list[float] = []
+    cdf: list[float] = []
+    k = 0
+    while k < n:
+        v = pooled[k][0]
+        while k < n and pooled[k][0] == v:  # every sample equal to v counts at once (ties)
+            i = pooled[k][1]
+            c, m = below[i], sizes[i]
+            var += ((c + 1) * (m - c - 1) - c * (m - c)) / m
+            below[i] = c + 1
+            k += 1
+        sd = math.sqrt(max(var, 0.0))
+        gap = k - n / 2.0
+        p = (1.0 if gap > 0 else 0.0) if sd < 1e-12 else 0.5 * math.erfc(-gap / (sd * math.sqrt(2.0)))
+        values.append(v)
+        cdf.append(max(p, cdf[-1]) if cdf else p)
+    return values, cdf
+
+
+def _draw(values: Sequence[float], cdf: Sequence[float], u: float) -> float:
+    """The value at which ``cdf`` first reaches ``u`` (inverse-CDF sampling)."""
+    return values[min(bisect.bisect_left(cdf, u), len(values) - 1)]
+
+
 def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequence[float]], *,
                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> tuple[float, float]:
     """Percentile bootstrap interval of median(B) / median(A). Each run's samples are resampled
     with replacement within that run (its size kept), so a side keeps its mix of runs; a run of more
-    than :data:`BOOTSTRAP_MAX_PER_RUN` samples is resampled from that many of its quantiles."""
+    than :data:`BOOTSTRAP_MAX_PER_RUN` samples is resampled from that many of its quantiles. When a
+    side holds more than :data:`BOOTSTRAP_SIMULATE_MAX` samples, each side's resampled median is drawn
+    from its computed distribution (:func:`median_distribution`) instead of resampling every sample:
+    the same interval within the noise of the resampling, in milliseconds."""
     rng = random.Random(seed)
     groups_a, groups_b = [_thin(g) for g in groups_a], [_thin(g) for g in groups_b]
     ratios = []
-    for _ in range(resamples):
-        sa = [x for g in groups_a for x in rng.choices(g, k=len(g))]
-        sb = [x for g in groups_b for x in rng.choices(g, k=len(g))]
-        ratios.append(_ratio(statistics.median(sb), statistics.median(sa)))
+    if max(sum(map(len, groups_a)), sum(map(len, groups_b))) > BOOTSTRAP_SIMULATE_MAX:
+        va, fa = median_distribution(groups_a)
+        vb, fb = median_distribution(groups_b)
+        for _ in range(resamples):
+            ma = _draw(va, fa, rng.random())
+            ratios.append(_ratio(_draw(vb, fb, rng.random()), ma))
+    else:
+        for _ in range(resamples):
+            sa = [x for g in groups_a for x in rng.choices(g, k=len(g))]
+            sb = [x for g in groups_b for x in rng.choices(g, k=len(g))]
+            ratios.append(_ratio(statistics.median(sb), statistics.median(sa)))
     ratios.sort()
     tail = (1.0 - confidence) / 2.0
     return _quantile(ratios, tail), _quantile(ratios, 1.0 - tail)
 
 
 def _cv(values: Sequence[float]) -> float:
+    """stdev / mean in floating point (statistics.stdev is exact, with fractions: 1500 runs' CVs took
+    seconds)."""
     if len(values) < 2:
         return 0.0
-    mean = statistics.fmean(values)
-    return statistics.stdev(values) / abs(mean) if mean else math.inf
+    mean = math.fsum(values) / len(values)
+    if not mean:
+        return math.inf
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1)) / abs(mean)
 
 
 # --------------------------------------------------------------------------- one figure
@@ -832,6 +897,51 @@ def env_diff(runs_a: Sequence[dict], runs_b: Sequence[dict], results_a: Sequence
         if c:
             changes.append(c)
     return changes
+
+
+# --------------------------------------------------------------------------- which runs may be pooled
+
+
+#: the only status whose runs are pooled into a side without --include-incomplete
+POOLED_STATUS = "complete"
+
+
+def left_out_reason(run: Mapping[str, Any], figures: int | None = None) -> str:
+    """Why a run is not pooled, in a few words: still running, or incomplete with its stored reason
+    (interrupted, a kernel that failed, its process killed)."""
+    so_far = "" if figures is None else f", {figures} figure(s) so far" if run.get("status") == "running" \
+        else f", {figures} figure(s) stored"
+    if run.get("status") == "running":
+        return f"still running (pid {run.get('pid')} on {run.get('host')}{so_far})"
+    why = str(run.get("error") or "").strip()
+    return f"{run.get('status') or 'unknown status'}{so_far}" + (f": {why}" if why else "")
+
+
+def poolable(runs: Sequence[Mapping[str, Any]], figures: Mapping[str, int] | None = None, *,
+             include_incomplete: bool = False) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
+    """Which runs of a selector may be pooled into one side (``compare``, and the sources and the
+    comparison of ``report``): the complete ones. A run still running, or left incomplete (Ctrl-C, a
+    kernel that failed, its process killed), holds only part of its figures, measured under
+    conditions nobody chose: pooled silently it weighs a side with what it happened to finish. With
+    ``include_incomplete`` every run is pooled. ``figures`` (run id -> figures stored) goes into
+    the reason. Returns ``(pooled, left_out)``; each left-out entry is ``{id, status, error,
+    figures, reason}``, in the order given."""
+    pooled: list[Mapping[str, Any]] = []
+    left: list[dict[str, Any]] = []
+    for run in runs:
+        if include_incomplete or run.get("status") == POOLED_STATUS:
+            pooled.append(run)
+            continue
+        n = None if figures is None else figures.get(str(run.get("id")))
+        left.append({"id": run.get("id"), "status": run.get("status"), "error": run.get("error"), "figures": n,
+                     "reason": left_out_reason(run, n)})
+    return pooled, left
+
+
+def left_out_text(left: Sequence[Mapping[str, Any]], most: int = 3) -> str:
+    """``2 run(s) not complete: 8c3a1d2e still running (...); 1d2e3f4a incomplete: ...``"""
+    shown = "; ".join(f"{str(x.get('id'))[:8]} {x.get('reason')}" for x in left[:most])
+    return f"{len(left)} run(s) not complete: {shown}" + (f"; and {len(left) - most} more" if len(left) > most else "")
 
 
 # --------------------------------------------------------------------------- the whole comparison

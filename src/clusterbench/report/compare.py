@@ -2,27 +2,89 @@
 (:mod:`clusterbench.analysis.compare`, pure) and print the result for a person.
 
 The document (``compare_sides``) is the ``--json`` output: ``Comparison.as_dict()`` (its own
-``compare_schema``) plus the selectors as given and each side's runs (id, started, command, tags, note).
+``compare_schema``) plus the selectors as given, each side's runs (id, started, command, tags, note,
+status) and the runs it left out (``left_out``: id, status, error, figures, reason), and
+``options.include_incomplete``. :func:`select` is the one place that decides which runs of a selector
+are pooled, for ``compare`` and ``report`` alike.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.analysis import compare as cmp
 from clusterbench.benchmarks import all_benchmarks
 from clusterbench.errors import UsageError
 from clusterbench.store import Store
+from clusterbench.text import terminal_text
+
+#: what makes a left-out run count (the option of compare and report)
+INCLUDE_FLAG = "--include-incomplete"
 
 
-def _side(store: Store, spec: str, benchmark: str | None, metric: str | None) -> tuple[list[dict], dict]:
-    runs, results = [], {}
-    for run_id in store.select_runs(spec):
-        run = store.get_run(run_id)
-        res = [r for r in store.results(run_id)
-               if (benchmark is None or r["benchmark"] == benchmark) and (metric is None or r["metric"] == metric)]
-        runs.append(run)
-        results[run_id] = res
-    return runs, results
+@dataclass
+class Selection:
+    """The runs one selector names, split by :func:`clusterbench.analysis.compare.poolable`: ``runs``
+    (full records, oldest first) and ``results`` (run id -> figures) are the ones that may be pooled,
+    ``left_out`` the others with the reason."""
+
+    selector: str
+    runs: list[dict]
+    results: dict[str, list[dict]]
+    left_out: list[dict] = field(default_factory=list)
+    include_incomplete: bool = False
+
+
+def check_benchmark(store: Store, name: str | None) -> None:
+    """A benchmark name given to filter by (``compare --benchmark``, ``results list --benchmark``) must
+    be one clusterbench knows (or an alias of one, or one the store holds figures of)."""
+    if name is None:
+        return
+    known = set(all_benchmarks())
+    known |= {a for cls in all_benchmarks().values() for a in cls.aliases}
+    if name not in known and name not in store.benchmark_names():
+        raise UsageError(f"unknown benchmark '{name}'", "see 'clusterbench list' for the benchmarks")
+
+
+def select(store: Store, spec: str, *, include_incomplete: bool = False, full: bool = True) -> Selection:
+    """The runs ``spec`` names with their figures (a few queries, whatever the number of runs), split
+    into those that may be pooled and those left out (the one rule of ``compare`` and ``report``).
+    Without ``full``, the figures hold only what a comparison reads (``Store.results_of``)."""
+    ids = store.select_runs(spec)
+    runs = store.get_runs(ids)
+    results = store.results_of(ids, full=full)
+    pooled, left = cmp.poolable(runs, {i: len(r) for i, r in results.items()}, include_incomplete=include_incomplete)
+    return Selection(spec, [dict(r) for r in pooled], {str(r["id"]): results[str(r["id"])] for r in pooled}, left,
+                     include_incomplete)
+
+
+def require_runs(sel: Selection, what: str = "side") -> None:
+    """A selection none of whose runs may be pooled is a one-line usage error naming why."""
+    if not sel.runs:
+        raise UsageError(f"{what} '{sel.selector}' has no complete run: {cmp.left_out_text(sel.left_out)}",
+                         f"wait for it to finish or run it again, or add {INCLUDE_FLAG} to use it as it is")
+
+
+def _side(store: Store, spec: str, benchmark: str | None, metric: str | None,
+          include_incomplete: bool) -> Selection:
+    sel = select(store, spec, include_incomplete=include_incomplete, full=False)
+    require_runs(sel)
+    in_bench = {i: [r for r in res if benchmark is None or r["benchmark"] == benchmark]
+                for i, res in sel.results.items()}
+    what = f"of {benchmark}" if benchmark else ""
+    if not any(in_bench.values()):
+        have = sorted({r["benchmark"] for res in sel.results.values() for r in res})
+        raise UsageError(f"side '{spec}' has no figures {what}".rstrip(),
+                         f"its runs hold figures of {', '.join(have)}" if have
+                         else "its runs stored nothing (see 'clusterbench results show RUN')")
+    if metric is not None:
+        metrics = sorted({r["metric"] for res in in_bench.values() for r in res})
+        if metric not in metrics:
+            raise UsageError(f"side '{spec}' has no figure named '{metric}'" + (f" {what}" if what else ""),
+                             f"its metrics{' ' + what if what else ''}: {', '.join(metrics)}")
+        in_bench = {i: [r for r in res if r["metric"] == metric] for i, res in in_bench.items()}
+    sel.results = in_bench
+    return sel
 
 
 def _priced(results: dict[str, list[dict]], price: float, currency: str) -> dict[str, list[dict]]:
@@ -48,24 +110,20 @@ def _priced(results: dict[str, list[dict]], price: float, currency: str) -> dict
 
 def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None, metric: str | None = None,
                   min_effect: float | None = None, prices: tuple[float, float] | None = None,
-                  currency: str = "") -> dict[str, Any]:
+                  currency: str = "", include_incomplete: bool = False) -> dict[str, Any]:
     """Compare the runs selector ``a`` names (before) with those ``b`` names (after); ``min_effect``
-    in percent. With ``prices`` (the price of side A's and side B's cluster), every figure is compared
-    as performance for cost (seed 003 ch. 6); B/A is then how many times B's performance per
-    currency unit is A's. Returns the ``--json`` document."""
-    if benchmark is not None and benchmark not in all_benchmarks():
-        raise UsageError(f"unknown benchmark '{benchmark}'", "see 'clusterbench list'")
-    runs_a, res_a = _side(store, a, benchmark, metric)
-    runs_b, res_b = _side(store, b, benchmark, metric)
+    in percent. Only complete runs are pooled (:func:`clusterbench.analysis.compare.poolable`) unless
+    ``include_incomplete``; each side lists the runs it left out and why. With ``prices`` (the price of
+    side A's and side B's cluster), every figure is compared as performance for cost (seed 003 ch. 6);
+    B/A is then how many times B's performance per currency unit is A's. Returns the ``--json`` document."""
+    check_benchmark(store, benchmark)
+    side_a = _side(store, a, benchmark, metric, include_incomplete)
+    side_b = _side(store, b, benchmark, metric, include_incomplete)
+    runs_a, res_a, runs_b, res_b = side_a.runs, side_a.results, side_b.runs, side_b.results
     shared = set(res_a) & set(res_b)
     if shared:
         raise UsageError(f"run {sorted(shared)[0][:8]} is on both sides ('{a}' and '{b}')",
                          "give two different runs or tags")
-    what = " ".join(x for x in (benchmark, metric) if x)
-    for spec, res in ((a, res_a), (b, res_b)):
-        if not any(res.values()):
-            raise UsageError(f"side '{spec}' has no figures{' of ' + what if what else ''}",
-                             "its runs stored nothing (see 'clusterbench results show RUN')")
     if prices is not None:
         if len(prices) != 2 or any(not (p > 0) for p in prices):
             raise UsageError(f"prices {prices} must be two positive numbers", "e.g. --per-dollar 600,2400")
@@ -73,17 +131,40 @@ def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None,
     keys = {name: tuple(cls.key_params) for name, cls in all_benchmarks().items()}
     opts = {} if min_effect is None else {"min_effect": min_effect / 100.0}
     doc = cmp.compare(runs_a, res_a, runs_b, res_b, keys, **opts).as_dict()
+    doc["options"]["include_incomplete"] = include_incomplete
 
     def brief(run: dict) -> dict:
         return {k: run.get(k) for k in ("id", "started", "host", "command", "tags", "note", "status")}
 
-    doc["sides"] = {"a": {"selector": a, "runs": [brief(r) for r in runs_a]},
-                    "b": {"selector": b, "runs": [brief(r) for r in runs_b]}}
+    doc["sides"] = {k: {"selector": s.selector, "runs": [brief(r) for r in s.runs], "left_out": s.left_out}
+                    for k, s in (("a", side_a), ("b", side_b))}
     doc["per_price"] = None if prices is None else {
         "price_a": prices[0], "price_b": prices[1], "currency": currency,
         "definition": "performance for cost (seed 003 ch. 6): value / price for a rate, 1 / (time * price) for a "
                       "time; B/A is B's performance per currency unit over A's (normalised so A = 1)"}
     return doc
+
+
+def side_lines(doc: dict) -> list[str]:
+    """Per side, what was pooled and what was left out (and why): the lines ``compare`` prints first,
+    and the report beside its comparison chart."""
+    out = []
+    for side in ("a", "b"):
+        s = doc["sides"][side]
+        first = s["runs"][0]
+        more = f" (+{len(s['runs']) - 1} more run(s))" if len(s["runs"]) > 1 else ""
+        tags = f" [{terminal_text(', '.join(first['tags']))}]" if first.get("tags") else ""
+        note = f"  # {terminal_text(first['note'])}" if first.get("note") else ""
+        out.append(f"{side.upper()}: {terminal_text(s['selector'])}: {first['id'][:8]} {first['started'][:19]}{tags} "
+                   f"{terminal_text(first['command'])}{more}{note}")
+        if s.get("left_out"):
+            out.append(f"{side.upper()}: left out {cmp.left_out_text(s['left_out'])} ({INCLUDE_FLAG} pools them)")
+        not_complete = [r for r in s["runs"] if r.get("status") != cmp.POOLED_STATUS]
+        if not_complete:
+            out.append(f"{side.upper()}: pooled {len(not_complete)} run(s) that are not complete ({INCLUDE_FLAG}): "
+                       + ", ".join(f"{r['id'][:8]} {r.get('status')}" for r in not_complete[:3])
+                       + (", ..." if len(not_complete) > 3 else ""))
+    return out
 
 
 def _num(v: float | None) -> str:
@@ -102,14 +183,7 @@ def format_comparison(doc: dict, show_all: bool = False) -> str:
     from clusterbench.ui import print_table
 
     out = StringIO()
-    for side in ("a", "b"):
-        s = doc["sides"][side]
-        first = s["runs"][0]
-        more = f" (+{len(s['runs']) - 1} more run(s))" if len(s["runs"]) > 1 else ""
-        tags = f" [{', '.join(first['tags'])}]" if first.get("tags") else ""
-        note = f"  # {terminal_text(first['note'])}" if first.get("note") else ""
-        out.write(f"{side.upper()}: {terminal_text(s['selector'])}: {first['id'][:8]} {first['started'][:19]}{tags} "
-                  f"{terminal_text(first['command'])}{more}{note}\n")
+    out.write("".join(f"{line}\n" for line in side_lines(doc)))
     pp = doc.get("per_price")
     if pp:
         cur = pp.get("currency") or "price unit"

@@ -11,20 +11,28 @@ per benchmark, with a cost model the performance per price and the energy cost, 
 JavaScript and no resource from the network (inline CSS, relative image paths): it opens offline
 from the file system.
 
-Nothing is left half-written: everything goes into a temporary folder beside the output folder,
-which then takes its place. An existing output folder is replaced only when it is empty or an
-earlier clusterbench report (its ``index.html`` says so); anything else is refused, as is a path
-that cannot be written (one-line :class:`UsageError` naming the path).
+Nothing is left half-written: everything goes into a temporary folder beside the output folder
+(``.NAME.tmp-PID-START-*``, named by its writer), which then takes its place; the temporary folders of a
+writer that is dead (``kill -9``) are removed by the next report to that folder, a live writer's never.
+The report lists what it wrote in ``.clusterbench-report.json`` (the manifest). An existing output
+folder is written into only when it is empty or an earlier report (with ``force``): then only the files
+its manifest lists are replaced and everything else in it is kept. A folder with other files and no
+report is refused, as is a path that cannot be written (one-line :class:`UsageError` naming the path).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import errno
 import html
+import json
 import os
+import re
 import shutil
+import signal
+import statistics
 import tempfile
-from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,21 +87,35 @@ def _limit_text(r: dict) -> str:
 
 def headline_figures(results: Iterable[dict]) -> list[dict]:
     """One row per (benchmark, metric), in the order they were measured: the best figure (by the
-    metric's direction) with its identifying parameters, unit and fraction of its limit."""
+    metric's direction) with its identifying parameters, unit and fraction of its limit. Results of
+    several pooled runs (each with its ``run_id``) also give ``runs`` (how many) and ``median``: the
+    median over the runs of each run's best figure (the best of many repeats flatters)."""
     best: dict[tuple[str, str], dict] = {}
+    per_run: dict[tuple[str, str], dict[str, float]] = {}
     for r in results:
         if not isinstance(r.get("value"), (int, float)) or isinstance(r.get("value"), bool):
             continue
         k = (str(r.get("benchmark")), str(r.get("metric")))
+        hib = bool(r.get("higher_is_better", True))
         old = best.get(k)
-        if old is None or (r["value"] != old["value"]
-                           and (r["value"] > old["value"]) == bool(r.get("higher_is_better", True))):
+        if old is None or (r["value"] != old["value"] and (r["value"] > old["value"]) == hib):
             best[k] = r
+        if r.get("run_id") is not None:
+            runs = per_run.setdefault(k, {})
+            prev = runs.get(r["run_id"])
+            runs[r["run_id"]] = r["value"] if prev is None else (max if hib else min)(prev, r["value"])
     keys = _key_params()
-    return [{"benchmark": r["benchmark"], "metric": r["metric"], "params": _params_text(r, keys),
-             "value": format_value(r["value"]), "unit": r.get("unit") or "", "limit": _limit_text(r),
-             "direction": "higher is better" if r.get("higher_is_better", True) else "lower is better"}
-            for r in best.values()]
+    out = []
+    for k, r in best.items():
+        row = {"benchmark": r["benchmark"], "metric": r["metric"], "params": _params_text(r, keys),
+               "value": format_value(r["value"]), "unit": r.get("unit") or "", "limit": _limit_text(r),
+               "direction": "higher is better" if r.get("higher_is_better", True) else "lower is better"}
+        values = sorted((per_run.get(k) or {}).values())
+        if len(values) > 1:
+            row["runs"] = len(values)
+            row["median"] = format_value(statistics.median(values))
+        out.append(row)
+    return out
 
 
 # -- sources: runs and tunes --------------------------------------------------------------------------
@@ -124,42 +146,89 @@ def _short_command(run: Mapping) -> str:
     return " ".join(out)
 
 
-def collect(store: Any, run_ids: list[str]) -> list[Source]:
-    """The report's sources, in the order given: each run, or the whole tune a run belongs to."""
+def _config_key(run: dict, results: list[dict]) -> tuple:
+    """What must be equal for runs of one selector to share a column: the command (without its
+    --tag and --note), the host and every environment row."""
+    words, out, skip = _short_command(run).split(), [], False
+    for w in words:
+        if skip:
+            skip = False
+        elif w in ("--tag", "--note"):
+            skip = True
+        elif not w.startswith(("--tag=", "--note=")):
+            out.append(w)
+    env = environment(Source("", [run], results))
+    return (" ".join(out), run.get("host"),
+            tuple(sorted((k, v) for k, v in env.items() if k not in ("command", "started", "status"))))
+
+
+def _what(run: dict) -> str:
+    words = _short_command(run).split()
+    return " ".join(w for w in words[:2] if not w.startswith("-")) or "run"
+
+
+def _tune_runs(store: Any, tid: str, given: dict[str, dict]) -> list[dict]:
+    """Every complete trial of the tune ``tid``, oldest first (full records)."""
+    trials = [r for r in store.list_runs() if _tune_id(r) == tid and r["status"] == "complete"]
+    full = [given.get(r["id"]) or store.get_run(r["id"]) for r in trials]
+    return sorted(full, key=lambda x: x.get("started") or "")
+
+
+def collect(store: Any, run_ids: list[Any]) -> list[Source]:
+    """The report's sources, in the order given. Each item is a run reference (the run is a source of
+    its own) or a :class:`clusterbench.report.compare.Selection` (a selector's runs that may be
+    pooled): its runs of one configuration (:func:`_config_key`: command, host, environment) are one
+    source, their figures pooled, so a tag of 3000 repeated runs is one column, not 3000. A ``tune
+    hpl`` trial brings its whole tune either way."""
     if not run_ids:
         raise UsageError("a report needs at least one run", "give run ids, tags or 'last'")
-    runs: list[dict] = []
-    seen: set[str] = set()
-    for ref in run_ids:
-        run = store.get_run(ref)
-        if run["id"] not in seen:
-            seen.add(run["id"])
-            runs.append(run)
-    tunes: dict[str, list[dict]] = {}
-    for run in runs:
-        tid = _tune_id(run)
-        if tid and tid not in tunes:
-            tunes[tid] = []
-            for r in store.list_runs():
-                if _tune_id(r) == tid and r["status"] == "complete":
-                    tunes[tid].append(r if r["id"] not in seen else next(x for x in runs if x["id"] == r["id"]))
-            tunes[tid] = [x if "probe" in x else store.get_run(x["id"]) for x in tunes[tid]]
-            tunes[tid].sort(key=lambda x: x.get("started") or "")
     sources: list[Source] = []
-    done: set[str] = set()
-    for run in runs:
+    seen: set[str] = set()
+    tunes_done: set[str] = set()
+    labels: dict[str, int] = {}
+
+    def add(label: str, runs: list[dict], results: list[dict]) -> None:
+        labels[label] = labels.get(label, 0) + 1
+        sources.append(Source(label if labels[label] == 1 else f"{label} #{labels[label]}", runs, results))
+
+    def tune(run: dict, given: dict[str, dict]) -> bool:
         tid = _tune_id(run)
-        if tid:
-            if tid in done:
+        if not tid:
+            return False
+        if tid not in tunes_done:
+            tunes_done.add(tid)
+            trials = _tune_runs(store, tid, given) or [run]
+            results = store.results_of([t["id"] for t in trials]) if hasattr(store, "results_of") \
+                else {t["id"]: store.results(t["id"]) for t in trials}
+            add(f"tune {tid[:8]}", trials, [r for t in trials for r in results[t["id"]]])
+        return True
+
+    for item in run_ids:
+        if isinstance(item, str):
+            run = store.get_run(item)
+            if run["id"] in seen:
                 continue
-            done.add(tid)
-            trials = tunes[tid] or [run]
-            results = [r for t in trials for r in store.results(t["id"])]
-            sources.append(Source(f"tune {tid[:8]}", trials, results))
-        else:
-            words = _short_command(run).split()
-            what = " ".join(w for w in words[:2] if not w.startswith("-"))
-            sources.append(Source(f"{what or 'run'} {run['id'][:8]}".strip(), [run], store.results(run["id"])))
+            seen.add(run["id"])
+            if not tune(run, {run["id"]: run}):
+                add(f"{_what(run)} {run['id'][:8]}".strip(), [run], store.results(run["id"]))
+            continue
+        runs = [r for r in item.runs if r["id"] not in seen]
+        seen.update(r["id"] for r in runs)
+        given = {r["id"]: r for r in runs}
+        groups: dict[tuple, list[dict]] = {}
+        for run in runs:
+            if not tune(run, given):
+                groups.setdefault(_config_key(run, item.results.get(run["id"], [])), []).append(run)
+        hosts = {k[1] for k in groups}
+        for key, members in groups.items():
+            first = members[0]
+            if len(runs) == 1:
+                label = f"{_what(first)} {first['id'][:8]}"
+            else:
+                label = f"{_what(first)} {item.selector}" + (f" on {first.get('host')}" if len(hosts) > 1 else "") \
+                    + (f" ({len(members)} runs)" if len(members) > 1 else f" {first['id'][:8]}")
+            results = [{**r, "run_id": m["id"]} for m in members for r in item.results.get(m["id"], [])]
+            add(label, members, results)
     return sources
 
 
@@ -216,8 +285,9 @@ def environment(src: Source) -> dict[str, str]:
     started = [t.get("started") or "" for t in src.runs]
     rows = {
         "host": str(run.get("host") or probe.get("hostname") or ""),
-        "command": "clusterbench " + _short_command(run) + (f" ({len(src.runs)} trial runs)" if len(src.runs) > 1
-                                                             else ""),
+        "command": "clusterbench " + _short_command(run) + (
+            "" if len(src.runs) == 1 else f" ({len(src.runs)} trial runs)" if _tune_id(run)
+            else f" ({len(src.runs)} runs, figures pooled)"),
         "started": min(started) + (f" to {max(started)}" if len(set(started)) > 1 else ""),
         "status": ", ".join(dict.fromkeys(str(t.get("status")) for t in src.runs)),
         "clusterbench": str(run.get("clusterbench_version") or ""),
@@ -311,8 +381,9 @@ def _summary_lines(results: list[dict]) -> tuple[list[str], list[str]]:
 
 
 def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | None]], title: str,
-         generated: str, cost: Any = None) -> str:
-    """The HTML text. ``figures``: (spec, relative PNG path or None, why it was not drawn)."""
+         generated: str, cost: Any = None, notes: Iterable[str] = ()) -> str:
+    """The HTML text. ``figures``: (spec, relative PNG path or None, why it was not drawn); ``notes``:
+    lines shown under the title (the runs left out and why)."""
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
              f"<meta name=\"generator\" content=\"{GENERATOR}\">",
              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
@@ -321,6 +392,7 @@ def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | 
              f"<p class=\"meta\">Written {_e(generated)} by clusterbench from {len(sources)} source(s): "
              + ", ".join(f"{_e(s.label)} ({_e(s.runs[0].get('host') or '?')}, {len(s.runs)} run"
                          f"{'s' if len(s.runs) != 1 else ''})" for s in sources) + ".</p>"]
+    parts += [f"<p class=\"note\">{_e(n)}</p>" for n in notes]
     parts.append("<nav><ul>" + "".join(f"<li><a href=\"#plot-{_e(spec.slug)}\">{_e(spec.title)}</a></li>"
                                        for spec, _, _ in figures)
                  + "<li><a href=\"#figures\">Headline figures</a></li><li><a href=\"#energy\">Energy and cost</a></li>"
@@ -342,7 +414,12 @@ def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | 
         if lines:
             parts.append("<ul class=\"summary\">" + "".join(f"<li>{_e(x)}</li>" for x in lines) + "</ul>")
         rows = headline_figures(src.results)
-        if rows:
+        if rows and any("runs" in r for r in rows):
+            parts.append(_table(["benchmark", "metric", "parameters", "best", "median of the runs", "runs", "unit",
+                                 "of its limit (best)"],
+                                [[r["benchmark"], r["metric"], r["params"], r["value"], r.get("median", ""),
+                                  str(r.get("runs", 1)), r["unit"], r["limit"]] for r in rows], num_cols=(3, 4, 5)))
+        elif rows:
             parts.append(_table(["benchmark", "metric", "parameters", "value", "unit", "of its limit"],
                                 [[r["benchmark"], r["metric"], r["params"], r["value"], r["unit"], r["limit"]]
                                  for r in rows], num_cols=(3,)))
@@ -351,11 +428,15 @@ def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | 
         if findings:
             parts.append("<p><b>Findings</b></p><ul class=\"summary\">"
                          + "".join(f"<li>{_e(x)}</li>" for x in findings) + "</ul>")
-        warnings = [w for t in src.runs for w in t.get("warnings") or []]
+        warnings: dict[str, int] = {}  # each message once, with how many runs gave it
+        for t in src.runs:
+            for w in t.get("warnings") or []:
+                text = str(w.get("message") if isinstance(w, Mapping) else w)
+                warnings[text] = warnings.get(text, 0) + 1
         if warnings:
             parts.append("<p><b>Run warnings</b></p><ul class=\"summary\">"
-                         + "".join(f"<li>{_e(w.get('message') if isinstance(w, Mapping) else w)}</li>"
-                                   for w in warnings) + "</ul>")
+                         + "".join(f"<li>{_e(w)}{f' ({n} runs)' if n > 1 else ''}</li>" for w, n in warnings.items())
+                         + "</ul>")
     parts.append(_energy_section(sources, cost))
     parts.append("<h2 id=\"environment\">Environment</h2>")
     if len(sources) > 1:
@@ -458,6 +539,12 @@ def _placement_html(src: Source) -> str:
 
 
 # -- writing ------------------------------------------------------------------------------------------
+#: the file in a report folder that lists what the report wrote there (the only files --force replaces)
+MANIFEST = ".clusterbench-report.json"
+#: the names a report writes (a manifest entry that is not one of these is never touched)
+_OWN = re.compile(r"index\.html|plots/\d{2,}-[A-Za-z0-9_.-]+\.png")
+
+
 def _unwritable(path: Path, exc: OSError) -> UsageError:
     why = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -466,6 +553,7 @@ def _unwritable(path: Path, exc: OSError) -> UsageError:
 
 
 def _is_report(path: Path) -> bool:
+    """An earlier report written before reports had a manifest (its index.html names the generator)."""
     try:
         with open(path / "index.html", encoding="utf-8", errors="replace") as f:
             return f'content="{GENERATOR}"' in f.read(4096)
@@ -473,34 +561,177 @@ def _is_report(path: Path) -> bool:
         return False
 
 
-def _check_outdir(outdir: Path) -> None:
-    if outdir.is_symlink() or (outdir.exists() and not outdir.is_dir()):
-        raise UsageError(f"-o {outdir} exists and is not a directory", "give a directory for the report")
-    if outdir.is_dir() and any(outdir.iterdir()) and not _is_report(outdir):
-        raise UsageError(f"-o {outdir} is a directory that holds other files, not an earlier report",
-                         "give a new or empty directory for the report")
+def _own_files(outdir: Path) -> set[str] | None:
+    """The files an earlier report wrote in ``outdir`` (relative paths), from its manifest; for a report
+    older than manifests, its index.html and numbered plots; None when ``outdir`` holds no report."""
+    try:
+        doc = json.loads((outdir / MANIFEST).read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and doc.get("generator") == GENERATOR and isinstance(doc.get("files"), list):
+            return {f for f in doc["files"] if isinstance(f, str) and _OWN.fullmatch(f)}
+    except (OSError, ValueError):
+        pass
+    if _is_report(outdir):
+        plots = outdir / "plots"
+        return {"index.html"} | ({f"plots/{p.name}" for p in plots.iterdir() if _OWN.fullmatch(f"plots/{p.name}")}
+                                 if plots.is_dir() and not plots.is_symlink() else set())
+    return None
 
 
-def write_report(store: Any, run_ids: list[str], outdir: Path, *, comparison: dict | None = None,
-                 title: str | None = None, cost: Any = None) -> Path:
-    """Write the report of ``run_ids`` (ids, unique prefixes or 'last'; a ``tune hpl`` trial brings
-    its whole tune) into ``outdir`` (``index.html`` and ``plots/*.png``), with the comparison chart
-    when ``comparison`` (``Comparison.as_dict()``) is given, and the performance per price and energy
-    cost when ``cost`` (an :class:`clusterbench.analysis.cost.CostModel`) is. Returns ``outdir/index.html``."""
+def _foreign(outdir: Path, own: set[str]) -> list[str]:
+    """What is in ``outdir`` that the report did not write (relative paths, sorted)."""
+    out = []
+    for entry in sorted(outdir.iterdir()):
+        name = entry.name
+        if name == MANIFEST or name in own:
+            continue
+        if name == "plots" and entry.is_dir() and not entry.is_symlink():
+            out += [f"plots/{p.name}" for p in sorted(entry.iterdir()) if f"plots/{p.name}" not in own]
+            continue
+        out.append(name + ("/" if entry.is_dir() else ""))
+    return out
+
+
+def _check_outdir(outdir: Path, force: bool) -> tuple[set[str] | None, list[str]]:
+    """Whether the report may be written to ``outdir``: ``(None, [])`` for a new or empty folder,
+    ``(its files, foreign entries)`` for an earlier report and ``--force``; else a one-line UsageError
+    with a fix that works."""
+    if outdir.is_symlink():
+        raise UsageError(f"-o {outdir} is a symbolic link", "give the folder itself, or a new folder for -o")
+    if outdir.exists() and not outdir.is_dir():
+        raise UsageError(f"-o {outdir} is a file, not a folder",
+                         f"choose a folder for the report, e.g. -o {outdir.parent / (outdir.stem + '-report')}")
+    if not outdir.is_dir() or not any(outdir.iterdir()):
+        return None, []
+    own = _own_files(outdir)
+    if own is None:
+        shown = ", ".join(_foreign(outdir, set())[:3])
+        raise UsageError(f"-o {outdir} holds files clusterbench did not write ({shown}) and no earlier report",
+                         "choose a new or empty folder for -o")
+    if not force:
+        raise UsageError(f"-o {outdir} holds an earlier report",
+                         "add --force to replace it (only the files the report wrote; anything else there is kept), "
+                         "or choose another -o folder")
+    return own, _foreign(outdir, own)
+
+
+# the temporary folders a report writes beside its output: .NAME.tmp-PID-START-XXXX (the new report)
+# and .NAME.old-PID-START-XXXX (an earlier report moved aside while the new one takes its place);
+# PID and START (the writer's start time, /proc/PID/stat field 22) say whether its writer still lives
+def _writer_tag() -> str:
+    from clusterbench.store.db import process_start
+
+    return f"{os.getpid()}-{process_start(os.getpid()) or 0}"
+
+
+def _writer_alive(pid: int, start: int) -> bool:
+    from clusterbench.store.db import process_start
+
+    now = process_start(pid)
+    if now is not None:
+        return now == start or start == 0
+    try:  # no such process, or /proc hides it (hidepid): ask the kernel
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(outdir: Path) -> list[Path]:
+    """Remove the temporary folders of reports to ``outdir`` whose writer is dead (killed with -9, a
+    power cut); an earlier report left moved aside is put back first when ``outdir`` is missing. A
+    live writer's folders are never touched. Returns what was removed."""
+    pattern = re.compile(rf"\.{re.escape(outdir.name)}\.(tmp|old)-(\d+)-(\d+)-[A-Za-z0-9_]+")
+    removed = []
+    try:
+        entries = sorted(outdir.parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if not m or entry.is_symlink() or not entry.is_dir() or _writer_alive(int(m[2]), int(m[3])):
+            continue
+        if m[1] == "old" and (entry / "report").is_dir() and not outdir.exists():
+            try:
+                os.rename(entry / "report", outdir)
+            except OSError:
+                pass
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP for the block (delivered when it ends), so the folder is never
+    left half-replaced nor a temporary folder half-removed (main thread only)."""
+    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    except (ValueError, OSError):  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _manifest(files: Iterable[str]) -> dict:
+    from clusterbench import __version__
+
+    return {"generator": GENERATOR, "version": __version__, "files": sorted(set(files)),
+            "note": "the files clusterbench report wrote here; report --force replaces only these"}
+
+
+def write_report(store: Any, run_ids: list[Any], outdir: Path, *, comparison: dict | None = None,
+                 title: str | None = None, cost: Any = None, force: bool = True) -> Path:
+    """Write the report of ``run_ids`` (ids, unique prefixes or 'last', each its own source, or
+    :class:`clusterbench.report.compare.Selection` objects, whose runs of one configuration are pooled;
+    a ``tune hpl`` trial brings its whole tune) into ``outdir`` (``index.html``, ``plots/*.png`` and the
+    manifest ``.clusterbench-report.json`` listing them), with the comparison chart when ``comparison``
+    (``compare_sides``' document or ``Comparison.as_dict()``) is given, and the performance per price and
+    energy cost when ``cost`` (an :class:`clusterbench.analysis.cost.CostModel`) is.
+
+    ``outdir`` may be new, empty, or an earlier report (``force``, the default here; the command line
+    asks for ``--force``): then only the files that report wrote are replaced, and whatever else is in the
+    folder is kept. A folder with other files and no report is refused. Returns ``outdir/index.html``."""
     outdir = Path(outdir).expanduser()
     if str(outdir).strip() in ("", "."):
         outdir = Path.cwd() / "report"
     outdir = outdir.absolute()
+    remove_stale(outdir)
+    _check_outdir(outdir, force)
     sources = collect(store, list(run_ids))
     specs = plan(sources, comparison)
-    _check_outdir(outdir)
+    notes = []
+    for item in run_ids:
+        left = getattr(item, "left_out", None)
+        if left:
+            from clusterbench.analysis.compare import left_out_text
+
+            notes.append(f"{item.selector}: left out {left_out_text(left)} (--include-incomplete includes them)")
+    if isinstance(comparison, Mapping) and isinstance(comparison.get("sides"), Mapping):
+        from clusterbench.report.compare import side_lines
+
+        notes += [f"comparison {line}" for line in side_lines(comparison) if " left out " in line
+                  or " pooled " in line]
     parent = outdir.parent
+    tmp: Path | None = None
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.tmp-", dir=parent))
-    except OSError as exc:
-        raise _unwritable(outdir, exc) from None
-    try:
+        with _signals_held():  # a Ctrl-C just after the folder is made must find it named here to remove it
+            tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.tmp-{_writer_tag()}-", dir=parent))
         (tmp / "plots").mkdir()
         figures: list[tuple[PlotSpec, str | None, str | None]] = []
         for i, spec in enumerate(specs, 1):
@@ -515,39 +746,71 @@ def write_report(store: Any, run_ids: list[str], outdir: Path, *, comparison: di
             figures.append((spec, rel, None))
         generated = _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
         text = page(sources, figures, title or "clusterbench report: " + ", ".join(s.label for s in sources),
-                    generated, cost)
+                    generated, cost, notes)
         with open(tmp / "index.html", "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        files = ["index.html", *(rel for _, rel, _ in figures if rel)]
+        _write_json(tmp / MANIFEST, _manifest(files))
         os.chmod(tmp, 0o755)
-        _swap(tmp, outdir)
+        try:
+            with _signals_held():
+                _put_in_place(tmp, outdir, files, force)
+        except KeyboardInterrupt as exc:  # held during the swap, delivered after it: the report is there
+            exc.outcome = f"the report was written first: {outdir / 'index.html'}"  # type: ignore[attr-defined]
+            raise
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            with _signals_held():
+                shutil.rmtree(tmp, ignore_errors=True)
         raise _unwritable(outdir, exc) from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            with _signals_held():
+                shutil.rmtree(tmp, ignore_errors=True)
         raise
     return outdir / "index.html"
 
 
-def _swap(tmp: Path, outdir: Path) -> None:
-    """Put the finished folder ``tmp`` in the place of ``outdir`` (an earlier report is moved
-    aside first and removed only once the new one is in place)."""
-    _check_outdir(outdir)  # again: something may have appeared while the plots were drawn
-    old = None
-    if outdir.is_dir():
-        old = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.old-", dir=outdir.parent))
-        os.rename(outdir, old / "report")
-    try:
-        os.rename(tmp, outdir)
-    except OSError:
+def _put_in_place(tmp: Path, outdir: Path, files: list[str], force: bool) -> None:
+    """Move the finished report ``tmp`` to ``outdir``: a new or empty folder is replaced whole (one
+    rename); into an earlier report, file by file, and its files that the new report does not write are
+    removed, nothing else (the manifest first lists both, so an interruption leaves nothing unaccounted)."""
+    own, foreign = _check_outdir(outdir, force)  # again: something may have appeared while the plots were drawn
+    if own is None:
+        old = None
+        if outdir.is_dir():  # empty: moved aside, removed once the new one is in place
+            old = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.old-{_writer_tag()}-", dir=outdir.parent))
+            os.rename(outdir, old / "report")
+        try:
+            os.rename(tmp, outdir)
+        except OSError:
+            if old is not None:
+                os.rename(old / "report", outdir)
+                shutil.rmtree(old, ignore_errors=True)
+            raise
         if old is not None:
-            os.rename(old / "report", outdir)
             shutil.rmtree(old, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        return
+    clash = [f for f in files if f in foreign or any(f.startswith(x) for x in foreign if x.endswith("/"))]
+    plots = outdir / "plots"
+    if plots.is_symlink() or (plots.exists() and not plots.is_dir()):
+        clash.append("plots")
+    if clash:
+        raise UsageError(f"-o {outdir} holds {clash[0]}, which clusterbench did not write, where the report "
+                         "writes its own", "move it away, or choose another -o folder")
+    _write_json(outdir / MANIFEST, _manifest(own | set(files)))
+    plots.mkdir(exist_ok=True)
+    for rel in sorted(files, key=lambda f: f == "index.html"):  # the page last: it shows only plots in place
+        os.replace(tmp / rel, outdir / rel)
+    for rel in sorted(own - set(files)):
+        target = outdir / rel
+        if target.is_file() or target.is_symlink():
+            target.unlink()
+    _write_json(outdir / MANIFEST, _manifest(files))
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["collect", "environment", "format_value", "headline_figures", "page", "write_report"]
+__all__ = ["MANIFEST", "collect", "environment", "format_value", "headline_figures", "page", "remove_stale",
+           "write_report"]

@@ -99,6 +99,8 @@ UPGRADES = {
 TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,63}")
 #: 'last', or 'last~N' (the run N before the newest)
 _LAST_RE = re.compile(r"last(?:~(\d+))?")
+#: run ids per query when many runs are read at once (SQLite's bound on ? parameters is 999 in old builds)
+CHUNK = 500
 #: seconds to wait for another process's lock (CLUSTERBENCH_DB_TIMEOUT overrides)
 DEFAULT_TIMEOUT = 30.0
 #: SQLite keeps the wait in int milliseconds: a longer one (1e12, inf) silently became no wait at all
@@ -531,7 +533,7 @@ class Store:
                 self.db.execute("UPDATE runs SET energy=? WHERE id=?", (json.dumps(energy, default=str), run_id))
 
     # -- reading ------------------------------------------------------------------------------
-    def _run_dict(self, row: sqlite3.Row, full: bool) -> dict:
+    def _run_dict(self, row: sqlite3.Row, full: bool, tags: list[str] | None = None) -> dict:
         status, error = row["status"], row["error"]
         if status == "running" and row["host"] == socket.gethostname() and not _recorder_alive(row):
             status, error = "incomplete", error or "the process running it died (killed or crashed)"
@@ -539,7 +541,8 @@ class Store:
             "id": row["id"], "started": row["started"], "ended": row["ended"], "status": status,
             "error": error, "command": row["command"], "host": row["host"],
             "clusterbench_version": row["clusterbench_version"], "profile": row["profile"], "pid": row["pid"],
-            "tags": self.tags(row["id"]), "note": row["note"] if "note" in row.keys() else None,
+            "tags": self.tags(row["id"]) if tags is None else tags,
+            "note": row["note"] if "note" in row.keys() else None,
         }
         if full:
             cols = row.keys()  # older schemas lack columns ('in row' would test the values, not the names)
@@ -565,6 +568,22 @@ class Store:
         if not self._has_tags():
             return []
         return [r[0] for r in self._read("SELECT tag FROM run_tags WHERE run_id=? ORDER BY tag", (run_id,))]
+
+    def _tags_of(self, run_ids: list[str] | None) -> dict[str, list[str]]:
+        """run id -> its tags, sorted, for these runs (None: every run) in one query per CHUNK runs."""
+        out: dict[str, list[str]] = {}
+        if not self._has_tags():
+            return out
+        if run_ids is None:
+            chunks = [None]
+        else:
+            chunks = [run_ids[i:i + CHUNK] for i in range(0, len(run_ids), CHUNK)]
+        for part in chunks:
+            q = "SELECT run_id, tag FROM run_tags" + (
+                f" WHERE run_id IN ({','.join('?' * len(part))})" if part is not None else "") + " ORDER BY tag"
+            for run_id, tag in self._read(q, tuple(part or ())):
+                out.setdefault(run_id, []).append(tag)
+        return out
 
     def all_tags(self) -> dict[str, int]:
         """Every tag in the store and how many runs carry it."""
@@ -598,8 +617,9 @@ class Store:
             args.append(status)
         q = ("SELECT r.*, (SELECT count(*) FROM results x WHERE x.run_id=r.id) AS n FROM runs r"
              + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started DESC")
-        rows = self._read(q + (f" LIMIT {int(limit)}" if limit else ""), tuple(args))
-        return [{**self._run_dict(r, False), "results": r["n"]} for r in rows]
+        rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), tuple(args))
+        tags = self._tags_of(None) if len(rows) > CHUNK else self._tags_of([r["id"] for r in rows])
+        return [{**self._run_dict(r, False, tags.get(r["id"], [])), "results": r["n"]} for r in rows]
 
     def select_runs(self, spec: str) -> list[str]:
         """The run ids a selector names, oldest first. A selector is 'last' or 'last~N' (the Nth before
@@ -607,28 +627,40 @@ class Store:
         these joined by commas; 'run:ID' and 'tag:NAME' say which is meant when a word is both."""
         if not spec or not spec.strip():
             raise UsageError("an empty run selector selects nothing", "give a run id, a tag, 'last' or 'last~1'")
-        ids: list[str] = []
+        ids: dict[str, None] = {}
         parts = [p.strip() for p in spec.split(",")]
         if not all(parts):
             raise UsageError(f"empty item in the run selector '{spec}'", "e.g. 'baseline' or 'last~1,last'")
         for part in parts:
-            for run_id in self._select_one(part):
-                if run_id not in ids:
-                    ids.append(run_id)
-        order = {r[0]: r[1] for r in self._read(
-            f"SELECT id, started FROM runs WHERE id IN ({','.join('?' * len(ids))})", tuple(ids))}
+            ids.update(dict.fromkeys(self._select_one(part)))
+        order = self._started(list(ids))
         return sorted(ids, key=lambda i: order[i])
+
+    def _started(self, ids: list[str]) -> dict[str, str]:
+        """id -> started of these runs (one query per CHUNK ids)."""
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), CHUNK):
+            part = ids[i:i + CHUNK]
+            out.update((r[0], r[1]) for r in self._read(
+                f"SELECT id, started FROM runs WHERE id IN ({','.join('?' * len(part))})", tuple(part)))
+        return out
+
+    def _last(self, name: str, back: str | None) -> str:
+        """The run 'last' or 'last~N' names (N runs before the newest); an N beyond the store's runs,
+        however large, is a usage error (SQLite's integers end at 2**63)."""
+        n = self._read("SELECT count(*) FROM runs")[0][0]
+        if back is None or (len(back.lstrip("0")) <= 18 and int(back) < n):
+            rows = self._read("SELECT id FROM runs ORDER BY started DESC LIMIT 1 OFFSET ?", (int(back or 0),))
+            if rows:
+                return str(rows[0]["id"])
+        raise UsageError(f"'{name}' selects nothing: the store holds {n} run(s)"
+                         + (f" (last~{n - 1} is the oldest)" if n > 1 else ""), "see 'clusterbench results list'")
 
     def _select_one(self, part: str) -> list[str]:
         kind, _, name = part.partition(":") if part.startswith(("run:", "tag:")) else ("", "", part)
         last = _LAST_RE.fullmatch(name)
         if last and kind != "tag":
-            back = int(last[1] or 0)
-            rows = self._read("SELECT id FROM runs ORDER BY started DESC LIMIT 1 OFFSET ?", (back,))
-            if not rows:
-                n = self._read("SELECT count(*) FROM runs")[0][0]
-                raise UsageError(f"'{name}' selects nothing: the store holds {n} run(s)", "see 'clusterbench results list'")
-            return [rows[0]["id"]]
+            return [self._last(name, last[1])]
         tagged = []
         if kind != "run" and TAG_RE.fullmatch(name) and self._has_tags():
             tagged = [r[0] for r in self._read("SELECT run_id FROM run_tags WHERE tag=?", (name,))]
@@ -650,28 +682,65 @@ class Store:
         return [self.resolve(name)]
 
     def resolve(self, ref: str) -> str:
-        """A run id from a full id, a unique prefix, or 'last'."""
-        if ref == "last":
-            rows = self._read("SELECT id FROM runs ORDER BY started DESC LIMIT 1")
-        else:
-            if not ref.strip():
-                raise UsageError("an empty run id selects nothing", "give a run id, a unique prefix of one, or 'last'")
-            pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"  # a prefix, literally
-            rows = self._read("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started DESC", (pattern,))
+        """A run id from a full id, a unique prefix, 'last' or 'last~N'."""
+        last = _LAST_RE.fullmatch(ref)
+        if last:
+            return self._last(ref, last[1])
+        if not ref.strip():
+            raise UsageError("an empty run id selects nothing", "give a run id, a unique prefix of one, or 'last'")
+        rows = self._read("SELECT id FROM runs WHERE id = ?", (ref,))  # a whole id: the primary key, no scan
+        if not rows:
+            pattern = _like_literal(ref) + "%"  # a prefix, literally
+            rows = self._read("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started DESC LIMIT 2",
+                              (pattern,))
         if not rows:
             raise UsageError(f"no run '{ref}' in {self.path}", "see 'clusterbench results list'")
         if len(rows) > 1:
-            raise UsageError(f"run prefix '{ref}' is ambiguous ({len(rows)} runs)", "give more characters")
+            n = self._read("SELECT count(*) FROM runs WHERE id LIKE ? ESCAPE '\\'", (_like_literal(ref) + "%",))[0][0]
+            raise UsageError(f"run prefix '{ref}' is ambiguous ({n} runs)", "give more characters")
         return rows[0]["id"]
 
     def get_run(self, ref: str) -> dict:
         run_id = self.resolve(ref)
         return self._run_dict(self._read("SELECT * FROM runs WHERE id=?", (run_id,))[0], True)
 
+    def get_runs(self, run_ids: list[str]) -> list[dict]:
+        """The full records of these runs (whole ids, as :meth:`select_runs` returns them), in the order
+        given: one query per CHUNK runs, where :meth:`get_run` costs a query or more per run."""
+        rows: dict[str, sqlite3.Row] = {}
+        for i in range(0, len(run_ids), CHUNK):
+            part = run_ids[i:i + CHUNK]
+            rows.update((r["id"], r) for r in self._read(
+                f"SELECT * FROM runs WHERE id IN ({','.join('?' * len(part))})", tuple(part)))
+        missing = [i for i in run_ids if i not in rows]
+        if missing:
+            raise UsageError(f"no run '{missing[0]}' in {self.path}", "see 'clusterbench results list'")
+        tags = self._tags_of(run_ids)
+        return [self._run_dict(rows[i], True, tags.get(i, [])) for i in run_ids]
+
     def results(self, ref: str) -> list[dict]:
         run_id = self.resolve(ref)
         return [_result_dict(r) for r in self._read(
             "SELECT * FROM results WHERE run_id=? ORDER BY seq", (run_id,))]
+
+    def results_of(self, run_ids: list[str], full: bool = True) -> dict[str, list[dict]]:
+        """run id -> its results (as :meth:`results`), for many runs in one query per CHUNK runs. Results
+        whose params (limits, warnings) have the same text share one decoded object: read them, do not
+        change them. Without ``full`` each result holds only what a comparison reads (benchmark, metric,
+        value, unit, higher_is_better, params, samples, kernel): a third of the JSON to decode."""
+        out: dict[str, list[dict]] = {i: [] for i in run_ids}
+        cols = "*" if full else "run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples, kernel"
+        seen: dict[str, Any] = {}  # the same figure of repeated runs has the same params: decoded once
+        for i in range(0, len(run_ids), CHUNK):
+            part = run_ids[i:i + CHUNK]
+            for r in self._read(f"SELECT {cols} FROM results WHERE run_id IN ({','.join('?' * len(part))})"
+                                " ORDER BY run_id, seq", tuple(part)):
+                out[r["run_id"]].append(_result_dict(r, seen) if full else _figure_dict(r, seen))
+        return out
+
+    def benchmark_names(self) -> list[str]:
+        """The benchmarks this store holds figures of."""
+        return [r[0] for r in self._read("SELECT DISTINCT benchmark FROM results ORDER BY benchmark")]
 
     def figures(self, benchmark: str, metric: str | None = None, run_ids: list[str] | None = None) -> list[dict]:
         """Every stored figure of ``benchmark`` (one ``metric``; of ``run_ids`` only), oldest first; each
@@ -781,15 +850,34 @@ def _fix_dict(r: sqlite3.Row) -> dict:
     return d
 
 
-def _result_dict(r: sqlite3.Row) -> dict:
+def _decoded(text: str, seen: dict[str, Any] | None) -> Any:
+    """``json.loads(text)``; with ``seen``, equal texts decode once and share the object (read only)."""
+    if seen is None:
+        return json.loads(text)
+    got = seen.get(text)
+    if got is None:
+        got = seen[text] = json.loads(text)
+    return got
+
+
+def _result_dict(r: sqlite3.Row, seen: dict[str, Any] | None = None) -> dict:
+    """A result row as a dict; ``seen`` (``results_of``) shares the decoded params, limits and warnings of
+    equal texts between the results of many runs (read them, do not change them)."""
     return {
         "benchmark": r["benchmark"], "metric": r["metric"], "value": r["value"], "unit": r["unit"],
-        "higher_is_better": bool(r["higher_is_better"]), "params": json.loads(r["params"]),
+        "higher_is_better": bool(r["higher_is_better"]), "params": _decoded(r["params"], seen),
         "samples": json.loads(r["samples"]), "summary": json.loads(r["summary"]),
-        "limit": json.loads(r["limit_json"]) if r["limit_json"] else None,
-        "limits": json.loads(r["limits"]), "warnings": json.loads(r["warnings"]),
+        "limit": _decoded(r["limit_json"], seen) if r["limit_json"] else None,
+        "limits": _decoded(r["limits"], seen), "warnings": _decoded(r["warnings"], seen),
         "kernel": r["kernel"], "measured_at": r["measured_at"],
     }
+
+
+def _figure_dict(r: sqlite3.Row, seen: dict[str, Any]) -> dict:
+    """What a comparison reads of a result (``results_of(full=False)``), params shared as in _result_dict."""
+    return {"benchmark": r["benchmark"], "metric": r["metric"], "value": r["value"], "unit": r["unit"],
+            "higher_is_better": bool(r["higher_is_better"]), "params": _decoded(r["params"], seen),
+            "samples": json.loads(r["samples"]), "kernel": r["kernel"]}
 
 
 def process_start(pid: int) -> int | None:
