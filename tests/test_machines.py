@@ -122,6 +122,12 @@ def test_install_preflight_and_runs_across_machines(machines, mpi, tmp_path):
     assert {r["metric"] for r in json.loads(p.stdout)["results"]} >= {"rmax", "residual"}
     assert _on(c, "node1", "sh", "-c", "ls ~/.cache/clusterbench/launch/node1").stdout.strip()  # its own build
     assert _on(c, "node1", "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == ""
+    # MPICH's Hydra starts its proxies through ssh too (its own kernel build on each machine)
+    p = _cli("run", "pingpong", "--hosts", "node1,node2", "--quick", "--mpi", "mpich", "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["results"] and all(r["params"].get("transport_used") == "tcp" for r in res["results"]
+                                  if r["metric"] == "latency"), res["results"][:2]
     # sweep node with no --remote-python: each machine's agent is its own installation's python
     p = _cli("sweep", "node", "--hosts", hosts, "--oversubscribe", "--benchmark", "intcpu --quick", "--json", db=db)
     assert p.returncode == 0, p.stderr
