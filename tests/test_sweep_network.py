@@ -408,7 +408,7 @@ def _best_factor(doc: dict, node: str) -> float:
     return doc["judge"]["bandwidth"]["reference"] / best
 
 
-def _assert_faults(doc: dict, bad: set[str], limited: str | None) -> None:
+def _assert_faults(doc: dict, bad: set[str], limited: str | None, shared_cpu_slack: bool = False) -> None:
     """Bandwidth: no node but the bad ones is slow and no link but theirs; the rate-limited node (x10
     and more below the others) is slow with every link it has, whatever the noise. An MTU-1500 node
     carries about half when these 2 cores are free, but with other work on them its best link measured
@@ -421,6 +421,15 @@ def _assert_faults(doc: dict, bad: set[str], limited: str | None) -> None:
     slow_links = {f["pair"] for f in flags["links"] if f["metric"] == "bandwidth"}
     mine = {p["pair"] for p in doc["pairs"] if bad & set(p["nodes"])}
     verdict = doc["judge"]["bandwidth"]
+    if shared_cpu_slack:  # see test_eight_nodes_two_faults_at_once: at most one healthy node, truly slow
+        extra = slow_nodes - bad
+        assert len(extra) <= 1, (extra, verdict)
+        for nd in extra:
+            f = _best_factor(doc, nd)
+            print(f"{nd}: healthy but its best link x{f:.2f} below the reference: flagged", file=sys.__stderr__)
+            assert f >= verdict["slow_factor"], (nd, f, flags, verdict)
+            mine |= {p["pair"] for p in doc["pairs"] if nd in p["nodes"]}
+        bad = bad | extra
     assert slow_nodes <= bad and slow_links <= mine, (slow_nodes, slow_links - mine, verdict)
     if limited:
         assert limited in slow_nodes, (flags, verdict)
@@ -499,7 +508,12 @@ def test_eight_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, 
     _limit(c, names[3], 100_000_000)
     _mtu(c, names[6], 1500)
     doc = _sweep_once(capsys, names, tmp_path / "r.db", "two-faults-8")
-    _assert_faults(doc, {names[3], names[6]}, limited=names[3])
+    # Eight nodes measure four pairs at a time on two cores: a healthy node's share of them can stay low
+    # for a whole sweep (seen in a full suite: every link of a healthy node 192-304 MB/s in both of its
+    # measurements against a reference of 580), and then the data do show a slow node. So here one
+    # healthy node may be flagged, only when even its best link is past the slow factor; the two faults
+    # must be found as on four nodes.
+    _assert_faults(doc, {names[3], names[6]}, limited=names[3], shared_cpu_slack=True)
 
 
 def _count_runs(db) -> int:
