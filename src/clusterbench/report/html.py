@@ -624,18 +624,9 @@ def _writer_tag() -> str:
 
 
 def _writer_alive(pid: int, start: int) -> bool:
-    from clusterbench.store.db import process_start
+    from clusterbench.store.db import process_alive
 
-    now = process_start(pid)
-    if now is not None:
-        return now == start or start == 0
-    try:  # no such process, or /proc hides it (hidepid): ask the kernel
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return process_alive(pid, start)
 
 
 def remove_stale(outdir: Path) -> list[Path]:

@@ -907,11 +907,17 @@ def _recorder_alive(row: sqlite3.Row) -> bool:
     recorded_boot = row["boot_id"] if "boot_id" in keys else None
     if recorded_boot and boot_id() and recorded_boot != boot_id():
         return False
-    started = row["pid_start"] if "pid_start" in keys else None
-    now = process_start(row["pid"]) if started is not None else None
+    return process_alive(row["pid"], row["pid_start"] if "pid_start" in keys else None)
+
+
+def process_alive(pid: int, start: int | None) -> bool:
+    """Whether process ``pid`` that started at ``start`` (clock ticks since boot, /proc/PID/stat) still
+    runs: a pid reused by another process is not it. With no start time (None or 0), or when /proc
+    hides the process (hidepid), the pid alone decides."""
+    now = process_start(pid) if start else None
     if now is not None:
-        return now == started
-    return _alive(row["pid"])  # no start time recorded, or /proc hides the process (hidepid): the pid alone
+        return now == start
+    return _alive(pid)
 
 
 def _alive(pid: int) -> bool:
