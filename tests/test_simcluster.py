@@ -383,3 +383,27 @@ def test_status_exit_codes_and_down_with_a_job_inside(live_env: Path, monkeypatc
         if job.poll() is None:
             job.kill()
             job.wait(5)
+
+
+def test_a_long_python_path_still_names_the_module(tmp_path):
+    """CI of 2026-11-26: in a clone at a long path, ``python -m clusterbench.sweep.agent`` was named by
+    its command line cut to 60 characters (before its ``-m``), so ``sim-cluster down`` called the
+    agents "clusterbe...". The program comes from the whole argv of a real process."""
+    deep = tmp_path / ("clusterbench-" + "d" * 40) / "venv" / "bin"
+    deep.mkdir(parents=True)
+    py = deep / "python3"
+    py.symlink_to(sys.executable)
+    proc = subprocess.Popen([str(py), "-m", "timeit", "-n1", "-r1", "import time; time.sleep(30)"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=os.setpgrp)
+    try:
+        deadline = time.monotonic() + 10
+        while "timeit" not in (argv := sc._argv_of(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert argv[:3] == [str(py), "-m", "timeit"]
+    assert len(sc._command_of(argv)) <= 60 and "-m" not in sc._command_of(argv)
+    assert sc._program(argv) == "timeit"
+    assert sc.describe_processes([{"namespace": "t-n1", "pid": 1, "command": sc._command_of(argv),
+                                   "program": sc._program(argv)}]) == "1 timeit in t-n1"

@@ -438,14 +438,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _command_of(pid: int) -> str:
-    """A process's command line for a message: printable characters only, at most 60."""
+def _argv_of(pid: int) -> list[str]:
+    """A process's argv (its first 4 KiB), printable characters only; ``[]`` when it is gone."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read(4096).replace(b"\0", b" ").strip().decode(errors="replace")
+            raw = f.read(4096).decode(errors="replace")
     except OSError:
-        return "?"
-    text = "".join(ch if ch.isprintable() else "?" for ch in raw)
+        return []
+    return ["".join(ch if ch.isprintable() else "?" for ch in w) for w in raw.split("\0") if w]
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """A process's command line for a message: at most 60 characters."""
+    text = " ".join(argv) or "?"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -468,13 +473,14 @@ def processes(*, prefix: str | None = None) -> list[dict]:
         p = _run(["ip", "netns", "pids", ns], check=False)
         for x in p.stdout.split():
             if x.isdigit() and int(x) != os.getpid() and int(x) not in own and _alive(int(x)):
-                out.append({"namespace": ns, "pid": int(x), "command": _command_of(int(x))})
+                argv = _argv_of(int(x))
+                out.append({"namespace": ns, "pid": int(x), "command": _command_of(argv), "program": _program(argv)})
     return out
 
 
-def _program(command: str) -> str:
-    """The program of a command line for a summary: ``mpirun``, ``orted``, or for ``python -m M``, M."""
-    words = command.split()
+def _program(words: Sequence[str]) -> str:
+    """The program of an argv for a summary: ``mpirun``, ``orted``, or for ``python -m M``, M. From the
+    whole argv, never the shortened command line (a long path to python cut before its ``-m``)."""
     if not words:
         return "?"
     if "-m" in words[:-1] and os.path.basename(words[0]).startswith("python"):
@@ -486,7 +492,8 @@ def describe_processes(procs: Sequence[dict]) -> str:
     """``1 mpirun, 4 orted, 8 clusterbench.sweep.agent in t1-head, t1-n1, ...`` for a one-line message."""
     count: dict[str, int] = {}
     for p in procs:
-        count[_program(p["command"])] = count.get(_program(p["command"]), 0) + 1
+        name = p.get("program") or _program(p["command"].split())
+        count[name] = count.get(name, 0) + 1
     spaces = list(dict.fromkeys(p["namespace"] for p in procs))
     return (", ".join(f"{k} {name}" for name, k in count.items()) + " in " + ", ".join(spaces[:6])
             + (" ..." if len(spaces) > 6 else ""))
