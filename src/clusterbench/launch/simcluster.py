@@ -449,8 +449,9 @@ def _argv_of(pid: int) -> list[str]:
 
 
 def _command_of(argv: Sequence[str]) -> str:
-    """A process's command line for a message: at most 60 characters."""
-    text = " ".join(argv) or "?"
+    """A process's command line for a message: its program's file name (not the whole path, which can
+    fill the line alone) and its arguments, at most 60 characters."""
+    text = " ".join([os.path.basename(argv[0]) or argv[0], *argv[1:]]) if argv else "?"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
