@@ -385,6 +385,7 @@ def test_status_exit_codes_and_down_with_a_job_inside(live_env: Path, monkeypatc
             job.wait(5)
 
 
+@pytest.mark.integration
 def test_a_long_python_path_still_names_the_module(tmp_path):
     """CI of 2026-11-26: in a clone at a long path, ``python -m clusterbench.sweep.agent`` was named by
     its command line cut to 60 characters (before its ``-m``), so ``sim-cluster down`` called the
