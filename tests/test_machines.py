@@ -85,6 +85,45 @@ def test_each_machine_is_a_machine_of_its_own(machines):
     assert remote.run_command(t, ["hostname"], timeout=20).stdout.strip() == "node2"
 
 
+def test_one_shared_ssh_connection_per_machine_stopped_at_exit(machines):
+    """A command's remote calls to a machine share one ssh connection (OpenSSH's ControlMaster:
+    one key exchange, then ~20 ms a call); clusterbench stops it when it is done, so no ssh is
+    left running in the head after a command, and ``sim-cluster down`` finds no job there."""
+    from clusterbench.launch import remote, simcluster
+
+    c = machines
+    head = simcluster.exec_prefix(c.head, c)
+
+    def masters() -> list[str]:
+        ps = subprocess.run([*head, "sh", "-c", "ls ~/.ssh | grep '^cb-' || true"], capture_output=True,
+                            text=True, timeout=10).stdout.split()
+        return ps
+
+    remote.stop_shared_connections()
+    assert masters() == []
+    t = remote.transport("node1")
+    assert "ControlMaster=auto" in t.prefix
+    remote.run_command(t, ["true"], timeout=20)
+    assert len(masters()) == 1  # the first call left its connection for the next ones
+    t0 = time.monotonic()
+    for _ in range(5):
+        assert remote.run_command(t, ["hostname"], timeout=20).stdout.strip() == "node1"
+    shared = (time.monotonic() - t0) / 5
+    assert len(masters()) == 1
+    assert remote.stop_shared_connections() == 1
+    deadline = time.monotonic() + 10
+    while masters() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert masters() == [], "the shared connection outlived the stop"
+    assert simcluster.processes() == []  # nothing of it left in the head
+    # a command run as a user runs it: nothing left after it exits
+    db = Path(os.environ.get("TMPDIR", "/tmp")) / f"cb-share-{os.getpid()}.db"
+    p = _cli("cluster", "preflight", "--hosts", "node1,node2", "--no-mpi", "--json", db=db)
+    assert p.returncode in (0, 3), p.stderr
+    assert masters() == [] and simcluster.processes() == []
+    print(f"a remote call over the shared connection: {1e3 * shared:.0f} ms")
+
+
 def test_install_preflight_and_runs_across_machines(machines, mpi, tmp_path):
     c = machines
     db = tmp_path / "r.db"

@@ -72,14 +72,13 @@ def clock_offset(host: str, rounds: int = CLOCK_ROUNDS, timeout: float = NODE_TI
     exchanges; the one with the shortest round trip gives the offset (node time minus the midpoint
     of the round trip), half that round trip its uncertainty. None when the node cannot answer."""
     import selectors
-    import shlex
     import subprocess
 
     from clusterbench.launch import process, remote
 
     t = remote.transport(host)
     argv = ["python3", "-u", "-c", _CLOCK]
-    cmd = [*t.prefix, " ".join(shlex.quote(a) for a in argv)] if t.kind == "ssh" else [*t.prefix, *argv]
+    cmd = remote.command_argv(t, argv)
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=process.die_with_parent(9), text=True)
     best: tuple[float, float] | None = None

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import simcluster
+from clusterbench.launch import remote, simcluster
 from clusterbench.launch.mpi.detect import MpiInstall
 from clusterbench.launch.mpi.launchers import register_launcher
 from clusterbench.launch.mpi.spec import LaunchSpec
@@ -74,6 +74,11 @@ def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
         cmd += ["-x", key]
     if spec.sim is not None:
         cmd += _without_mca(simcluster.mpirun_args(spec.sim), cmd)
+    if spec.hosts and (spec.sim is None or getattr(spec.sim, "machines", False)) \
+            and "plm_rsh_agent" not in spec.extra_args and "plm_rsh_args" not in spec.extra_args:
+        share = remote.launcher_ssh_options([h.name for h in spec.hosts])
+        if share:  # its daemons start over the ssh connections clusterbench already has
+            cmd += ["--mca", "plm_rsh_args", share]
     cmd += list(spec.extra_args)
     return cmd + list(program)
 
