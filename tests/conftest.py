@@ -16,7 +16,6 @@ import pytest
 from clusterbench.benchmarks.base import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("CLUSTERBENCH_SHARED", REPO.parent / "shared"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +78,7 @@ def live_probe() -> dict:
 
 @pytest.fixture(scope="session")
 def sysfs_snapshot(tmp_path_factory: pytest.TempPathFactory):
-    """``get(tarball)``: the top directory of a ../shared/fixtures/sysfs snapshot, extracted once per
+    """``get(tarball)``: the top directory of a tests/data/sysfs snapshot, extracted once per
     session for every module that reads it (the large ones take seconds to unpack); tests only read it."""
     import tarfile
 

@@ -13,8 +13,8 @@ from clusterbench.benchmarks.base import RunContext, allowed_cpus
 from clusterbench.errors import UsageError
 from clusterbench.probe import probe
 
-FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES",
-                             Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs"))
+#: hwloc's snapshots of real machines, vendored with hwloc's licence (tests/data/sysfs/README.md)
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parent / "data" / "sysfs"))
 IS_ROOT = os.geteuid() == 0
 
 
@@ -26,8 +26,7 @@ def snap(sysfs_snapshot):
     def get(name: str) -> dict:
         if name not in cache:
             tb = FIXTURES / f"{name}.tar.bz2"
-            if not tb.exists():
-                pytest.skip(f"fixture {tb} missing")
+            assert tb.exists(), f"fixture {tb} missing (the snapshots are part of the repository)"
             cache[name] = probe(sysfs_root=str(sysfs_snapshot(tb)), use_hwloc=False)
         return cache[name]
     return get

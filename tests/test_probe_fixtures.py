@@ -1,6 +1,6 @@
 """Acceptance test: the sysfs reader agrees with hwloc's own reading of real machines.
 
-Fixtures are hwloc test-suite snapshots (/work/shared/fixtures/sysfs or
+Fixtures are hwloc test-suite snapshots (tests/data/sysfs, vendored with hwloc's licence, or
 $CLUSTERBENCH_FIXTURES): NAME.tar.bz2 plus hwloc's reading as NAME.console or NAME.xml.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from clusterbench.probe import probe
 from clusterbench.probe import hwloc as hw
 
-FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES",
-                             Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "sysfs"))
+#: hwloc's snapshots of real machines, vendored with hwloc's licence (tests/data/sysfs/README.md)
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parent / "data" / "sysfs"))
 TARBALLS = sorted(FIXTURES.glob("*.tar.bz2")) if FIXTURES.is_dir() else []
 
 #: Where hwloc's recorded reading is known to be wrong, with the reason.
@@ -89,8 +89,7 @@ def snapshot(request, sysfs_snapshot) -> tuple[str, Path, dict]:
 
 
 def test_fixture_discovery():
-    if not FIXTURES.is_dir():
-        pytest.skip("no fixtures directory")
+    assert FIXTURES.is_dir(), f"{FIXTURES} is missing: the snapshots are part of the repository"
     assert TARBALLS, "no *.tar.bz2 fixtures found"
 
 

@@ -10,8 +10,8 @@ carries its requirement and every deviation is written to ``notes``.  Unknown
 core → ``None`` with a reason; we never guess.
 
 DP FLOPs/cycle/core = FMA pipes x DP lanes x 2.  SP is 2x DP for SIMD.
-Sources: /work/shared/notes/anchors-node.md §5 (cpufetch tables, McCalpin on
-Skylake-SP FMA units, numberworld on Zen 4/5).
+Sources: cpufetch's microarchitecture tables, John McCalpin's measurements of the
+Skylake-SP FMA units, numberworld.org's Zen 4/5 articles.
 """
 from __future__ import annotations
 
