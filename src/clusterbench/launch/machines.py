@@ -280,11 +280,21 @@ def start_head(c: "SimCluster") -> None:
             "/bin/sh", "-c", _HEAD_SCRIPT], env, ssh_dir(c) / "head.log")
 
 
+def _netns_inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
 def holder_pid(namespace: str, *, pid_ns: bool) -> int | None:
     """The process that holds a machine's namespaces: a node's init (pid 1 of its PID namespace)
     or the head's ``sleep``; None when there is none."""
     p = process.run(["ip", "netns", "pids", namespace], timeout=10)
     mine = os.readlink("/proc/self/ns/mnt")
+    # a process in this one's mount namespace is not a holder, unless this one runs inside that
+    # machine itself (clusterbench on the head: a job's command under salloc there)
+    inside = _netns_inode("/proc/self/ns/net") == _netns_inode(f"/run/netns/{namespace}")
     for pid in (int(x) for x in p.stdout.split() if x.isdigit()):
         try:
             status = Path(f"/proc/{pid}/status").read_text()
@@ -292,7 +302,7 @@ def holder_pid(namespace: str, *, pid_ns: bool) -> int | None:
         except OSError:
             continue
         nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
-        if mnt == mine:
+        if mnt == mine and not inside:
             continue
         if pid_ns and len(nspid) >= 2 and nspid[-1] == "1":
             return pid
