@@ -10,6 +10,9 @@
   store is visible; ``/etc`` and ``/var`` are the node's own copies (copy on write);
 * its own **UTS namespace** (host name ``node1`` ... ``nodeN``) and ``/etc/hosts`` naming the head
   and every node;
+* this machine's **cgroup filesystems** under ``/sys/fs/cgroup``, read-only (a fresh sysfs has
+  none, and ``slurmd`` stops without them: "No filesystem mounted on /sys/fs/cgroup", even with
+  ``proctrack/linuxproc``; a node must not change the host's groups);
 * its own **boot id** (``/proc/sys/kernel/random/boot_id``: UCX tells machines apart by it) and
   ``/dev/shm``;
 * its own **PID namespace**, whose init (pid 1, a few lines of Python) reaps orphans, starts
@@ -84,6 +87,14 @@ mount -t proc proc "$R/proc"
 cat /proc/sys/kernel/random/uuid > "$BASE/boot_id"
 mount --bind "$BASE/boot_id" "$R/proc/sys/kernel/random/boot_id"
 mount -t sysfs sysfs "$R/sys"
+# the cgroup filesystems every Linux machine has (slurmd stops without them, even with no cgroup
+# plugin configured): this machine's, read-only, so that nothing in a node changes the host's groups
+if mountpoint -q /sys/fs/cgroup; then
+    mount --rbind /sys/fs/cgroup "$R/sys/fs/cgroup"
+    for m in $(awk -v r="$R/sys/fs/cgroup" '$5 == r || index($5, r "/") == 1 {print $5}' /proc/self/mountinfo); do
+        mount -o remount,bind,ro "$m"
+    done
+fi
 mount --rbind /dev "$R/dev"
 mount -t tmpfs -o mode=1777 cb-shm "$R/dev/shm"
 for d in @HIDDEN@; do
@@ -243,10 +254,12 @@ def start_node(c: "SimCluster", m: "SimNode") -> None:
            "CB_STATE": str(ssh_dir(c)), "CB_HOSTNAME": br.get("hostname") or m.name, "CB_ADDRESS": m.address,
            "CB_INIT": _INIT, "CB_SSHD": "0" if "no-sshd" in br else "1", "CB_REMOVE": " ".join(remove),
            "CB_PASSWORD": "1" if "password" in br else "", "CB_DISK": br.get("disk", ""), "LANG": "C.UTF-8"}
-    ip = shutil.which("ip") or "/usr/sbin/ip"
+    nsenter = shutil.which("nsenter") or "/usr/bin/nsenter"
     unshare = shutil.which("unshare") or "/usr/bin/unshare"
-    _start([ip, "netns", "exec", m.namespace, unshare, "--mount", "--uts", "--pid", "--fork", "--propagation",
-            "private", "/bin/sh", "-c", script], env, ssh_dir(c) / f"{m.namespace}.log")
+    # nsenter --net, not `ip netns exec`: that mounts a fresh /sys without this machine's cgroup
+    # filesystems, which the node's /sys/fs/cgroup is bound from (its own sysfs is mounted in the script)
+    _start([nsenter, f"--net=/run/netns/{m.namespace}", unshare, "--mount", "--uts", "--pid", "--fork",
+            "--propagation", "private", "/bin/sh", "-c", script], env, ssh_dir(c) / f"{m.namespace}.log")
 
 
 _HEAD_SCRIPT = r"""
@@ -267,11 +280,21 @@ def start_head(c: "SimCluster") -> None:
             "/bin/sh", "-c", _HEAD_SCRIPT], env, ssh_dir(c) / "head.log")
 
 
+def _netns_inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
 def holder_pid(namespace: str, *, pid_ns: bool) -> int | None:
     """The process that holds a machine's namespaces: a node's init (pid 1 of its PID namespace)
     or the head's ``sleep``; None when there is none."""
     p = process.run(["ip", "netns", "pids", namespace], timeout=10)
     mine = os.readlink("/proc/self/ns/mnt")
+    # a process in this one's mount namespace is not a holder, unless this one runs inside that
+    # machine itself (clusterbench on the head: a job's command under salloc there)
+    inside = _netns_inode("/proc/self/ns/net") == _netns_inode(f"/run/netns/{namespace}")
     for pid in (int(x) for x in p.stdout.split() if x.isdigit()):
         try:
             status = Path(f"/proc/{pid}/status").read_text()
@@ -279,7 +302,7 @@ def holder_pid(namespace: str, *, pid_ns: bool) -> int | None:
         except OSError:
             continue
         nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
-        if mnt == mine:
+        if mnt == mine and not inside:
             continue
         if pid_ns and len(nspid) >= 2 and nspid[-1] == "1":
             return pid

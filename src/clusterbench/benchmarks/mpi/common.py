@@ -417,6 +417,8 @@ class KernelSession:
             self.base[self.placement_key] = [{k: r.get(k) for k in ("rank", "host", "node", "cpus", "cpu")}
                                       for r in ranks]
             self.base.setdefault("mpi", {})["library"] = rec.get("mpi_library")
+            # what started the ranks (mpirun, Hydra's mpiexec, srun): --launcher auto decides by where it runs
+            self.base["mpi"]["launcher"] = mpimod.launcher_for(self.mpi, self.spec).name
             return
         if kind != "result":
             return

@@ -48,15 +48,24 @@ def register_launcher(name: str, *, serves: str, mpi: tuple[str, ...] = ()) -> C
 LAUNCHERS = ("auto", "mpirun", "srun")
 
 
+def through_agent(spec: LaunchSpec) -> bool:
+    """Whether the ranks' nodes are the shared-filesystem virtual cluster's, which only its launch
+    agent reaches. Its machines (``sim-cluster up --machines``) are reached as real hosts are, and
+    can each run a slurmd of their own: srun starts ranks there (from the head, ``spec.prefix``)."""
+    machines = spec.sim is not None and bool(getattr(spec.sim, "machines", False))
+    return (spec.sim is not None or bool(spec.prefix)) and not machines
+
+
 def resolve_launcher(spec: LaunchSpec) -> str:
     """``srun`` when asked, or for ``auto`` inside a Slurm allocation (``SLURM_JOB_ID``) off the
-    virtual cluster; else ``mpirun`` (the MPI's own launcher: mpirun or Hydra's mpiexec)."""
+    virtual cluster's agent-reached nodes; else ``mpirun`` (the MPI's own launcher: mpirun or
+    Hydra's mpiexec)."""
     if spec.launcher not in LAUNCHERS:
         raise UsageError(f"--launcher {spec.launcher!r} is not one of {', '.join(LAUNCHERS)}", "pick one of those")
-    if spec.launcher == "srun" and (spec.sim is not None or spec.prefix):
+    if spec.launcher == "srun" and through_agent(spec):
         raise UsageError("--launcher srun cannot start ranks on the virtual cluster", "use --launcher mpirun there")
     if spec.launcher == "auto":
-        inside = bool(os.environ.get("SLURM_JOB_ID")) and spec.sim is None and not spec.prefix
+        inside = bool(os.environ.get("SLURM_JOB_ID")) and not through_agent(spec)
         return "srun" if inside and shutil.which("srun") else "mpirun"
     return spec.launcher
 

@@ -1,0 +1,270 @@
+"""Slurm across a cluster of separate machines (sim-cluster --machines, issue 24): nothing shared
+but the network. Three machines, clusterbench installed on each (``cluster install``), then Slurm
+set up as on a real cluster: the same ``slurm.conf`` and munge key copied onto every machine, a
+``munged`` inside each (its socket in the machine's own ``/run``), a ``slurmd`` inside each
+machine's namespaces and ``slurmctld`` in the head, where ``salloc`` runs too (the login node).
+Inside ``salloc -N 3`` ``sweep node`` starts its agents with srun, each the machine's own installed
+Python; inside ``salloc -N 2`` ``run pingpong --quick`` on the allocation's nodes starts its ranks
+with srun (PMIx), each the kernel its node built for itself. Results are stored on the head only.
+Everything started is stopped: no slurmctld, slurmd, slurmstepd or munged, nothing in any machine.
+
+What Slurm 22.05 (Debian 12) needed on these machines:
+
+* ``/sys/fs/cgroup`` in the machine: slurmd initialises its cgroup plugin even with
+  ``ProctrackType=proctrack/linuxproc`` and ``TaskPlugin=task/affinity``, and stops without a
+  cgroup filesystem ("No filesystem mounted on /sys/fs/cgroup"; an empty tmpfs there: "can't stat
+  /sys/fs/cgroup/systemd/"; a plain directory there: "Unexpected fs type"). The machines now have
+  this host's cgroup filesystems, read-only (launch/machines.py: a node is started with
+  ``nsenter --net`` instead of ``ip netns exec``, whose fresh /sys has none, and binds them);
+* the daemons' files at one path on every machine, each machine's own copy (a directory under
+  ``/run``: the nodes' /run is theirs, the head's is this host's, so the directory is made unique):
+  slurm.conf, the munge key, munged's socket (``AuthInfo=socket=``), slurmd's spool, pid and log;
+  ``srun`` exports the head's environment, ``SLURM_CONF`` among it, to the tasks;
+* no ``NodeAddr``, no ``-N``: every slurmd has its machine's host name, and the names resolve
+  through the machines' and the head's own /etc/hosts; ``SlurmctldHost=head``;
+* the default ``TmpFS`` (/tmp) is every machine's own: PMIx's per-step directories do not collide.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from machinekit import leftovers, on
+from slurmkit import common_conf, ours, skip_unless_slurm
+
+pytestmark = pytest.mark.integration  # every test here starts real processes
+
+NODES = 3
+PREFIX = "cbslm-"  # this module's virtual cluster: other tests run theirs at the same time
+TOOLS = ("munged", "slurmctld", "slurmd", "srun", "salloc", "sinfo", "scontrol", "scancel", "nsenter", "sshd")
+
+
+def _in(c, node: str, *cmd: str, data: bytes | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    """``cmd`` inside a machine (or ``head``) as its root, ``data`` on stdin (bytes in, bytes out)."""
+    from clusterbench.launch import simcluster
+
+    return subprocess.run([*simcluster.exec_prefix(node, c), *cmd], input=data, capture_output=True,
+                          timeout=timeout)
+
+
+def _conf(d: str, names: list[str], cpu_line: str) -> str:
+    node_lines = "\n".join(f"NodeName={n} {cpu_line} RealMemory=1000 State=UNKNOWN" for n in names)
+    return f"""ClusterName=cbmachines
+SlurmctldHost=head
+SlurmctldPort=6817
+SlurmdPort=6818
+SlurmdSpoolDir={d}/spool
+SlurmdPidFile={d}/slurmd.pid
+SlurmdLogFile={d}/slurmd.log
+{common_conf(Path(d))}{node_lines}
+PartitionName=cbmachines Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    with open(log, "wb") as fh:
+        return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+
+
+def _stop_group(p: subprocess.Popen) -> None:
+    """SIGTERM to the process group started (nsenter and the daemon it forked into the machine's PID
+    namespace: nsenter passes no signal on), SIGKILL after 15 s."""
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        deadline = time.monotonic() + wait  # the daemon itself, nsenter's child, may outlive nsenter
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(p.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def slurm_machines(tmp_path_factory: pytest.TempPathFactory):
+    """Three installed machines running Slurm; yields what the clients need."""
+    skip_unless_slurm(TOOLS, "slurm-wlm munge util-linux openssh-server")
+    from clusterbench.errors import EnvironmentProblem
+    from clusterbench.launch import simcluster
+
+    saved = {k: os.environ.get(k) for k in ("CLUSTERBENCH_SIM_STATE", "CLUSTERBENCH_SIM_PREFIX")}
+    os.environ["CLUSTERBENCH_SIM_STATE"] = str(tmp_path_factory.mktemp("sim"))
+    os.environ["CLUSTERBENCH_SIM_PREFIX"] = PREFIX
+    logs = tmp_path_factory.mktemp("slurm-logs")
+    # one path for the daemons' files on every machine; the head's is this host's /run: unique
+    d = tempfile.mkdtemp(prefix=PREFIX, dir="/run")
+    os.chmod(d, 0o700)
+    procs: list[subprocess.Popen] = []
+    c = None
+    names: list[str] = []
+    env: dict[str, str] = {}
+    started_munge: list[str] = []
+    left: dict = {}
+    slurm_left: list[str] = []
+    try:
+        simcluster.down()
+        try:
+            c = simcluster.up(NODES, machines=True)
+        except EnvironmentProblem as exc:
+            pytest.skip(f"machines unusable here: {exc}")
+        names = [m.name for m in c.nodes]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env["CLUSTERBENCH_ALLOW_RUN_AS_ROOT"] = "1"
+        env["SLURM_CONF"] = f"{d}/slurm.conf"
+        p = subprocess.run([sys.executable, "-m", "clusterbench", "--db", str(logs / "install.db"), "cluster",
+                            "install", "--hosts", ",".join(names), "--no-kernels"], capture_output=True, text=True,
+                           timeout=180, env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        cpu = next(ln for ln in _in(c, names[0], "slurmd", "-C").stdout.decode().splitlines()
+                   if ln.startswith("NodeName="))
+        cpu_line = " ".join(w for w in cpu.split()[1:] if not w.startswith("RealMemory="))
+        conf = _conf(d, names, cpu_line).encode()
+        key = os.urandom(1024)
+        # the head (this host's filesystem) and every machine: its own copy of the files, its own munged
+        for member in ["head", *names]:
+            r = _in(c, member, "sh", "-c", f"mkdir -p {d}/spool {d}/state && chmod 700 {d} && cat > {d}/slurm.conf",
+                    data=conf)
+            assert r.returncode == 0, r.stderr
+            r = _in(c, member, "sh", "-c", f"umask 077 && cat > {d}/munge.key && chmod 400 {d}/munge.key", data=key)
+            assert r.returncode == 0, r.stderr
+            r = _in(c, member, "munged", f"--key-file={d}/munge.key", f"--socket={d}/munge.sock",
+                    f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed",
+                    "--force")
+            assert r.returncode == 0, (member, r.stderr)
+            started_munge.append(member)
+        procs.append(_start([*simcluster.exec_prefix("head", c), "slurmctld", "-D", "-f", f"{d}/slurm.conf"],
+                            logs / "slurmctld.out", env))
+        for n in names:
+            procs.append(_start([*simcluster.exec_prefix(n, c), "slurmd", "-D", "-f", f"{d}/slurm.conf"],
+                                logs / f"slurmd-{n}.out", env))
+        head = simcluster.exec_prefix("head", c)
+        deadline = time.monotonic() + 45
+        states = ""
+        up = False
+        while time.monotonic() < deadline and not any(p.poll() is not None for p in procs):
+            r = subprocess.run([*head, "sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True,
+                               timeout=20, env=env)
+            states = r.stdout.strip()
+            up = len(states.splitlines()) == NODES and all(ln.split()[-1] == "idle" for ln in states.splitlines())
+            if up:
+                break
+            time.sleep(0.5)
+        if not up:
+            out = " | ".join(f"{f.name}: {f.read_text(errors='replace')[-400:]}" for f in sorted(logs.glob("*.out")))
+            pytest.fail(f"Slurm did not come up within 45 s (sinfo: {states!r}): {out}")
+        yield {"cluster": c, "env": env, "dir": d, "names": names, "head": head}
+    finally:
+        if c is not None:
+            if env:
+                subprocess.run([*simcluster.exec_prefix("head", c), "scancel", "--partition=cbmachines"],
+                               env=env, capture_output=True, timeout=20)
+            for p in reversed(procs):
+                _stop_group(p)
+            for member in started_munge:  # munged's pid as its machine numbers it
+                _in(c, member, "sh", "-c", f"kill $(cat {d}/munged.pid)")
+            deadline = time.monotonic() + 20
+            # the daemons name their files' directory; a step daemon or task would be in a machine
+            while time.monotonic() < deadline and (ours(d) or leftovers(c)):
+                time.sleep(0.2)
+            slurm_left = ours(d)
+            left = leftovers(c)
+            for n in names:
+                _in(c, n, "rm", "-rf", d)
+        subprocess.run([sys.executable, "-m", "clusterbench", "sim-cluster", "down", "--force"], capture_output=True,
+                       timeout=60, env={**os.environ})
+        shutil.rmtree(d, ignore_errors=True)
+        down_left = simcluster.list_namespaces(PREFIX)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert not slurm_left and not left, f"left behind: {slurm_left}, in the machines: {left}"
+    assert not down_left, down_left
+
+
+def _salloc(s: dict, nodes: int, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """``salloc -N nodes argv`` from the head (the login node)."""
+    cmd = [*s["head"], "salloc", "-N", str(nodes), "--time=5", "--job-name=cbtest", *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=s["env"])
+
+
+def _job(stderr: str) -> str:
+    m = re.search(r"Granted job allocation (\d+)", stderr)
+    assert m, stderr[-2000:]
+    return m[1]
+
+
+def _slurmd_log(s: dict, node: str) -> str:
+    return on(s["cluster"], node, "cat", f"{s['dir']}/slurmd.log").stdout
+
+
+def _runs(db: Path) -> int:
+    return sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] if db.exists() else 0
+
+
+def test_sweep_node_inside_salloc_runs_each_machines_own_agent_through_srun(slurm_machines, tmp_path):
+    s = slurm_machines
+    c = s["cluster"]
+    db = tmp_path / "r.db"
+    r = _salloc(s, NODES, [sys.executable, "-m", "clusterbench", "--db", str(db), "sweep", "node", "--benchmark",
+                           "intcpu --quick", "--oversubscribe", "--json"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    job = _job(r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["launcher"] == "srun" and doc["hosts"] == s["names"], doc  # the allocation's nodes
+    assert doc["failed"] == {}
+    # each agent the machine's own installed python (the head's is not on the machines)
+    assert sys.executable not in doc["command"] and "cb-python" in doc["command"], doc["command"]
+    assert doc["metrics"] and all(set(f["values"]) == set(s["names"]) for f in doc["metrics"]), doc["metrics"]
+    for n in s["names"]:  # each agent a task of this job's step on its own machine ...
+        assert f"launch task StepId={job}." in _slurmd_log(s, n), n
+    assert _runs(db) == 1
+    for n in s["names"]:  # results on the head only
+        assert on(c, n, "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == ""
+
+
+def test_pingpong_inside_salloc_runs_each_machines_own_kernel_through_srun(slurm_machines, tmp_path):
+    s = slurm_machines
+    c = s["cluster"]
+    db = tmp_path / "r.db"
+    script = ('exec "$0" -m clusterbench --db "$1" run pingpong --quick --json '
+              '--hosts "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)"')
+    r = _salloc(s, 2, ["sh", "-c", script, sys.executable, str(db)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    job = _job(r.stderr)
+    res = json.loads(r.stdout)
+    lat = [x for x in res["results"] if x["metric"] == "latency"]
+    assert lat and all(x["value"] > 0 for x in lat)
+    hosts = [p["host"] for p in lat[0]["params"]["placement"]]
+    assert hosts == s["names"][:2], hosts
+    assert all(x["params"].get("transport_used") == "tcp" for x in lat)
+    # the ranks started by srun itself (not by mpirun, whose daemons srun would start in an allocation)
+    assert lat[0]["params"]["mpi"]["launcher"] == "srun", lat[0]["params"]["mpi"]
+    for n in hosts:  # one rank on each machine, started by its slurmd ...
+        assert f"launch task StepId={job}." in _slurmd_log(s, n), n
+        # ... from the kernel that machine built for itself (the launch path leads to it; the head's
+        # build is not on the machine)
+        own = on(c, n, "sh", "-c", f"ls ~/.cache/clusterbench/launch/{n}/").stdout.split()
+        assert any(f.startswith("pingpong-") for f in own), (n, own)
+    assert _runs(db) == 1
+    for n in s["names"]:  # results on the head only
+        assert on(c, n, "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == ""
