@@ -314,20 +314,6 @@ def test_the_benchmark_refuses_one_host(ctx) -> None:
         get_benchmark("allpairs").resolve(ctx, {"hosts": "node1", "allow_root": True})
 
 
-def test_slurm_allocation_gives_the_nodes(monkeypatch) -> None:
-    calls = []
-
-    def fake_run(cmd, **kw):
-        calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, 0, "c1\nc2\nc3\n", "")
-
-    monkeypatch.setattr(sw.shutil, "which", lambda name: "/usr/bin/scontrol")
-    monkeypatch.setattr(sw.process, "run", fake_run)
-    assert sw.hosts_from_slurm({"SLURM_JOB_NODELIST": "c[1-3]"}) == ["c1", "c2", "c3"]
-    assert calls == [["/usr/bin/scontrol", "show", "hostnames", "c[1-3]"]]
-    assert sw.hosts_from_slurm({}) is None
-
-
 # --------------------------------------------------------------------------- the kernel, locally
 @pytest.mark.integration
 @pytest.mark.parametrize("n", [3, 4])

@@ -618,9 +618,9 @@ def _cluster_hosts(args: argparse.Namespace) -> list[Any]:
         return M.parse_hosts(args.hosts)
     if args.hostfile:
         return M.parse_hostfile(args.hostfile)
-    from clusterbench.sweep.node import slurm_hosts
+    from clusterbench.launch import allocation
 
-    found = slurm_hosts()
+    found = allocation.hosts()
     if found:
         return [M.Host(h) for h in found]
     raise UsageError("no nodes given", "give --hostfile FILE (one 'name slots=N' per line) or --hosts node1,node2")
@@ -817,7 +817,9 @@ def _cmd_sweep_network(args: argparse.Namespace) -> int:
     from clusterbench.sweep import network as sweep_network
     from clusterbench.ui import dump_json, write_lines
 
-    hosts = doctor.hosts_from(args.hosts, args.hostfile) or sweep_network.hosts_from_slurm()
+    from clusterbench.launch import allocation
+
+    hosts = doctor.hosts_from(args.hosts, args.hostfile) or allocation.hosts()
     sweep_network.check_hosts(hosts)
     doc = sweep_network.sweep_network(
         hosts, pair_budget=args.pair_budget, bw_size=args.bw_size, passes=args.passes, remeasure=args.remeasure,

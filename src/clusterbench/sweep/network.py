@@ -36,44 +36,17 @@ time spent measuring (per round the longest pair, summed over rounds and passes)
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from clusterbench.analysis import links as judge_links
-from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import process
+from clusterbench.errors import UsageError
 
 SWEEP_SCHEMA = 2
 BENCH = "allpairs"
 METRICS = judge_links.METRICS
 RULE = judge_links.RULE
-
-
-def hosts_from_slurm(env: dict[str, str] | None = None) -> list[str] | None:
-    """The nodes of the Slurm allocation this runs in ($SLURM_JOB_NODELIST expanded with
-    ``scontrol show hostnames``), or None outside one."""
-    env = os.environ if env is None else env
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-    if not nodelist:
-        return None
-    exe = shutil.which("scontrol")
-    if exe is None:
-        raise EnvironmentProblem(f"SLURM_JOB_NODELIST is set ({nodelist}) but scontrol is not on PATH to expand it",
-                                 "give the nodes with --hosts or --hostfile")
-    try:
-        p = process.run([exe, "show", "hostnames", nodelist], timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise EnvironmentProblem(f"scontrol show hostnames {nodelist} failed ({exc})",
-                                 "give the nodes with --hosts or --hostfile") from exc
-    names = [ln.strip() for ln in p.stdout.splitlines() if ln.strip()]
-    if p.returncode != 0 or not names:
-        raise EnvironmentProblem(f"scontrol show hostnames {nodelist} failed: "
-                                 f"{(p.stderr or p.stdout).strip() or f'exit {p.returncode}'}",
-                                 "give the nodes with --hosts or --hostfile")
-    return names
 
 
 def check_hosts(hosts: Sequence[str] | None) -> list[str]:

@@ -79,7 +79,6 @@ from clusterbench.errors import (
     KernelFailed,
     UsageError,
 )
-from clusterbench.launch import process
 from clusterbench.sweep import agent as agent_mod
 from clusterbench.text import seconds
 
@@ -120,48 +119,9 @@ def node_benchmarks() -> list[str]:
                       if n != "node" and c.__module__.split(".")[-2] == "node"]]
 
 
-def expand_nodelist(text: str) -> list[str]:
-    """A Slurm node list (``n[1-3,5],gpu01``) as names, without Slurm (for when scontrol is missing)."""
-    out: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?([^,]*)", text):
-        head, ranges, tail = m.group(1), m.group(2), m.group(3)
-        if not head and not ranges:
-            continue
-        if not ranges:
-            out.append(head + tail)
-            continue
-        for part in ranges.split(","):
-            a, _, b = part.partition("-")
-            if b:
-                width = len(a)
-                out += [f"{head}{i:0{width}d}{tail}" for i in range(int(a), int(b) + 1)]
-            else:
-                out.append(f"{head}{a}{tail}")
-    return out
-
-
-def slurm_hosts(env: dict[str, str] | None = None) -> list[str] | None:
-    """The nodes of the Slurm allocation this process runs in (``$SLURM_JOB_NODELIST`` through
-    ``scontrol show hostnames``), or None outside one."""
-    env = dict(os.environ if env is None else env)
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-    if not env.get("SLURM_JOB_ID") or not nodelist:
-        return None
-    scontrol = shutil.which("scontrol")
-    if scontrol:
-        try:
-            r = process.run([scontrol, "show", "hostnames", nodelist],
-                            timeout=20, env=env)
-            names = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
-            if r.returncode == 0 and names:
-                return names
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return expand_nodelist(nodelist)
-
-
 def resolve_hosts(hosts: Sequence[str] | None) -> tuple[list[str], bool]:
-    """(hosts, from_slurm): the hosts given, else the Slurm allocation's, else a UsageError."""
+    """(hosts, from_allocation): the hosts given, else the batch job's (:mod:`clusterbench.launch.
+    allocation`: Slurm, PBS), else a UsageError."""
     if hosts:
         from clusterbench.launch.mpi.hosts import host_names
 
@@ -171,9 +131,11 @@ def resolve_hosts(hosts: Sequence[str] | None) -> tuple[list[str], bool]:
         if dup:
             raise UsageError(f"host {dup[0]} is listed twice", "list each node once")
         return names, False
-    found = slurm_hosts()
+    from clusterbench.launch import allocation
+
+    found = allocation.hosts()
     if not found:
-        raise UsageError("sweep node needs --hosts or --hostfile, or to run inside a Slurm allocation",
+        raise UsageError("sweep node needs --hosts or --hostfile, or to run inside a batch job (Slurm, PBS)",
                          "e.g. --hosts node1,node2,node3 or salloc -N 4 clusterbench sweep node")
     return found, True
 
@@ -758,7 +720,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
 
     progress = progress or Progress()
     t_start = time.monotonic()
-    names, from_slurm = resolve_hosts(hosts)
+    names, _ = resolve_hosts(hosts)
     name, given = _resolve_benchmark(benchmark, given)
     tags = list(dict.fromkeys(check_tag(t) for t in tags))
     check_note(note)
@@ -827,9 +789,12 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
         py = sys.executable  # nodes sharing this filesystem run this very Python
     # separate machines: the python of the node's own installation (`cluster install`), else python3
     python_argv = [py] if py else ["sh", "-c", remote.AUTO_PYTHON, "cb-python"]
-    # srun for the allocation's own nodes, or inside one for real hosts; the virtual cluster's nodes
-    # given by name are reached with mpirun through its launch agent
-    use_srun = from_slurm or (bool(os.environ.get("SLURM_JOB_ID")) and sim is None)
+    # the scheduler's own launcher (srun) for nodes of the job this runs in (a slurmd runs on each,
+    # the virtual cluster's included); nodes outside the job are reached with mpirun
+    from clusterbench.launch import allocation
+
+    alloc = allocation.current()
+    use_srun = alloc is not None and alloc.launcher == "srun" and set(names) <= set(alloc.hosts)
     n = len(names)
     lt = launch_timeout or (sim_launch_timeout(n) if sim is not None else LAUNCH_TIMEOUT)
     attempts = mpimod.SIM_LAUNCH_ATTEMPTS if sim is not None else 1

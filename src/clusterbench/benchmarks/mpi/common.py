@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from clusterbench.analysis.warnings import Warning_
 from clusterbench.benchmarks.base import Benchmark, Param, RunContext
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
+from clusterbench.launch import allocation
 from clusterbench.launch import mpi as mpimod
 from clusterbench.launch import simcluster
 from clusterbench.launch import process
@@ -90,7 +91,7 @@ def starts_with_mpirun(p: dict[str, Any]) -> bool:
     """Whether the ranks start through Open MPI's mpirun (the only launcher that refuses root
     without --allow-run-as-root): not with MPICH's Hydra, not through srun."""
     launcher = p.get("launcher") or "auto"
-    if launcher == "srun" or (launcher == "auto" and os.environ.get("SLURM_JOB_ID")):
+    if launcher == "srun" or (launcher == "auto" and allocation.inside("slurm")):
         return False
     kind = str(p.get("mpi") or "")
     return not (kind == "mpich" or "mpich" in kind or "hydra" in kind)

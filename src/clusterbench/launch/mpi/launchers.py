@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clusterbench.errors import UsageError
+from clusterbench.launch import allocation
 from clusterbench.launch.mpi.detect import MpiInstall
 from clusterbench.launch.mpi.hosts import check_slots
 from clusterbench.launch.mpi.spec import LaunchSpec, _check_cidr
@@ -65,7 +66,7 @@ def resolve_launcher(spec: LaunchSpec) -> str:
     if spec.launcher == "srun" and through_agent(spec):
         raise UsageError("--launcher srun cannot start ranks on the virtual cluster", "use --launcher mpirun there")
     if spec.launcher == "auto":
-        inside = bool(os.environ.get("SLURM_JOB_ID")) and not through_agent(spec)
+        inside = allocation.inside("slurm") and not through_agent(spec)
         return "srun" if inside and shutil.which("srun") else "mpirun"
     return spec.launcher
 
