@@ -408,6 +408,9 @@ class Job:
     sim: bool = False
     mpi: dict | None = None
     cluster: Any = None  # the virtual cluster (simcluster.SimCluster) it runs on, if any
+    #: variables taken out of the launcher's own environment: srun exports its whole environment to
+    #: the tasks, so this machine's own settings must not be in it when the nodes are separate machines
+    unset: tuple[str, ...] = ()
 
 
 class LaunchHung(KernelFailed):
@@ -444,8 +447,9 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
     n = len(hosts)
     from clusterbench.launch import nodes as nodes_mod
 
-    env = _exported_env(separate=bool(nodes_mod.separate(hosts)))
-    if sim is not None:  # this machine's filesystem: this source tree, whatever Python runs it
+    separate = bool(nodes_mod.separate(hosts))
+    env = _exported_env(separate=separate)
+    if sim is not None and not separate:  # this machine's filesystem: this source tree, whatever Python runs it
         from clusterbench.launch.remote import SRC_DIR
 
         env["PYTHONPATH"] = os.pathsep.join(x for x in (SRC_DIR, os.environ.get("PYTHONPATH")) if x)
@@ -457,7 +461,8 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
         cmd = [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--nodelist=" + ",".join(hosts),
                "--cpu-bind=none", "--label", "--kill-on-bad-exit=0", "--mpi=none", "--job-name=clusterbench-sweep",
                *program]
-        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir, sim=sim is not None, cluster=sim)
+        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir, sim=sim is not None, cluster=sim,
+                   unset=_HEAD_ONLY if separate else ())
     from clusterbench.benchmarks.mpi import common
     from clusterbench.launch import mpi as mpimod
     from clusterbench.launch import simcluster
@@ -507,7 +512,8 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
     memory = process.memory_state()
     g = Gather(hosts, started)
     try:
-        run = process.spawn(job.command, env={**os.environ, **job.env}, launcher=True, cleanup=[job.workdir])
+        env = {k: v for k, v in {**os.environ, **job.env}.items() if k not in job.unset}
+        run = process.spawn(job.command, env=env, launcher=True, cleanup=[job.workdir])
     except OSError as exc:
         raise EnvironmentProblem(f"cannot start {job.command[0]} ({exc.strerror})",
                                  "install Open MPI (openmpi-bin) or run inside a Slurm allocation") from exc
