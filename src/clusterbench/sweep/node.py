@@ -638,8 +638,9 @@ def figures(results: dict[str, list[dict]]) -> list[dict]:
             fig = out.setdefault(ident, {"benchmark": r["benchmark"], "metric": r["metric"], "unit": r.get("unit"),
                                          "higher_is_better": bool(r.get("higher_is_better", True)),
                                          "params": params, "label": figure_label(r["benchmark"], r["metric"], params),
-                                         "values": {}})
+                                         "values": {}, "spreads": {}})
             fig["values"][node] = float(r["value"])
+            fig["spreads"][node] = outliers.spread(r.get("samples"))
     return list(out.values())
 
 
@@ -650,7 +651,7 @@ def judge(fig: dict) -> dict:
     med = statistics.median(xs) if xs else None
     mad = statistics.median(abs(x - med) for x in xs) if xs else None
     zs = outliers.modified_z(vals)
-    flags = outliers.flag(vals, fig["higher_is_better"])
+    flags = outliers.flag(vals, fig["higher_is_better"], spreads=fig.get("spreads"))
     return {**fig, "median": med, "mad": mad, "z": zs, "flags": flags}
 
 
