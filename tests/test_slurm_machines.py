@@ -268,3 +268,34 @@ def test_pingpong_inside_salloc_runs_each_machines_own_kernel_through_srun(slurm
     assert _runs(db) == 1
     for n in s["names"]:  # results on the head only
         assert on(c, n, "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == ""
+
+
+def test_hpl_and_sweep_network_inside_salloc_through_srun(slurm_machines, tmp_path):
+    """The job's nodes, with no --hosts for the sweep (the allocation registry gives them) and srun
+    starting the ranks of both: HPL across the three machines (each its own build) and the all-pairs
+    network sweep; results on the head only, nothing left on any machine."""
+    s = slurm_machines
+    c = s["cluster"]
+    db = tmp_path / "r.db"
+    script = ('H="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)"; '
+              '"$0" -m clusterbench --db "$1" run hpl --n 800 --hosts "$H" --oversubscribe --json > "$2/hpl.json" '
+              '&& exec "$0" -m clusterbench --db "$1" sweep network --oversubscribe --pair-budget 0.2 --json '
+              '> "$2/net.json"')
+    r = _salloc(s, NODES, ["sh", "-c", script, sys.executable, str(db), str(tmp_path)], timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    job = _job(r.stderr)
+    hpl = json.loads((tmp_path / "hpl.json").read_text())
+    rmax = next(x for x in hpl["results"] if x["metric"] == "rmax")
+    assert rmax["value"] > 0 and rmax["params"]["mpi"]["launcher"] == "srun", rmax["params"].get("mpi")
+    assert {p["host"] for p in rmax["params"]["placement"]} == set(s["names"]), rmax["params"]["placement"]
+    assert any(x["metric"] == "residual" for x in hpl["results"])
+    net = json.loads((tmp_path / "net.json").read_text())
+    assert net["hosts"] == s["names"] and len(net["pairs"]) == NODES * (NODES - 1) // 2, net["hosts"]
+    assert all(p.get("latency_us") and p.get("bandwidth_MBps") for p in net["pairs"]), net["pairs"][:1]
+    for n in s["names"]:  # every machine ran tasks of this job's steps, from its own builds
+        assert f"launch task StepId={job}." in _slurmd_log(s, n), n
+        own = on(c, n, "sh", "-c", f"ls ~/.cache/clusterbench/launch/{n}/").stdout.split()
+        assert any(f.startswith("hpl-") for f in own) and any(f.startswith("allpairs-") for f in own), (n, own)
+    assert _runs(db) == 2
+    left = {n: [x for x in v if x.split()[-1] not in ("munged", "slurmd")] for n, v in leftovers(c).items()}
+    assert not any(left.values()), left  # the module's daemons stay for its other tests; nothing else

@@ -291,12 +291,12 @@ class BuiltinEngine:
         env.update(params.get("openblas_env") or {})  # settled by Hpl.prepare/run (probe/blas.py)
         spec.env.update(env)
         if params["topology"] == "hybrid":
-            # one rank per node, unbound by mpirun: the rank binds itself to the node's cores (--cpus)
-            # and its BLAS threads inherit that mask (the later --map-by/--bind-to win in Open MPI)
-            spec.extra_args += ["--map-by", f"ppr:{len(params['rank_cpu_groups'])}:node", "--bind-to", "none"]
+            # one rank per node, unbound by the launcher: the rank binds itself to the node's cores
+            # (--cpus) and its BLAS threads inherit that mask
+            spec.per_node = len(params["rank_cpu_groups"])
         if params.get("shared_cpus"):
             # ranks sharing a core must yield while they wait, or each wait lasts a time slice
-            spec.extra_args += ["--mca", "mpi_yield_when_idle", "1"]
+            spec.yield_when_idle = True
         return spec
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> HplOutcome:

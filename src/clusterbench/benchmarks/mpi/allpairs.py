@@ -315,9 +315,9 @@ class AllPairs(MpiBenchmark):
 
         different = [(i, j) for i in range(n) for j in range(i + 1, n)]
         spec = launch_spec(ctx, params, params["places"], params["host_list"])
-        if params["shared_cpus"] and spec.launcher != "srun" and mpi.name == "openmpi":
+        if params["shared_cpus"]:
             # ranks pinned to a shared core must yield while they wait (as ring does)
-            spec.extra_args += ["--mca", "mpi_yield_when_idle", "1"]
+            spec.yield_when_idle = True
         b_ = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         run = KernelSession(ctx, self.kernel, spec, mpi, base, on_result, different,
                             allow_shared_cpu=bool(params["shared_cpus"])).run(

@@ -157,10 +157,10 @@ class Ring(MpiBenchmark):
     # -- running -----------------------------------------------------------------------------------
     def launch_spec(self, ctx: RunContext, params: dict[str, Any]) -> mpimod.LaunchSpec:
         spec = launch_spec(ctx, params, params["places"], params["host_list"])
-        if params.get("shared_cpus") and spec.launcher != "srun" and detect(params).name == "openmpi":
+        if params.get("shared_cpus"):
             # ranks pinned to a shared core must yield while they wait, or each message waits for
             # the scheduler's time slice (Open MPI only sets this itself when it sees oversubscription)
-            spec.extra_args += ["--mca", "mpi_yield_when_idle", "1"]
+            spec.yield_when_idle = True
         return spec
 
     def kernel_args(self, params: dict[str, Any]) -> list[str]:

@@ -112,6 +112,8 @@ def _mpich_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
         wrapper = _mpich_bind_wrapper(spec, wd)
     elif spec.places and any(p.cpu is not None for p in spec.places):
         raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    elif spec.per_node:
+        cmd += ["-ppn", str(spec.per_node), "-bind-to", "none"]
     else:
         cmd += ["-bind-to", "core"]
     return cmd + wrapper + list(program)

@@ -50,11 +50,13 @@ def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
         cmd += ["--rankfile", str(rf), "--mca", "rmaps_rank_file_physical", "1"]
     elif spec.places and any(p.cpu is not None for p in spec.places):
         raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    elif spec.per_node:
+        cmd += ["--map-by", f"ppr:{spec.per_node}:node", "--bind-to", "none"]
     else:
         cmd += ["--map-by", "core", "--bind-to", "core"]
     if spec.oversubscribe:
         cmd.append("--oversubscribe")
-    if _shares_a_cpu(spec) and "mpi_yield_when_idle" not in spec.extra_args:
+    if (spec.yield_when_idle or _shares_a_cpu(spec)) and "mpi_yield_when_idle" not in spec.extra_args:
         # ranks that take turns on one core: a rank waiting in MPI gives the core up instead of
         # spinning out its time slice (a 2-rank exchange on one core: 2 s -> 10 ms)
         cmd += ["--mca", "mpi_yield_when_idle", "1"]

@@ -29,7 +29,15 @@ class LaunchSpec:
     oversubscribe: bool = False
     report_bindings: bool = False
     prove_transport: bool = True
-    extra_args: list[str] = field(default_factory=list)  # e.g. the sim-cluster's plm_rsh_agent
+    #: ranks that share a cpu and must give it up while they wait in MPI (a wait otherwise lasts the
+    #: scheduler's time slice); each launcher says it its own way (Open MPI: mpi_yield_when_idle)
+    yield_when_idle: bool = False
+    #: N ranks per node, left unbound by the launcher: each binds itself (HPL's hybrid ranks, whose
+    #: BLAS threads take the rank's cores); ``places`` then name hosts, not cpus
+    per_node: int | None = None
+    #: the launcher's own options, for what no field above says (a launcher-specific spec, e.g. the
+    #: sweep's one tagged process per node); a benchmark states what it needs in the fields instead
+    extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)    # exported to every rank (-x)
     prefix: list[str] = field(default_factory=list)      # run the launcher under this, e.g. ip netns exec
     sim: Any = None  # a simcluster.SimCluster: its launch agent and network, in the MPI's own options

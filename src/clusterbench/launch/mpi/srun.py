@@ -74,6 +74,8 @@ def _srun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd:
         if spec.prove_transport:
             mca += PROOF_ARGS
         tenv = _mca_env(mca)
+        if spec.yield_when_idle:
+            tenv["OMPI_MCA_mpi_yield_when_idle"] = "1"
     else:
         tenv = mpich_transport_env(mpi, spec)
     env.update({k: v for k, v in tenv.items() if k not in spec.env})
@@ -86,6 +88,8 @@ def _srun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd:
         cmd += ["--distribution=arbitrary"]
     elif spec.hosts:
         cmd += ["--nodelist=" + ",".join(h.name for h in spec.hosts)]
+        if spec.per_node:
+            cmd += [f"--ntasks-per-node={spec.per_node}"]
     else:
         cmd += ["--nodes=1"]  # "this node": the ranks share one node of the allocation
     if spec.oversubscribe:
@@ -100,6 +104,8 @@ def _srun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd:
             wrapper = _mpich_bind_wrapper(spec, wd, rank_var="SLURM_PROCID")
     elif spec.places and any(p.cpu is not None for p in spec.places):
         raise UsageError("give a cpu for every rank or for none", "list one cpu per rank")
+    elif spec.per_node:
+        cmd.append("--cpu-bind=none")
     else:
         cmd.append("--cpu-bind=cores")
     cmd += list(spec.extra_args)
