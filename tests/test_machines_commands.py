@@ -105,6 +105,7 @@ def _own_builds(c, doc: dict, hosts) -> None:
     for kernel, per in staged.items():
         assert set(per) == set(hosts), (kernel, per)
         for host, b in per.items():
+            assert b["compiler"] == doc["run"]["builds"][kernel]["compiler"], (host, b)  # the same MPI's wrapper
             assert b["binary"].startswith("/root/.cache/clusterbench/kernels/") and \
                 not b["binary"].startswith(head_cache), b
             assert on(c, host, "test", "-x", b["binary"]).returncode == 0, (host, b)
@@ -245,9 +246,12 @@ def test_hpcc_hpcg_ptrans_pdes_across_machines(machines, mpi, tmp_path):
     assert 0.001 < g["value"] < 1000 and g["params"]["hosts"] == ["node2", "node3"]
     _own_builds(c, doc, ["node2", "node3"])
 
-    doc = _json("run", "pdes", "--hosts", "node1,node3", "--quick", "--oversubscribe", db=db)
+    # under MPICH (Hydra's ssh bootstrap; its own build of pdes with MPICH's mpicc on each machine)
+    doc = _json("run", "pdes", "--hosts", "node1,node3", "--quick", "--oversubscribe", "--mpi", "mpich", db=db)
     ev = next(r for r in doc["results"] if r["metric"] == "events_per_s")
     assert ev["value"] > 1000 and _placed(ev) == ["node1", "node3"] and ev["params"]["hosts"] == ["node1", "node3"]
+    assert "MPICH" in ev["params"]["mpi"]["library"] and ev["params"]["transport_used"] == "tcp"
+    assert doc["run"]["builds"]["pdes"]["compiler"].endswith("mpicc.mpich"), doc["run"]["builds"]["pdes"]
     _own_builds(c, doc, ["node1", "node3"])
 
     doc = _json("run", "hpcc", "--hosts", "node1,node2", "--quick", "--oversubscribe",
