@@ -236,6 +236,22 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
 
     status, error = "complete", None
     before: dict = {}
+    from clusterbench.launch import nodes as nodes_mod
+
+    def node_build(host: str, doc: dict) -> None:
+        """A separate machine runs its own build: recorded with the head's, under ``nodes``."""
+        info = doc.get("info") or {}
+        name = str(info.get("kernel") or "")
+        if not name:
+            return
+        entry = dict(ctx.builds.get(name) or {})
+        entry["nodes"] = {**(entry.get("nodes") or {}), host: {
+            "binary": doc.get("binary"), "launch": doc.get("launch"), "cache_key": info.get("cache_key"),
+            "compiler": info.get("compiler"), "compiler_version": info.get("compiler_version")}}
+        ctx.builds[name] = entry
+        if store is not None:
+            store.add_build(record["id"], name, entry)
+
     try:
         if store is not None:
             for name, info in ctx.builds.items():
@@ -245,10 +261,11 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         ctx.progress.overall(sum(estimates))
         if meter is not None:
             meter.start()  # sampling from before the first benchmark starts
-        for i, (bench, params) in enumerate(steps):
-            with ctx.benchmark_span(bench.name):
-                bench.run(ctx, params)
-            ctx.progress.overall_done(sum(estimates[: i + 1]))
+        with nodes_mod.recording(node_build):
+            for i, (bench, params) in enumerate(steps):
+                with ctx.benchmark_span(bench.name):
+                    bench.run(ctx, params)
+                ctx.progress.overall_done(sum(estimates[: i + 1]))
     except KeyboardInterrupt as exc:
         status, error = "incomplete", f"interrupted ({str(exc) or 'Ctrl-C'})"
         raise

@@ -22,13 +22,30 @@ OnRecord = Callable[[int, Record], None]
 
 @dataclass
 class KernelJob:
-    """One kernel process to start: the binary, its ``--key=value`` arguments, extra env, and an
-    optional command prefix (e.g. ``ip netns exec NS`` to run it on a sim-cluster node)."""
+    """One kernel process to start: the binary, its ``--key=value`` arguments, extra env, and where:
+    an optional command prefix (e.g. ``ip netns exec NS`` to run it on a sim-cluster node), or a
+    ``host`` reached the way :func:`clusterbench.launch.remote.transport` says (see :func:`job_argv`)."""
 
     build: Build
     args: Sequence[str]
     env: dict[str, str] = field(default_factory=dict)
     prefix: Sequence[str] = ()
+    host: str | None = None
+
+
+def job_argv(job: KernelJob) -> tuple[list[str], bool]:
+    """(the local command that starts ``job``, whether its stdin is to be held open: see
+    ``process.spawn(hold_stdin=...)``). With a ``host`` that is a machine of its own (reached by
+    ssh) the kernel is that machine's own build, staged there like an MPI launch's
+    (:func:`clusterbench.launch.nodes.stage_program`): the head's path means nothing there. The
+    command is tethered to the head's ssh (:func:`clusterbench.launch.remote.tethered_argv`); ``env``
+    stays here (ssh does not carry it)."""
+    argv = [str(job.build.path), *job.args]
+    if job.host is None:
+        return [*job.prefix, *argv], False
+    from clusterbench.launch import nodes, remote
+
+    return remote.tethered_argv(job.host, nodes.stage_program([job.host], argv))
 
 
 def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | None = None) -> list[list[Record]]:
@@ -43,8 +60,8 @@ def run_jobs(jobs: Sequence[KernelJob], timeout: float, on_record: OnRecord | No
     try:
         for job in jobs:
             try:
-                started.append(process.spawn([*job.prefix, str(job.build.path), *job.args],
-                                             env={**os.environ, **job.env}))
+                argv, hold = job_argv(job)
+                started.append(process.spawn(argv, env={**os.environ, **job.env}, hold_stdin=hold))
             except OSError as exc:
                 raise KernelFailed(f"cannot start kernel '{job.build.name}' ({exc.strerror})",
                                    "if the cache is on a noexec filesystem, set CLUSTERBENCH_CACHE elsewhere") from exc

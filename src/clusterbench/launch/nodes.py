@@ -10,9 +10,10 @@ clusterbench is another version, or that cannot build, stops the launch before i
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,6 +27,21 @@ _MAX_WORKERS = 32
 #: (host, request) -> the node's answer, for this process (tune hpl launches the same kernel often)
 _STAGED: dict[tuple[str, str], dict[str, Any]] = {}
 _LOCK = threading.Lock()
+#: called with (host, the node's answer) for every node a launch runs a staged kernel on (see :func:`recording`)
+_LISTENERS: list[Callable[[str, dict[str, Any]], None]] = []
+
+
+@contextlib.contextmanager
+def recording(listener: Callable[[str, dict[str, Any]], None]) -> Iterator[None]:
+    """While inside, ``listener(host, doc)`` is told which build every separate machine runs, at
+    each launch that stages a kernel there (:func:`stage_program`): ``doc`` has the node's
+    ``binary`` and ``launch`` paths and its build ``info``. A run records it as its provenance
+    (the head's own build never runs on those nodes)."""
+    _LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        _LISTENERS.remove(listener)
 
 
 def separate(hosts: Sequence[str]) -> list[str]:
@@ -211,6 +227,9 @@ def stage_program(hosts: Sequence[str], program: Sequence[str], *, timeout: floa
     if request is None or not separate(hosts):
         return list(program)
     docs = stage_requests(hosts, [request], timeout=timeout)
+    for h, d in docs.items():
+        for listener in list(_LISTENERS):
+            listener(h, d[0])
     paths = {d[0]["launch"] for d in docs.values()}
     if len(paths) > 1:
         by = ", ".join(f"{h}: {d[0]['launch']}" for h, d in docs.items())

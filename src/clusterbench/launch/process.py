@@ -160,9 +160,12 @@ class Spawned:
         kill_session(self.proc, self.grace)
         if self.watchdog is not None:
             self.watchdog.disarm()
-        for stream in (self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:  # a pipe to a process that is gone
+                    pass
 
     def __enter__(self) -> Spawned:
         return self
@@ -176,7 +179,8 @@ LAUNCHER_GRACE = 2.0
 
 
 def spawn(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | None = None,
-          launcher: bool = False, cleanup: Sequence[str] = (), text: bool = False) -> Spawned:
+          launcher: bool = False, cleanup: Sequence[str] = (), text: bool = False,
+          hold_stdin: bool = False) -> Spawned:
     """Start ``cmd`` in a session of its own with stdout and stderr piped, stdin closed. It dies
     with clusterbench however clusterbench dies: a kernel or a query gets SIGKILL from the kernel
     when this process ends (a parent-death signal; it has nothing to tear down).
@@ -186,8 +190,14 @@ def spawn(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | N
     instead (so it can tear those down and close what it stores as incomplete), a watchdog ends its
     session and removes the ``cleanup`` folders if clusterbench is killed before
     :meth:`Spawned.end`, and :meth:`Spawned.end` gives it :data:`LAUNCHER_GRACE` seconds after
-    SIGTERM. Raises OSError when ``cmd`` cannot be started (callers name the fix)."""
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    SIGTERM.
+
+    ``hold_stdin``: stdin is a pipe nothing is written to, held open until the process is ended (or
+    clusterbench dies): an ``ssh`` to another machine whose remote command is tethered to it
+    (:func:`clusterbench.launch.remote.tethered_argv`) ends there when it reads end-of-file.
+    Raises OSError when ``cmd`` cannot be started (callers name the fix)."""
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.PIPE if hold_stdin else subprocess.DEVNULL,
                             env=env, cwd=cwd, text=text, start_new_session=True,
                             preexec_fn=die_with_parent(signal.SIGTERM if launcher else signal.SIGKILL))
     if not launcher:

@@ -234,6 +234,43 @@ def command_argv(t: Transport, argv: Sequence[str]) -> list[str]:
         _note_shared(t.prefix)
         return [*t.prefix, " ".join(shlex.quote(a) for a in argv)]
     return [*t.prefix, *argv]
+#: runs ARGV on a node reached by ssh, tied to the head's end of the connection: ARGV in a session of
+#: its own, stdin from /dev/null; when this command's stdin reaches end-of-file (the head ended its
+#: ssh, or died and the kernel ended it: see ``process.spawn(hold_stdin=True)``) ARGV's whole session
+#: is killed. Without a terminal sshd does not signal what a dropped connection leaves running, and a
+#: quiet server would wait there for its own alarm. The exit status is ARGV's (128 + N for signal N);
+#: ``os._exit``, as the reader thread still blocks in read(2) (an interpreter shutdown would abort).
+TETHER = (
+    "import os, signal, subprocess, sys, threading\n"
+    "p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, start_new_session=True)\n"
+    "def gone():\n"
+    "    try:\n"
+    "        while os.read(0, 65536):\n"
+    "            pass\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    try:\n"
+    "        os.killpg(p.pid, signal.SIGKILL)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "threading.Thread(target=gone, daemon=True).start()\n"
+    "rc = p.wait()\n"
+    "os._exit(rc if rc >= 0 else 128 - rc)\n"
+)
+
+
+def tethered_argv(host: str | Transport, argv: Sequence[str], *, cluster: simcluster.SimCluster | None = None
+                  ) -> tuple[list[str], bool]:
+    """(the local command that runs ``argv`` on ``host``, whether it must be spawned with its stdin
+    held open): for a long-running program (a server, a kernel) started with ``process.spawn``, where
+    :func:`run_command` is for short questions (:func:`command_argv`). On a node reached by ssh
+    ``argv`` runs under :data:`TETHER` with the node's Python (:meth:`Transport.python_argv`), so ending the local ssh
+    (a timeout, a failure, kill -9 of clusterbench) ends it there too; elsewhere it is the
+    transport's prefix (``ip netns exec NS``, the head's namespaces) and ``argv``, as before."""
+    t = host if isinstance(host, Transport) else transport(host, cluster=cluster)
+    if t.kind != "ssh":
+        return [*t.prefix, *argv], False
+    return command_argv(t, t.python_argv("-c", TETHER, *argv)), True
 
 
 def run_command(host: str | Transport, argv: Sequence[str], *, timeout: float = TIMEOUT,

@@ -8,7 +8,11 @@ Where it runs (``--hosts``):
   * ``A,B``: two nodes of the virtual cluster (``cbsim-n1,cbsim-n2``, or ``n1,n2``; another
     prefix is taken from the name, e.g. ``cbtcp-n1``). The server runs on A through
     ``ip netns exec`` and listens only on A's cluster address; the client runs on B. The default,
-    as root, when a sim-cluster with at least two nodes is up.
+    as root, when a sim-cluster with at least two nodes is up;
+  * ``A,B`` on the virtual cluster of machines (``sim-cluster up --machines``: ``node1,node2``):
+    each end runs on its machine over ssh from the head, with that machine's own build of the
+    kernel, and ends there when the head ends its ssh (:func:`clusterbench.launch.local.job_argv`).
+    Real hosts are not supported yet.
 
 How (kernels/tcp.c): the server binds to the one address, on a random port, prints the port in its
 first JSON line, accepts exactly the expected connections (those presenting this run's random
@@ -46,7 +50,7 @@ from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.kernels.build import Build
 from clusterbench.launch import process
 from clusterbench.launch import simcluster as sc
-from clusterbench.launch.local import KernelJob
+from clusterbench.launch.local import KernelJob, job_argv
 from clusterbench.text import seconds
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.base import Benchmark, Metric, Param, RunContext
@@ -67,6 +71,7 @@ class Endpoint:
     address: str
     prefix: list[str] = field(default_factory=list)
     namespace: str | None = None
+    host: str | None = None  # a machine of the virtual cluster: reached by ssh (launch.local.job_argv)
 
 
 @dataclass
@@ -114,6 +119,9 @@ def resolve_hosts(hosts: str) -> Pair:
     if names[0] == names[1]:
         raise UsageError(f"--hosts {hosts!r} names the same node twice",
                          "give two different nodes, or 'local' to measure this host's loopback")
+    machines = _machine_pair(names)
+    if machines is not None:
+        return machines
     prefixes = set()
     for n in names:
         m = _NAME_RE.match(n)
@@ -143,6 +151,31 @@ def resolve_hosts(hosts: str) -> Pair:
     return Pair(ends[0], ends[1], c)
 
 
+def _machine_pair(names: list[str]) -> Pair | None:
+    """Two nodes of the virtual cluster of machines (``sim-cluster up --machines``: ``node1``...),
+    or None. Each end runs on its machine, reached from the head by ssh like any launch there, with
+    that machine's own build of the kernel (see :func:`clusterbench.launch.local.job_argv`)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        c = sc.load()
+    except EnvironmentProblem:
+        return None
+    if c is None or not c.machines:
+        return None
+    ends = []
+    for n in names:
+        try:
+            node = c.node(n)
+        except UsageError:
+            return None
+        if node.namespace == c.head.namespace:
+            raise UsageError(f"--hosts: {n} is the virtual cluster's head, not one of its machines",
+                             "give two of its nodes, e.g. " + ",".join(m.name for m in c.nodes[:2]))
+        ends.append(Endpoint(node.name, node.address, [], node.namespace, host=node.name))
+    return Pair(ends[0], ends[1], c)
+
+
 def _link_rate(ctx: RunContext, pair: Pair, iface: str | None) -> tuple[float | None, str | None]:
     """(Mbit/s, source): the sim-cluster's tbf rate, or the probed NIC speed of the route's interface."""
     if pair.cluster is not None:
@@ -167,9 +200,9 @@ class _Server:
 
     def __init__(self, build: Build, ep: Endpoint, args: list[str]) -> None:
         self.build = build
-        self.cmd = [*ep.prefix, str(build.path), *args]
+        self.cmd, hold = job_argv(KernelJob(build, args, prefix=ep.prefix, host=ep.host))
         try:
-            self.run = process.spawn(self.cmd)
+            self.run = process.spawn(self.cmd, hold_stdin=hold)
         except OSError as exc:
             raise KernelFailed(f"cannot start the tcp server ({exc.strerror})",
                                "check that iproute2 is installed and the kernel cache is executable") from exc
@@ -363,7 +396,7 @@ class Tcp(Benchmark):
                            f"--lat_iterations={iters}", f"--lat_warmup={self.LAT_WARMUP}",
                            f"--msg={params['message_size']}", f"--timeout={client_alarm:.0f}",
                            *self.test_client_args]
-            ctx.run_parallel([KernelJob(b, client_args, prefix=pair.client.prefix)], on, timeout=client_alarm + 2)
+            ctx.run_parallel([KernelJob(b, client_args, prefix=pair.client.prefix, host=pair.client.host)], on, timeout=client_alarm + 2)
             done = server.finish()
             served = [r for r in done if r.get("type") == "conn"]
             if len(served) != nconn or not all(r.get("ok") for r in served):
