@@ -306,9 +306,18 @@ def holder_pid(namespace: str, *, pid_ns: bool) -> int | None:
             continue
         if pid_ns and len(nspid) >= 2 and nspid[-1] == "1":
             return pid
-        if not pid_ns and len(nspid) == 1 and Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+        if not pid_ns and len(nspid) == 1 and _comm(pid) == "sleep":
             return pid
     return None
+
+
+def _comm(pid: int) -> str:
+    """A process's name, or "" when it is gone (the head's namespace has short-lived processes, its
+    ssh clients among them, which end between the listing and the read)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _read_host_key(pid: int) -> str:
@@ -406,11 +415,8 @@ def own_processes(c: "SimCluster") -> set[int]:
         if pid_ns:
             for entry in os.listdir("/proc"):
                 if entry.isdigit() and _ppid(int(entry)) == pid:
-                    try:
-                        if Path(f"/proc/{entry}/comm").read_text().strip() == "sshd":
-                            own.add(int(entry))
-                    except OSError:
-                        pass
+                    if _comm(int(entry)) == "sshd":
+                        own.add(int(entry))
     return own
 
 
