@@ -145,6 +145,15 @@ def test_install_preflight_and_runs_across_machines(machines, mpi, tmp_path):
     # the nodes run their own clusterbench from their own home
     assert _on(c, "node3", "sh", "-c", "~/.local/share/clusterbench/venv/bin/clusterbench --version").stdout.strip() \
         .endswith(doc["version"])
+    # a hostfile as users write them wrong: a node by its address, a node given more slots than cpus
+    hf = tmp_path / "nodes"
+    hf.write_text(f"node1 slots=1\n{c.nodes[1].address} slots=1\nnode3 slots=64\n")
+    p = _cli("cluster", "preflight", "--hostfile", str(hf), "--no-mpi", "--json", db=db)
+    assert p.returncode == 3, p.stderr
+    bad = {(x["node"], x["check"]): f"{x['problem']} -> {x['fix']}" for x in json.loads(p.stdout)["problems"]}
+    assert f"names node2 by its address {c.nodes[1].address}" in bad[(c.nodes[1].address, "name")], bad
+    assert "write node2 in the hostfile" in bad[(c.nodes[1].address, "name")], bad
+    assert "gives node3 64 slots" in bad[("node3", "slots")] and "node3 slots=" in bad[("node3", "slots")], bad
     p = _cli("cluster", "preflight", "--hosts", hosts, "--json", db=db)
     pre = json.loads(p.stdout)
     assert p.returncode == 0 and pre["ok"], pre["problems"]

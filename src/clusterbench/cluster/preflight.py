@@ -112,6 +112,16 @@ def clock_offset(host: str, rounds: int = CLOCK_ROUNDS, timeout: float = NODE_TI
     return {"offset_s": round(best[1], 5), "uncertainty_s": round(best[0] / 2, 5), "rounds": rounds}
 
 
+def _is_address(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.split("@")[-1].strip("[]"))
+        return True
+    except ValueError:
+        return False
+
+
 def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
     from clusterbench.cluster.install import node_facts
 
@@ -126,7 +136,12 @@ def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
     row.update(reachable=True, facts=f, clock=clock_offset(host), seconds=round(time.monotonic() - t0, 3))
     probs = row["problems"]
     me = str(f.get("hostname") or "")
-    if me.split(".")[0] != host.split(".")[0]:
+    if _is_address(host):
+        probs.append(_problem(host, "name", f"the hostfile names {me or 'a node'} by its address {host}: MPI's "
+                              "daemons and the ranks report host names, which would not match the hostfile",
+                              f"write {me or 'its host name'} in the hostfile, and {me or 'it'} with its address "
+                              "in every node's /etc/hosts"))
+    elif me.split(".")[0] != host.split(".")[0]:
         probs.append(_problem(host, "name", f"{host} calls itself {me!r}: MPI's daemons and the ranks' reports would "
                               "not match the hostfile",
                               f"set its host name (on {host}: hostnamectl set-hostname {host}), or name it {me} "
