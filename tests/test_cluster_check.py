@@ -246,7 +246,10 @@ def _fake_ssh(tmp_path, keep_pythonpath: bool):
     (bindir / "ssh").write_text(
         "#!/bin/sh\n"
         '[ "$1 $2 $3 $4" = "-o BatchMode=yes -o ConnectTimeout=5" ] || { echo "bad options: $*" >&2; exit 255; }\n'
-        'shift 4\n[ "$#" -eq 2 ] || { echo "expected HOST COMMAND, got $#" >&2; exit 255; }\n'
+        'shift 4\n'
+        # the shared connection's options (remote.SHARE_OPTIONS) may follow, as -o NAME=VALUE pairs
+        'while [ "$1" = "-o" ]; do shift 2; done\n'
+        '[ "$#" -eq 2 ] || { echo "expected HOST COMMAND, got $#" >&2; exit 255; }\n'
         + unset + 'exec /bin/sh -c "$2"\n')
     (bindir / "ssh").chmod(0o755)
     return bindir
