@@ -53,10 +53,10 @@ def test_config_cost_table_errors_are_one_line(tmp_path, monkeypatch, capsys) ->
     db = tmp_path / "x.db"
     st = Store(db)
     rng = random.Random(1)
-    for tag in ("a", "b"):
+    for tag in ("pre", "post"):  # not hex, so never also the start of a run id
         _run(st, [_fig("triad", _samples(rng, 100))], tags=[tag])
     st.close()
-    assert main(["--db", str(db), "compare", "a", "b", "--per-dollar", "1,2"]) == 2
+    assert main(["--db", str(db), "compare", "pre", "post", "--per-dollar", "1,2"]) == 2
     err = capsys.readouterr().err
     assert "node_price" in err and err.count("\n") == 1
 
