@@ -93,3 +93,15 @@ def test_rule_evaluation_imports_nothing_that_does_io() -> None:
                 continue
             for mod, name in got:
                 assert (mod, name) in pure or not mod.startswith(io), f"{f.name} imports {mod} {name}"
+
+
+def test_every_rule_bears_on_figures_that_exist() -> None:
+    from clusterbench.benchmarks import all_benchmarks
+
+    benches = all_benchmarks()
+    for r in engine.RULES:
+        assert r.figures, f"{r.id} names no figure"
+        for bench, metrics in r.figures.items():
+            assert bench in benches, f"{r.id}: no benchmark {bench!r}"
+            known = {m.name for m in benches[bench].metrics}
+            assert metrics and set(metrics) <= known, f"{r.id}: {bench} has no metric {set(metrics) - known}"
