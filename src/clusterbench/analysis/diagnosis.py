@@ -231,7 +231,7 @@ def check_preemption(ev: Mapping[str, Any]) -> Any:
                "reboot"]
         undo = [f"put back preempt={model} in GRUB_CMDLINE_LINUX (/etc/default/grub)", "update-grub", "reboot"]
     else:  # fixed at build time
-        fix = ["rebuild the kernel with CONFIG_PREEMPT_NONE=y (seed 000 §5.5.1), install it", "reboot"]
+        fix = ["rebuild the kernel with CONFIG_PREEMPT_NONE=y (Duffy 2020, §5.5.1), install it", "reboot"]
         undo = ["boot the previous kernel again (kept in the boot menu)"]
     sev = "info" if model == "voluntary" else "warn"
     return Hit(f"kernel preemption model is {model}, not none (no forced preemption)", [shown("kernel.preemption", it)],
@@ -536,7 +536,7 @@ RULES: list[Rule] = [
          "runs and nodes, so an A/B comparison needs more repeats", "switch boost off for reproducible comparisons",
          "switch boost on again", "run fpu", severity="info"),
     Rule("preemption", "kernel preemption model not 'none'", ("kernel.preemption",), check_preemption,
-         "a preemptible kernel switches away from ranks more often; seed 000 §5.5.1 measured a higher HPL Rmax "
+         "a preemptible kernel switches away from ranks more often; Duffy (2020, §5.5.1) measured a higher HPL Rmax "
          "with a no-forced-preemption kernel than with Ubuntu's voluntary one",
          "boot with no forced preemption (preempt=none, or a kernel built with CONFIG_PREEMPT_NONE)",
          "boot the previous model", "run hpl --hosts {hosts}", needs_reboot=True),
@@ -554,12 +554,12 @@ RULES: list[Rule] = [
     Rule("rps-single-queue", "RPS/RFS off on a NIC with a single receive queue",
          ("nic.*.rx_queues", "nic.*.rps_cpus", "nic.*.rfs_flow_cnt", "cpus.online",
           "sysctl.net.core.rps_sock_flow_entries"), check_rps,
-         "all receive processing (NET_RX softirqs) on one CPU, as seed 000 §5.5.3 found: that CPU is lost to the "
+         "all receive processing (NET_RX softirqs) on one CPU, as Duffy (2020, §5.5.3) found: that CPU is lost to the "
          "ranks and network bandwidth is capped by one core (HPL across nodes, bw, multipair)",
          "steer receive processing to all CPUs (rps_cpus) and enable RFS", "write the previous mask and counts back",
          "run multipair --hosts {hosts}"),
     Rule("coalescing-off", "interrupt coalescing off", ("nic.*.coalescing",), check_coalescing,
-         "one interrupt per frame costs CPU time on busy links (seed 000 §5.5.2: adaptive-rx raised HPL Rmax); "
+         "one interrupt per frame costs CPU time on busy links (Duffy 2020, §5.5.2: adaptive-rx raised HPL Rmax); "
          "coalescing trades a little small-message latency for it", "ethtool -C IF adaptive-rx on",
          "ethtool -C IF with the previous values", "run hpl --hosts {hosts}, then run pingpong --hosts {hosts}"),
     Rule("mtu-mismatch", "MTU differs between nodes", ("nic.*.mtu",), check_mtu_mismatch,
@@ -567,7 +567,7 @@ RULES: list[Rule] = [
          "bandwidth between the nodes is that of the smaller MTU", "set the common MTU on the odd nodes",
          "set the previous MTU back", "run pingpong --hosts {hosts}", scope="cluster"),
     Rule("jumbo-unused", "jumbo frames possible but unused", ("nic.*.mtu", "nic.*.max_mtu"), check_jumbo,
-         "MTU 1500 needs six times the frames (and interrupts) of 9000 for the same bytes; seed 000 §5.5.4 raised "
+         "MTU 1500 needs six times the frames (and interrupts) of 9000 for the same bytes; Duffy (2020, §5.5.4) raised "
          "node-to-node bandwidth with jumbo frames", "ip link set dev IF mtu 9000 on every node (the switch too)",
          "ip link set dev IF mtu with the previous value", "run bw --hosts {hosts}", severity="info"),
     Rule("steal-time", "a VM's CPU time stolen by the hypervisor", ("steal", "hypervisor"), check_steal,
@@ -583,11 +583,11 @@ RULES: list[Rule] = [
     Rule("software-differs", "nodes differ in kernel, MPI, BLAS or OpenBLAS core type",
          ("software", "blas.openblas_core"), check_software_differs,
          "different libraries per node: DGEMM/HPL speed depends on where ranks land, or mpirun cannot mix them "
-         "(seed 000 checked the BLAS of each node by hand)", "install the same versions everywhere", "(nothing)",
+         "(Duffy 2020 checked the BLAS of each node by hand)", "install the same versions everywhere", "(nothing)",
          "cluster check --hosts {hosts}", scope="cluster"),
     Rule("softirq-concentrated", "NET_RX/NET_TX softirqs concentrated on one CPU during network load",
          ("softirqs.load",), check_softirqs,
-         "seed 000 §5.5 found NET_RX softirqs all on CPU0 under HPL: that CPU is lost to the ranks",
+         "Duffy (2020, §5.5) found NET_RX softirqs all on CPU0 under HPL: that CPU is lost to the ranks",
          "RPS/RFS, more receive queues or IRQ affinity", "write the previous masks back",
          "run hpl --hosts {hosts}", needs_load=True),
 ]
