@@ -91,3 +91,20 @@ def test_no_figure_without_a_log_is_quoted():
     assert "2.7–5×" not in text and "2.7-5x" not in text
     assert not re.search(r"29\.6 GB/s with 2 threads", text)
     assert "best sample), as STREAM,\nOSU and likwid do" not in text and "as STREAM, OSU and likwid do" not in text
+
+
+def test_the_docs_call_the_release_by_the_package_version():
+    import tomllib
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    readme = (ROOT / "README.md").read_text()
+    assert f"This release, {version}," in readme
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for m in re.finditer(r"(?:[Rr]elease,? |What moved in |stored before |(?:name|quoted) since )(\d+\.\d+(?:\.\d+)?)\b", path.read_text()):
+            assert m.group(1) == version, (path.name, m.group(0))
+
+
+def test_user_docs_cite_public_sources_not_internal_numbers():
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        text = path.read_text()
+        assert not re.search(r"\bseed 00\d", text), path.name
+        assert not re.search(r"\bissue \d+", text), path.name
