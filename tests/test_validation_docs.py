@@ -82,7 +82,7 @@ def test_a_pattern_that_matches_nothing_is_a_problem(validation, tmp_path):
 def test_the_expression_language_is_closed(validation):
     with pytest.raises(validation.ClaimError):
         validation.evaluate("__import__('os')", "", {})
-    assert validation.evaluate("median(ratios(grep('a (\\d+)'), grep('b (\\d+)')))", "a 2 b 1\na 6 b 2\na 9 b 3", {}) == 3.0
+    assert validation.evaluate("median(ratios(grep(r'a (\\d+)'), grep(r'b (\\d+)')))", "a 2 b 1\na 6 b 2\na 9 b 3", {}) == 3.0
 
 
 def test_no_figure_without_a_log_is_quoted():
