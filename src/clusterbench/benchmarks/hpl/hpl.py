@@ -415,7 +415,7 @@ class Hpl(Benchmark):
         Param("topology", str, "pure", "pure: a rank per core, serial BLAS; hybrid: a rank per node, "
               "threaded BLAS", TOPOLOGIES),
         Param("hybrid_per", str, "node", "hybrid: one rank per node, or per socket (each bound to its socket's "
-              "cores, seed 000 §4.5)", ("node", "socket")),
+              "cores, Duffy 2020, §4.5)", ("node", "socket")),
         Param("ranks", int, None, "MPI ranks (default: pure one per core, hybrid one per node; more than the "
               "cores only with --oversubscribe)", min=1),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, system... or a path to a .so"),
