@@ -183,12 +183,13 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    const char *cpus_s = cb_arg(argc, argv, "cpus", NULL);
-    long long max_prime = cb_arg_ll(argc, argv, "max_prime", 10000);
-    double time_s = cb_arg_double(argc, argv, "time", 10.0);
-    long long max_events = cb_arg_ll(argc, argv, "events", 0);
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 10);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    const char *cpus_s = NULL;
+    long long max_prime = 10000;
+    double time_s = 10.0;
+    long long max_events = 0;
+    int samples = 10, corrupt = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("cpus", cpus_s), CB_OPT("max_prime", max_prime), CB_OPT("time", time_s),
+               CB_OPT("events", max_events), CB_OPT("samples", samples), CB_OPT("corrupt", corrupt));
     if (max_prime < 3 || (unsigned long long)max_prime > MAX_PRIME_LIMIT)
         cb_fail("--max_prime must be 3..%llu", (unsigned long long)MAX_PRIME_LIMIT);
     if (!(time_s >= 0) || time_s > 1e6) cb_fail("--time must be 0 (no limit) or up to 1e6 seconds");

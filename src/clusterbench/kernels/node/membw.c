@@ -158,22 +158,20 @@ static double pattern_sum(size_t n) {
 static void emit(const char *metric, const char *params, const double *times, int ntimes, size_t bytes) {
     double rate[1000];
     for (int k = 0; k < ntimes; k++) rate[k] = (double)bytes / times[k] * 1e-6;
-    cb_json_begin("result");
-    cb_json_str("metric", metric);
-    cb_json_str("unit", "MB/s");
-    cb_json_raw("params", params);
-    cb_json_nums("samples", rate, ntimes);
-    cb_json_nums("times_s", times, ntimes);
+    cb_result_begin(metric, "MB/s", params, rate, times, ntimes);
     cb_json_int("bytes", (long long)bytes);
     cb_json_end();
 }
 
 int main(int argc, char **argv) {
-    int T = cb_parse_cpulist(cb_arg(argc, argv, "cpus", "0"), cpus, MAXT);
-    long long nel = cb_arg_ll(argc, argv, "elements", 10000000);
-    int ntimes = (int)cb_arg_ll(argc, argv, "ntimes", 10);
-    const char *modes = cb_arg(argc, argv, "modes", "read,write");
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    const char *cpus_s = "0";
+    long long nel = 10000000;
+    int ntimes = 10;
+    const char *modes = "read,write";
+    int corrupt = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("cpus", cpus_s), CB_OPT("elements", nel), CB_OPT("ntimes", ntimes),
+               CB_OPT("modes", modes), CB_OPT("corrupt", corrupt));
+    int T = cb_parse_cpulist(cpus_s, cpus, MAXT);
     int do_read = 0, nw = 0, wnt[2];
     {
         char buf[256];
@@ -247,10 +245,7 @@ int main(int argc, char **argv) {
         else
             snprintf(detail, sizeof detail, "read: pass %d summed to %.17g, expected %.17g", bad_iter, bad_sum,
                      expect);
-        cb_json_begin("validation");
-        cb_json_bool("ok", bad_iter < 0);
-        cb_json_str("detail", detail);
-        cb_json_end();
+        cb_validation(bad_iter < 0, detail);
         if (bad_iter >= 0) return 1;
         emit("read", "{}", times, ntimes, bytes);
     }
@@ -297,10 +292,7 @@ int main(int argc, char **argv) {
         else
             snprintf(detail, sizeof detail, "write (%s stores): %lld of %zu elements are wrong (e.g. index %zu)",
                      nt ? "non-temporal" : "regular", wrong, n, first_bad);
-        cb_json_begin("validation");
-        cb_json_bool("ok", wrong == 0);
-        cb_json_str("detail", detail);
-        cb_json_end();
+        cb_validation(wrong == 0, detail);
         if (wrong) return 1;
         emit("write", nt ? "{\"variant\":\"nt\"}" : "{\"variant\":\"regular\"}", times, ntimes, bytes);
     }

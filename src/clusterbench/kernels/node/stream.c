@@ -255,15 +255,18 @@ static void expected(int ntimes, int triad_only, double *ea, double *eb, double 
 }
 
 int main(int argc, char **argv) {
-    int T = cb_parse_cpulist(cb_arg(argc, argv, "cpus", "0"), cpus, MAXT);
-    long long nel = cb_arg_ll(argc, argv, "elements", 10000000);
-    int ntimes = (int)cb_arg_ll(argc, argv, "ntimes", 10);
-    const char *variant = cb_arg(argc, argv, "variant", "both");
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    int skip_stores = (int)cb_arg_ll(argc, argv, "skip_stores", 0);
-    const char *mem_nodes_s = cb_arg(argc, argv, "mem_nodes", NULL);
-    int cpu_node = (int)cb_arg_ll(argc, argv, "cpu_node", -1);
-    const char *kernels = cb_arg(argc, argv, "kernels", "all");
+    const char *cpus_s = "0";
+    long long nel = 10000000;
+    int ntimes = 10;
+    const char *variant = "both";
+    int corrupt = 0, skip_stores = 0;
+    const char *mem_nodes_s = NULL;
+    int cpu_node = -1;
+    const char *kernels = "all";
+    CB_OPTIONS(argc, argv, CB_OPT("cpus", cpus_s), CB_OPT("elements", nel), CB_OPT("ntimes", ntimes),
+               CB_OPT("variant", variant), CB_OPT("corrupt", corrupt), CB_OPT("skip_stores", skip_stores),
+               CB_OPT("mem_nodes", mem_nodes_s), CB_OPT("cpu_node", cpu_node), CB_OPT("kernels", kernels));
+    int T = cb_parse_cpulist(cpus_s, cpus, MAXT);
     if (strcmp(kernels, "all") && strcmp(kernels, "triad")) cb_fail("--kernels must be all or triad");
     if (T < 1) cb_fail("no cpus given");
     if (nel < 1) cb_fail("--elements must be positive");
@@ -375,9 +378,7 @@ int main(int argc, char **argv) {
                      "(tolerance %.0e) after %d iterations",
                      nt ? "non-temporal" : "regular", nmem ? " (NUMA triad)" : "", avg_a, avg_b, avg_c,
                      worst, eps, ntimes);
-            cb_json_begin("validation");
-            cb_json_bool("ok", ok);
-            cb_json_str("detail", detail);
+            cb_validation_begin(ok, detail);
             cb_json_num("init_s", t_init);
             cb_json_num("section_s", cb_now() - t_init0);
             cb_json_end();
@@ -392,12 +393,7 @@ int main(int argc, char **argv) {
                              nt ? "nt" : "regular", cpu_node, mem_node);
                 else
                     snprintf(params, sizeof params, "{\"variant\":\"%s\"}", nt ? "nt" : "regular");
-                cb_json_begin("result");
-                cb_json_str("metric", nmem ? "triad_numa" : KNAME[kk]);
-                cb_json_str("unit", "MB/s");
-                cb_json_raw("params", params);
-                cb_json_nums("samples", rate, ntimes);
-                cb_json_nums("times_s", times + kk * ntimes, ntimes);
+                cb_result_begin(nmem ? "triad_numa" : KNAME[kk], "MB/s", params, rate, times + kk * ntimes, ntimes);
                 cb_json_num("bytes_per_element", KBYTES[kk]);
                 cb_json_end();
             }
