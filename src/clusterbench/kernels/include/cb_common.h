@@ -386,6 +386,15 @@ static inline void cb_pin_team(int n, const int *cpus, int *actual) {
 }
 #endif
 
+/* Thread t of T's share [lo, hi) of n doubles, in whole 4 KiB pages (the last thread takes the
+ * rest): the same partition for first touch and for every timed loop. */
+#define CB_PAGE_DOUBLES 512
+static inline void cb_chunk_pages(size_t n, int T, int t, size_t *lo, size_t *hi) {
+    size_t pages = n / CB_PAGE_DOUBLES;
+    *lo = pages * (size_t)t / (size_t)T * CB_PAGE_DOUBLES;
+    *hi = (t == T - 1) ? n : pages * (size_t)(t + 1) / (size_t)T * CB_PAGE_DOUBLES;
+}
+
 /* ---- memory --------------------------------------------------------------------------- */
 /* 2 MiB aligned allocation; hugepages > 0 asks for transparent huge pages, < 0 refuses them (madvise). */
 static inline void *cb_alloc(size_t bytes, int hugepages) {

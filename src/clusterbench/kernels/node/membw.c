@@ -20,87 +20,9 @@
 #include "cb_common.h"
 #include <omp.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#define ISA "avx512"
-#define VL 8
-typedef __m512d vd;
-#define LD(p) _mm512_load_pd(p)
-#define ST(p, v) _mm512_store_pd((p), (v))
-#define SET1(x) _mm512_set1_pd(x)
-#define ADD(x, y) _mm512_add_pd(x, y)
-#define HSUM(v) _mm512_reduce_add_pd(v)
-#define STNT2(p, v) do { _mm512_stream_pd((p), (v)); _mm512_stream_pd((p) + VL, (v)); } while (0)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__AVX__)
-#include <immintrin.h>
-#define ISA "avx"
-#define VL 4
-typedef __m256d vd;
-#define LD(p) _mm256_load_pd(p)
-#define ST(p, v) _mm256_store_pd((p), (v))
-#define SET1(x) _mm256_set1_pd(x)
-#define ADD(x, y) _mm256_add_pd(x, y)
-#define STNT2(p, v) do { _mm256_stream_pd((p), (v)); _mm256_stream_pd((p) + VL, (v)); } while (0)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-static double HSUM(vd v) {
-    double t[4];
-    _mm256_storeu_pd(t, v);
-    return (t[0] + t[1]) + (t[2] + t[3]);
-}
-#elif defined(__SSE2__)
-#include <emmintrin.h>
-#define ISA "sse2"
-#define VL 2
-typedef __m128d vd;
-#define LD(p) _mm_load_pd(p)
-#define ST(p, v) _mm_store_pd((p), (v))
-#define SET1(x) _mm_set1_pd(x)
-#define ADD(x, y) _mm_add_pd(x, y)
-#define STNT2(p, v) do { _mm_stream_pd((p), (v)); _mm_stream_pd((p) + VL, (v)); } while (0)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-static double HSUM(vd v) {
-    double t[2];
-    _mm_storeu_pd(t, v);
-    return t[0] + t[1];
-}
-#elif defined(__aarch64__)
-#include <arm_neon.h>
-#define ISA "neon"
-#define VL 2
-typedef float64x2_t vd;
-#define LD(p) vld1q_f64(p)
-#define ST(p, v) vst1q_f64((p), (v))
-#define SET1(x) vdupq_n_f64(x)
-#define ADD(x, y) vaddq_f64(x, y)
-#define HSUM(v) vaddvq_f64(v)
-#define STNT2(p, v) __asm__ volatile("stnp %q0, %q1, [%2]" : : "w"(v), "w"(v), "r"(p) : "memory")
-#define FENCE() __asm__ volatile("dmb ishst" ::: "memory")
-#define NT_NATIVE 1
-#else
-#define ISA "generic"
-#define VL 1
-typedef double vd;
-#define LD(p) (*(p))
-#define ST(p, v) (*(p) = (v))
-#define SET1(x) (x)
-#define ADD(x, y) ((x) + (y))
-#define HSUM(v) (v)
-#if defined(__clang__)
-#define STNT2(p, v) do { __builtin_nontemporal_store((v), (p)); __builtin_nontemporal_store((v), (p) + 1); } while (0)
-#define NT_NATIVE 1
-#else
-#define STNT2(p, v) do { (p)[0] = (v); (p)[1] = (v); } while (0)
-#define NT_NATIVE 0
-#endif
-#define FENCE() __sync_synchronize()
-#endif
+#include "cb_simd.h"
 
 #define UNROLL (8 * VL)
-#define PAGE_ELEMS 512
 #define MAXT 4096
 
 static int cpus[MAXT], actual[MAXT];
@@ -138,15 +60,9 @@ static void fill_nt(double *restrict p, size_t n, double v) {
     size_t nv = n / UNROLL * UNROLL;
     const vd x = SET1(v);
     for (size_t i = 0; i < nv; i += UNROLL)
-        for (int u = 0; u < 8; u += 2) STNT2(p + i + u * VL, x);
+        for (int u = 0; u < 8; u += 2) STNT2(p + i + u * VL, x, x);
     for (size_t i = nv; i < n; i++) p[i] = v;
     FENCE();
-}
-
-static void chunk(size_t n, int T, int t, size_t *lo, size_t *hi) {
-    size_t pages = n / PAGE_ELEMS;
-    *lo = pages * (size_t)t / (size_t)T * PAGE_ELEMS;
-    *hi = (t == T - 1) ? n : pages * (size_t)(t + 1) / (size_t)T * PAGE_ELEMS;
 }
 
 /* sum of (i & 15) for i in [0, n): exact in double for any n used here */
@@ -192,11 +108,7 @@ int main(int argc, char **argv) {
     double tres = cb_timer_resolution();
     cb_pin_team(T, cpus, actual);
 
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", T);
-    cb_json_ints("cpus", cpus, T);
-    cb_json_ints("cpus_actual", actual, T);
+    cb_info_begin_team(tres, T, cpus, actual);
     cb_json_int("array_elements", (long long)n);
     cb_json_int("array_bytes", (long long)bytes);
     cb_json_int("ntimes", ntimes);
@@ -217,7 +129,7 @@ int main(int argc, char **argv) {
         {
             int t = omp_get_thread_num();
             size_t lo, hi;
-            chunk(n, T, t, &lo, &hi);
+            cb_chunk_pages(n, T, t, &lo, &hi);
             for (size_t j = lo; j < hi; j++) a[j] = (double)(j & 15); /* first touch */
             for (int k = 0; k <= ntimes; k++) {
                 double t0 = 0;
@@ -259,7 +171,7 @@ int main(int argc, char **argv) {
         {
             int t = omp_get_thread_num();
             size_t lo, hi;
-            chunk(n, T, t, &lo, &hi);
+            cb_chunk_pages(n, T, t, &lo, &hi);
             first_bad_t[t] = n;
             if (!do_read && wi == 0) fill(a + lo, hi - lo, -1.0); /* first touch */
             for (int k = 0; k < ntimes; k++) {

@@ -31,91 +31,7 @@
 #include <numa.h>
 #endif
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#define ISA "avx512"
-#define VL 8
-typedef __m512d vd;
-#define LD(p) _mm512_load_pd(p)
-#define ST(p, v) _mm512_store_pd((p), (v))
-#define STNT(p, v) _mm512_stream_pd((p), (v))
-#define SET1(x) _mm512_set1_pd(x)
-#define ADD(x, y) _mm512_add_pd(x, y)
-#define MUL(x, y) _mm512_mul_pd(x, y)
-#define FMA(x, y, z) _mm512_fmadd_pd(x, y, z)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__AVX__)
-#include <immintrin.h>
-#define ISA "avx"
-#define VL 4
-typedef __m256d vd;
-#define LD(p) _mm256_load_pd(p)
-#define ST(p, v) _mm256_store_pd((p), (v))
-#define STNT(p, v) _mm256_stream_pd((p), (v))
-#define SET1(x) _mm256_set1_pd(x)
-#define ADD(x, y) _mm256_add_pd(x, y)
-#define MUL(x, y) _mm256_mul_pd(x, y)
-#ifdef __FMA__
-#define FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
-#else
-#define FMA(x, y, z) _mm256_add_pd(_mm256_mul_pd(x, y), z)
-#endif
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__SSE2__)
-#include <emmintrin.h>
-#define ISA "sse2"
-#define VL 2
-typedef __m128d vd;
-#define LD(p) _mm_load_pd(p)
-#define ST(p, v) _mm_store_pd((p), (v))
-#define STNT(p, v) _mm_stream_pd((p), (v))
-#define SET1(x) _mm_set1_pd(x)
-#define ADD(x, y) _mm_add_pd(x, y)
-#define MUL(x, y) _mm_mul_pd(x, y)
-#define FMA(x, y, z) _mm_add_pd(_mm_mul_pd(x, y), z)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__aarch64__)
-#include <arm_neon.h>
-#define ISA "neon"
-#define VL 2
-typedef float64x2_t vd;
-#define LD(p) vld1q_f64(p)
-#define ST(p, v) vst1q_f64((p), (v))
-/* stnp stores a pair of registers; the unrolled loops below always store pairs (STNT2). */
-#define STNT2(p, v0, v1) __asm__ volatile("stnp %q0, %q1, [%2]" : : "w"(v0), "w"(v1), "r"(p) : "memory")
-#define SET1(x) vdupq_n_f64(x)
-#define ADD(x, y) vaddq_f64(x, y)
-#define MUL(x, y) vmulq_f64(x, y)
-#define FMA(x, y, z) vfmaq_f64(z, x, y)
-#define FENCE() __asm__ volatile("dmb ishst" ::: "memory")
-#define NT_NATIVE 1
-#else
-#define ISA "generic"
-#define VL 1
-typedef double vd;
-#define LD(p) (*(p))
-#define ST(p, v) (*(p) = (v))
-#if defined(__clang__)
-#define STNT(p, v) __builtin_nontemporal_store((v), (p))
-#define NT_NATIVE 1
-#else
-#define STNT(p, v) (*(p) = (v))
-#define NT_NATIVE 0
-#endif
-#define SET1(x) (x)
-#define ADD(x, y) ((x) + (y))
-#define MUL(x, y) ((x) * (y))
-#define FMA(x, y, z) ((x) * (y) + (z))
-#define FENCE() __sync_synchronize()
-#endif
-
-#ifndef STNT2
-#define STNT2(p, v0, v1) do { STNT((p), (v0)); STNT((p) + VL, (v1)); } while (0)
-#endif
-#define ST2(p, v0, v1) do { ST((p), (v0)); ST((p) + VL, (v1)); } while (0)
+#include "cb_simd.h"
 
 #define UNROLL (4 * VL) /* elements per loop step: 4 vectors (4 cache lines with AVX-512) */
 #define SCALAR 3.0
@@ -186,13 +102,6 @@ static void run_kernel(int k, int nt, double *a, double *b, double *c, size_t lo
         }
     }
     if (nt) FENCE();
-}
-
-#define PAGE_ELEMS 512 /* 4 KiB of doubles */
-static void chunk(size_t n, int T, int t, size_t *lo, size_t *hi) {
-    size_t pages = n / PAGE_ELEMS;
-    *lo = pages * (size_t)t / (size_t)T * PAGE_ELEMS;
-    *hi = (t == T - 1) ? n : pages * (size_t)(t + 1) / (size_t)T * PAGE_ELEMS;
 }
 
 #define MAXT 4096
@@ -295,11 +204,7 @@ int main(int argc, char **argv) {
 
     cb_pin_team(T, cpus, actual);
 
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", T);
-    cb_json_ints("cpus", cpus, T);
-    cb_json_ints("cpus_actual", actual, T);
+    cb_info_begin_team(tres, T, cpus, actual);
     cb_json_int("array_elements", (long long)n);
     cb_json_int("array_bytes", (long long)bytes);
     cb_json_int("ntimes", ntimes);
@@ -334,7 +239,7 @@ int main(int argc, char **argv) {
             {
                 int t = omp_get_thread_num();
                 size_t lo, hi;
-                chunk(n, T, t, &lo, &hi);
+                cb_chunk_pages(n, T, t, &lo, &hi);
                 /* first touch (first variant) / reset: same partition as the kernels */
                 /* a = 1, b = 2, c = 0, then a = 2a (STREAM), in one pass; c = 1 for Triad alone */
                 for (size_t j = lo; j < hi; j++) { a[j] = INIT_A; b[j] = INIT_B; c[j] = init_c; }
