@@ -157,6 +157,15 @@ static inline void cb_json_ints(const char *k, const int *v, int n) {
     for (int i = 0; i < n; i++) printf(i ? ",%d" : "%d", v[i]);
     putchar(']');
 }
+/* A pair of strings: "k":["a","b"]. */
+static inline void cb_json_str_pair(const char *k, const char *a, const char *b) {
+    cb_json_key(k);
+    putchar('[');
+    cb_json_escape(a);
+    putchar(',');
+    cb_json_escape(b);
+    putchar(']');
+}
 /* Raw JSON fragment, e.g. a params object built by the kernel. */
 static inline void cb_json_raw(const char *k, const char *raw) { cb_json_key(k); fputs(raw, stdout); }
 static inline void cb_json_end(void) { fputs("}\n", stdout); fflush(stdout); }

@@ -109,4 +109,21 @@ typedef double vd;
 #endif
 #define ST2(p, v0, v1) do { ST((p), (v0)); ST((p) + VL, (v1)); } while (0)
 
+#ifdef _OPENMP
+/* A memory kernel's start (needs cb_common.h): measure the timer, pin the team of T threads to
+ * cpus[] (actual[]: where they run), then open the info record with the team's fields and the
+ * arrays' (array_elements, array_bytes of n doubles, ntimes, isa, nt_native); the kernel adds its
+ * own fields, then cb_json_end(). */
+static inline void cb_simd_team_start(int T, const int *cpus, int *actual, size_t n, int ntimes) {
+    double tres = cb_timer_resolution();
+    cb_pin_team(T, cpus, actual);
+    cb_info_begin_team(tres, T, cpus, actual);
+    cb_json_int("array_elements", (long long)n);
+    cb_json_int("array_bytes", (long long)(n * sizeof(double)));
+    cb_json_int("ntimes", ntimes);
+    cb_json_str("isa", ISA);
+    cb_json_bool("nt_native", NT_NATIVE);
+}
+#endif
+
 #endif /* CB_SIMD_H */

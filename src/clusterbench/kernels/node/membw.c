@@ -105,15 +105,7 @@ int main(int argc, char **argv) {
     if (!do_read && !nw) cb_fail("--modes must name read, write or write_nt, not '%s'", modes);
 
     size_t n = (size_t)nel, bytes = n * sizeof(double);
-    double tres = cb_timer_resolution();
-    cb_pin_team(T, cpus, actual);
-
-    cb_info_begin_team(tres, T, cpus, actual);
-    cb_json_int("array_elements", (long long)n);
-    cb_json_int("array_bytes", (long long)bytes);
-    cb_json_int("ntimes", ntimes);
-    cb_json_str("isa", ISA);
-    cb_json_bool("nt_native", NT_NATIVE);
+    cb_simd_team_start(T, cpus, actual, n, ntimes);
     cb_json_str("bytes_convention", "each element read (read) or written (write) once, 8 B; MB = 1e6 B");
     cb_json_end();
 
