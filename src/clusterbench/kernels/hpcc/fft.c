@@ -256,12 +256,8 @@ int main(int argc, char **argv) {
                  mode_s, n, nranks, fftw_version, flag_names[level],
                  measure ? plan_seconds : 0.0, plan_s_taken, wisdom_loaded ? "true" : "false", F, err, scaled,
                  warmup, ni, no);
-        cb_json_begin("result"); cb_json_str("metric", "gflops"); cb_json_str("unit", "Gflop/s");
-        cb_json_raw("params", prm); cb_json_nums("samples", g, samples); cb_json_nums("times_s", wall, samples);
-        cb_json_end();
-        cb_json_begin("result"); cb_json_str("metric", "gflops_per_process"); cb_json_str("unit", "Gflop/s");
-        cb_json_raw("params", prm); cb_json_nums("samples", gp, samples); cb_json_nums("times_s", fast, samples);
-        cb_json_end();
+        cb_result("gflops", "Gflop/s", prm, g, wall, samples);
+        cb_result("gflops_per_process", "Gflop/s", prm, gp, fast, samples);
         free(wall); free(fast); free(g); free(gp); free(all);
     }
     free(t);

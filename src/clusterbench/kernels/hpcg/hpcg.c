@@ -800,9 +800,7 @@ int main(int argc, char **argv) {
                  "\"bytes_per_set\":%.17g,\"halo_s\":%.6g,\"phase_unix\":[%.6f,%.6f]}",
                  fref * sets / (total + opt_overhead_s) / 1e9, sets, total, setup_s, opt_s, opt_overhead_s, fset, fref,
                  bset, t_halo, phase[0], phase[1]);
-        cb_json_begin("result"); cb_json_str("metric", "rating"); cb_json_str("unit", "GFLOP/s");
-        cb_json_raw("params", prm); cb_json_nums("samples", rate, sets); cb_json_nums("times_s", set_s, sets);
-        cb_json_end();
+        cb_result("rating", "GFLOP/s", prm, rate, set_s, sets);
         const char *names[4] = {"ddot_gflops", "waxpby_gflops", "spmv_gflops", "mg_gflops"};
         double fl[4] = {fc.ddot, fc.waxpby, fc.spmv, fc.mg};
         for (int k = 0; k < 4; k++) {

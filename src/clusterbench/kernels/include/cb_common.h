@@ -328,6 +328,16 @@ static inline int cb_parse_cpulist(const char *s, int *out, int max) {
     return n;
 }
 
+/* The cpus of a pthread team from an optional --cpus list: one thread per entry; no list, one
+ * thread that stays where it is (cpus[0] = -1). Returns the thread count; an empty list fails. */
+static inline int cb_team_cpus(const char *list, int *cpus, int max) {
+    int n = 1;
+    if (list) n = cb_parse_cpulist(list, cpus, max);
+    else cpus[0] = -1;
+    if (n < 1) cb_fail("empty --cpus");
+    return n;
+}
+
 /* Pin the calling thread to one cpu; returns 0 or errno. */
 static inline int cb_pin_self(int cpu) {
     if (cpu < 0) return 0;

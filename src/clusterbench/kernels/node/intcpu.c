@@ -198,10 +198,7 @@ int main(int argc, char **argv) {
     if (samples < 1 || samples > 1000) cb_fail("--samples must be 1..1000");
 
     static int cpus[MAXT];
-    int nthreads = 1;
-    if (cpus_s) nthreads = cb_parse_cpulist(cpus_s, cpus, MAXT);
-    else cpus[0] = -1;
-    if (nthreads < 1) cb_fail("empty --cpus");
+    int nthreads = cb_team_cpus(cpus_s, cpus, MAXT);
 
     g_max_prime = (uint64_t)max_prime;
     g_time = time_s;
@@ -261,11 +258,7 @@ int main(int argc, char **argv) {
     double total_time = end - g_start;
     if (total == 0) cb_fail("no event ran");
 
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", nthreads);
-    cb_json_ints("cpus", cpus[0] < 0 ? bound : cpus, nthreads);
-    cb_json_ints("cpus_actual", bound, nthreads);
+    cb_info_begin_team(tres, nthreads, cpus[0] < 0 ? bound : cpus, bound);
     cb_json_int("max_prime", max_prime);
     cb_json_int("expected_primes", (long long)g_expected);
     cb_json_int("divisions_per_event", (long long)divs);
@@ -365,22 +358,12 @@ int main(int argc, char **argv) {
                           ev_sd, ex_avg, ex_sd, lat_min * 1e3, lat_sum / (double)total * 1e3, lat_max * 1e3,
                           p95 * 1e3, lat_sum * 1e3);
 
-    cb_json_begin("result");
-    cb_json_str("metric", "events_per_s");
-    cb_json_str("unit", "events/s");
+    cb_result_begin("events_per_s", "events/s", pbuf, rate, len, ns);
     cb_json_num("value", (double)total / total_time);
-    cb_json_raw("params", pbuf);
-    cb_json_nums("samples", rate, ns);
-    cb_json_nums("times_s", len, ns);
     cb_json_end();
 
-    cb_json_begin("result");
-    cb_json_str("metric", "latency");
-    cb_json_str("unit", "ms");
+    cb_result_begin("latency", "ms", pbuf, lat, len, ns);
     cb_json_num("value", lat_sum / (double)total * 1e3);
-    cb_json_raw("params", pbuf);
-    cb_json_nums("samples", lat, ns);
-    cb_json_nums("times_s", len, ns);
     cb_json_end();
     return 0;
 }

@@ -369,10 +369,7 @@ int main(int argc, char **argv) {
     }
 
     static int cpus[MAXT];
-    int nthreads = 1;
-    if (cpus_s) nthreads = cb_parse_cpulist(cpus_s, cpus, MAXT);
-    else cpus[0] = -1;
-    if (nthreads < 1) cb_fail("empty --cpus");
+    int nthreads = cb_team_cpus(cpus_s, cpus, MAXT);
 
     int lanes = isa_lanes(isa, sp), nacc = isa_nacc(isa);
     double flops_per_iter = 2.0 * nacc * lanes;
@@ -459,11 +456,7 @@ int main(int argc, char **argv) {
     int *bound = calloc((size_t)nthreads, sizeof(int));
     for (int i = 0; i < nthreads; i++) bound[i] = th[i].bound_cpu;
 
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", nthreads);
-    cb_json_ints("cpus", cpus[0] < 0 ? bound : cpus, nthreads);
-    cb_json_ints("cpus_actual", bound, nthreads);
+    cb_info_begin_team(tres, nthreads, cpus[0] < 0 ? bound : cpus, bound);
     cb_json_int("warmup_samples", 1);
     cb_json_str("isa", isa_names[isa]);
     cb_json_str("isa_best", isa_names[isa_best()]);
