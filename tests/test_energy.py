@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis import energy as E
+from clusterbench.energy import figures as E
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import Phase, RunContext
 from clusterbench.errors import UsageError
-from clusterbench.probe import power as P
+from clusterbench.energy import meter as P
 from clusterbench.probe.sysfs import FsRoot
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from clusterbench import files
-from clusterbench.analysis import energy as E
+from clusterbench.energy import figures as E
 from clusterbench.errors import UsageError
-from clusterbench.probe import power as P
+from clusterbench.energy import meter as P
 
 REPO = Path(__file__).resolve().parents[1]
 

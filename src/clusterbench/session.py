@@ -163,7 +163,7 @@ def _meter(power: Sequence[str], watts: float | None, interval: float | None, ho
     if not power and watts is None:
         return None
     from clusterbench.launch import simcluster
-    from clusterbench.probe import power as powermod
+    from clusterbench.energy import meter as powermod
 
     sim = simcluster.load() if hosts else None
     sim_names = {n.name for n in sim.nodes} if sim is not None else set()
@@ -184,7 +184,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     tags = list(dict.fromkeys(check_tag(t) for t in tags))  # bad tags refused before anything runs
     check_note(note)  # so is an over-long note
     if power or watts is not None or power_interval is not None:  # so are bad power options
-        from clusterbench.probe.power import check_specs
+        from clusterbench.energy.meter import check_specs
         check_specs(power, watts, power_interval)
 
     timeout_given = timeout is not None
@@ -208,8 +208,8 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         quick(hosts)
     meter = _meter(power, watts, power_interval, hosts)  # bad power input: refused before anything is stored
     if meter is not None:
-        from clusterbench.analysis.energy import LEVEL, METHOD
-        from clusterbench.probe.power import basis
+        from clusterbench.energy.figures import LEVEL, METHOD
+        from clusterbench.energy.meter import basis
 
         ctx.meter = meter
         record["energy"] = {"sources": meter.describe(), "basis": basis(meter.sources), "nodes": meter.nodes,

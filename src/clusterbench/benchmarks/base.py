@@ -396,7 +396,7 @@ class RunContext:
         """Attach the energy over its phase to every result emitted with one, store them, and emit
         the per-watt figures the benchmark declares (``Benchmark.per_watt``). An energy that cannot be
         had is ``params.energy = {"missing": reason}`` with a warning; the figure itself is kept."""
-        from clusterbench.analysis.energy import LEVEL, METHOD
+        from clusterbench.energy.figures import LEVEL, METHOD
 
         pending, self._pending = self._pending, []
         out: list[Result] = []

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from clusterbench.analysis import energy as E
+from clusterbench.energy import figures as E
 from clusterbench.errors import UsageError
 from clusterbench.files import printable
 from clusterbench.probe.sysfs import FsRoot
