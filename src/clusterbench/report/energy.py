@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterbench.analysis import cost as C
-from clusterbench.analysis.energy import json_key
+from clusterbench.energy.text import json_key
 
 #: the figures priced per currency unit (the ones the lists rank) and the time of the same phase
 PRICED = {("hpl", "rmax"), ("hpl", "time_s"), ("hpcg", "rating")}
