@@ -9,7 +9,7 @@ from pathlib import Path
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch.mpi.detect import MpiInstall, _run_text
 from clusterbench.launch.mpi.launchers import register_launcher
-from clusterbench.launch.mpi.mpich import _mpich_bind_wrapper, mpich_transport_env
+from clusterbench.launch.mpi.launchers.mpich import _mpich_bind_wrapper, mpich_transport_env
 from clusterbench.launch.mpi.spec import LaunchSpec
 from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS
 

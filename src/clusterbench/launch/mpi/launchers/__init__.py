@@ -3,13 +3,19 @@
 ``mpirun`` (Open MPI, :mod:`.openmpi`), ``mpiexec`` (MPICH's Hydra, :mod:`.mpich`) and ``srun``
 (Slurm's direct launch, :mod:`.srun`) register themselves with :func:`register_launcher`;
 :func:`build_command` checks the spec and hands it to the one that serves the ``--launcher`` choice
-(:func:`resolve_launcher`) for this MPI. A new launcher is one module with one decorated function
-(and its import at the end of this module). Local kernels need no launcher: they are started by the
-process layer directly (:mod:`clusterbench.launch.local`).
+(:func:`resolve_launcher`) for this MPI. The ``--launcher`` choices are :func:`launcher_choices`.
+
+A new launcher is one module in this package with one decorated function (and its test): every
+module here is imported when this package is (:func:`discover`), and so is every module named in the
+entry-point group :data:`ENTRY_POINTS` of an installed distribution (a launcher kept outside this
+tree). docs/adding-a-launcher.md walks through one. Local kernels need no launcher: they are started
+by the process layer directly (:mod:`clusterbench.launch.local`).
 """
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,7 +52,16 @@ def register_launcher(name: str, *, serves: str, mpi: tuple[str, ...] = ()) -> C
     return deco
 
 
-LAUNCHERS = ("auto", "mpirun", "srun")
+#: the --launcher choice that picks for itself (:func:`resolve_launcher`)
+AUTO = "auto"
+#: the entry-point group whose entries name launcher modules of other distributions (plug-ins)
+ENTRY_POINTS = "clusterbench.launchers"
+
+
+def launcher_choices() -> tuple[str, ...]:
+    """The ``--launcher`` choices: ``auto`` and what the registered launchers serve, sorted
+    (``auto``, ``mpirun``, ``srun`` with the launchers of this package)."""
+    return (AUTO, *sorted({launcher.serves for launcher in REGISTRY.values()}))
 
 
 def through_agent(spec: LaunchSpec) -> bool:
@@ -61,8 +76,9 @@ def resolve_launcher(spec: LaunchSpec) -> str:
     """``srun`` when asked, or for ``auto`` inside a Slurm allocation (``SLURM_JOB_ID``) off the
     virtual cluster's agent-reached nodes; else ``mpirun`` (the MPI's own launcher: mpirun or
     Hydra's mpiexec)."""
-    if spec.launcher not in LAUNCHERS:
-        raise UsageError(f"--launcher {spec.launcher!r} is not one of {', '.join(LAUNCHERS)}", "pick one of those")
+    choices = launcher_choices()
+    if spec.launcher not in choices:
+        raise UsageError(f"--launcher {spec.launcher!r} is not one of {', '.join(choices)}", "pick one of those")
     if spec.launcher == "srun" and through_agent(spec):
         raise UsageError("--launcher srun cannot start ranks on the virtual cluster", "use --launcher mpirun there")
     if spec.launcher == "auto":
@@ -101,5 +117,22 @@ def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wor
     return launcher_for(mpi, spec).command(mpi, spec, program, wd, env), env
 
 
-# the launchers register themselves on import
-from clusterbench.launch.mpi import mpich, openmpi, srun  # noqa: E402,F401
+def discover() -> None:
+    """Import every launcher module: this package's own (each registers itself on import; a private
+    module ``_x`` is a helper, imported by its users) and those named in the :data:`ENTRY_POINTS`
+    group. A plug-in that fails to import is left out with a warning, never the whole launch."""
+    for mod in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
+        if not mod.name.rsplit(".", 1)[-1].startswith("_"):
+            importlib.import_module(mod.name)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plug-in must not take the built-in launchers with it
+            import warnings
+
+            warnings.warn(f"launcher plug-in {ep.name} ({ep.value}) failed to load: {exc}", stacklevel=2)
+
+
+discover()
