@@ -54,6 +54,8 @@ def register_launcher(name: str, *, serves: str, mpi: tuple[str, ...] = ()) -> C
 
 #: the --launcher choice that picks for itself (:func:`resolve_launcher`)
 AUTO = "auto"
+#: the --launcher choice of the MPI's own launcher (Open MPI's mpirun, MPICH's Hydra mpiexec)
+MPI_OWN = "mpirun"
 #: the entry-point group whose entries name launcher modules of other distributions (plug-ins)
 ENTRY_POINTS = "clusterbench.launchers"
 
@@ -73,17 +75,20 @@ def through_agent(spec: LaunchSpec) -> bool:
 
 
 def resolve_launcher(spec: LaunchSpec) -> str:
-    """``srun`` when asked, or for ``auto`` inside a Slurm allocation (``SLURM_JOB_ID``) off the
-    virtual cluster's agent-reached nodes; else ``mpirun`` (the MPI's own launcher: mpirun or
-    Hydra's mpiexec)."""
+    """The choice asked for; for ``auto`` the scheduler's own launcher inside one of its jobs
+    (:func:`clusterbench.launch.allocation.own_launcher`: ``srun`` inside a Slurm allocation) when it
+    is on PATH and the ranks' nodes are not the virtual cluster's agent-reached ones; else ``mpirun``
+    (the MPI's own launcher: mpirun or Hydra's mpiexec)."""
     choices = launcher_choices()
     if spec.launcher not in choices:
         raise UsageError(f"--launcher {spec.launcher!r} is not one of {', '.join(choices)}", "pick one of those")
-    if spec.launcher == "srun" and through_agent(spec):
-        raise UsageError("--launcher srun cannot start ranks on the virtual cluster", "use --launcher mpirun there")
-    if spec.launcher == "auto":
-        inside = allocation.inside("slurm") and not through_agent(spec)
-        return "srun" if inside and shutil.which("srun") else "mpirun"
+    if spec.launcher not in (AUTO, MPI_OWN) and through_agent(spec):  # only the MPI's own launcher has its agent
+        raise UsageError(f"--launcher {spec.launcher} cannot start ranks on the virtual cluster",
+                         f"use --launcher {MPI_OWN} there")
+    if spec.launcher == AUTO:
+        own = allocation.own_launcher()  # the scheduler's, inside a job of one that has its own
+        usable = own in choices and not through_agent(spec) and shutil.which(own or "")
+        return own if usable and own else MPI_OWN
     return spec.launcher
 
 
