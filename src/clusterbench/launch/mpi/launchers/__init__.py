@@ -29,8 +29,19 @@ from clusterbench.launch.mpi.spec import LaunchSpec, _check_cidr
 from clusterbench.launch.mpi.transport import TRANSPORTS
 
 #: the command for ``program`` (files it needs written into the work folder; ``env`` updated with
-#: the variables the ranks must see)
-CommandFn = Callable[[MpiInstall, LaunchSpec, Sequence[str], Path, dict], list]
+#: the variables the ranks must see). The MPI is None only for a ``tagged`` spec (the program is not
+#: an MPI program) served by a launcher that starts any program (``mpi`` empty: srun).
+CommandFn = Callable[["MpiInstall | None", LaunchSpec, Sequence[str], Path, dict], list]
+
+
+@dataclass(frozen=True)
+class OutputTag:
+    """How a launcher tags each process's output in the ``tagged`` mode: ``pattern`` finds a tag
+    and its group 1 is the rank; ``anywhere``: the launcher tags every chunk it forwards, so a tag
+    may stand inside a line (Open MPI, Hydra), else it labels whole lines at their start (srun)."""
+
+    pattern: bytes
+    anywhere: bool
 
 
 @dataclass(frozen=True)
@@ -39,15 +50,24 @@ class Launcher:
     serves: str               # the --launcher choice it serves: mpirun (the MPI's own) or srun
     mpi: tuple[str, ...]      # the MPI kinds it starts (empty: any)
     command: CommandFn
+    #: how it tags output in the one-tagged-process-per-node mode (``LaunchSpec.tagged``)
+    tag: OutputTag | None = None
+    #: it hands its own whole environment to the processes (srun): what must stay on this machine
+    #: is taken out of its environment, not merely left unexported
+    exports_env: bool = False
 
 
 REGISTRY: dict[str, Launcher] = {}
 
 
-def register_launcher(name: str, *, serves: str, mpi: tuple[str, ...] = ()) -> Callable[[CommandFn], CommandFn]:
-    """Register the decorated command builder as launcher ``name``."""
+def register_launcher(name: str, *, serves: str, mpi: tuple[str, ...] = (), tag: OutputTag | None = None,
+                      exports_env: bool = False) -> Callable[[CommandFn], CommandFn]:
+    """Register the decorated command builder as launcher ``name``: it serves the ``--launcher``
+    choice ``serves``, for the MPI kinds ``mpi`` (empty: any); ``tag`` says how it tags each
+    process's lines in the one-tagged-process-per-node mode, which every launcher is expected to
+    build (:mod:`clusterbench.launch.mpi.pernode`)."""
     def deco(fn: CommandFn) -> CommandFn:
-        REGISTRY[name] = Launcher(name, serves, mpi, fn)
+        REGISTRY[name] = Launcher(name, serves, mpi, fn, tag, exports_env)
         return fn
     return deco
 
@@ -93,16 +113,24 @@ def resolve_launcher(spec: LaunchSpec) -> str:
 
 
 
-def launcher_for(mpi: MpiInstall, spec: LaunchSpec) -> Launcher:
-    """The registered launcher for this spec's ``--launcher`` choice and this MPI."""
+def launcher_for(mpi: MpiInstall | None, spec: LaunchSpec) -> Launcher:
+    """The registered launcher for this spec's ``--launcher`` choice and this MPI (None: a launcher
+    that starts any program)."""
     choice = resolve_launcher(spec)
     for launcher in REGISTRY.values():
-        if launcher.serves == choice and (not launcher.mpi or mpi.name in launcher.mpi):
+        if launcher.serves == choice and (not launcher.mpi or (mpi is not None and mpi.name in launcher.mpi)):
             return launcher
-    raise UsageError(f"no launcher for {mpi.name} with --launcher {choice}", "use --launcher auto")
+    what = mpi.name if mpi is not None else "a program without its MPI"
+    raise UsageError(f"no launcher for {what} with --launcher {choice}", "use --launcher auto")
 
 
-def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], workdir: str | os.PathLike
+def needs_mpi(choice: str) -> bool:
+    """Whether the launchers serving ``choice`` are the MPI's own (the MPI must be found first to
+    pick one: mpirun for Open MPI, mpiexec for MPICH), as opposed to one that starts any program."""
+    return any(launcher.mpi for launcher in REGISTRY.values() if launcher.serves == choice)
+
+
+def build_command(mpi: MpiInstall | None, spec: LaunchSpec, program: Sequence[str], workdir: str | os.PathLike
                   ) -> tuple[list[str], dict[str, str]]:
     """The launcher's argv and the environment changes for running ``program`` as described.
 
@@ -117,9 +145,14 @@ def build_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wor
         check_slots(spec.hosts, spec.nranks, spec.oversubscribe)
     if spec.tcp_include:
         _check_cidr(spec.tcp_include)
+    launcher = launcher_for(mpi, spec)
+    if spec.tagged and launcher.tag is None:
+        raise UsageError(f"{launcher.name} cannot start one tagged process per node", "use another --launcher")
+    if mpi is None and not spec.tagged:
+        raise UsageError("an MPI program needs its MPI found first (detect_mpi)", "name it with --mpi")
     wd = Path(workdir)
     env: dict[str, str] = dict(spec.env)
-    return launcher_for(mpi, spec).command(mpi, spec, program, wd, env), env
+    return launcher.command(mpi, spec, program, wd, env), env
 
 
 def discover() -> None:
