@@ -7,10 +7,11 @@ What runs
     store is checked writable, so bad input or a missing compiler fails before anything starts. Then
     one job starts one process per node, :mod:`clusterbench.sweep.agent`, which runs the benchmarks
     in-process (``session.run``, no store) on its node's cpus and prints its probe and figures as short
-    JSON lines tagged with its node name. The launcher is Open MPI's ``mpirun`` (``--map-by ppr:1:node
+    JSON lines tagged with its node name. The job is the launcher registry's one tagged process per
+    node (:mod:`clusterbench.launch.mpi.pernode`): Open MPI's ``mpirun`` (``--map-by ppr:1:node
     --bind-to none --tag-output``; from the head namespace through the launch agent on the virtual
-    cluster) or MPICH's ``mpiexec`` (``-prepend-pattern``), or, inside a Slurm allocation, ``srun
-    --ntasks-per-node=1 --cpu-bind=none --label --mpi=none``. The agent is not an MPI program; these
+    cluster) or MPICH's ``mpiexec`` (``-prepend-pattern -ppn 1``), or, inside a Slurm allocation,
+    ``srun --ntasks-per-node=1 --cpu-bind=none --label --mpi=none``. The agent is not an MPI program; these
     launchers start plain programs. The launcher's output interleaves the nodes' lines, and a line may
     be cut where the launcher read a pipe; each rank's own stream is rebuilt from the launcher's tags
     before it is parsed (:class:`Demux`), and every line carries a per-node sequence number, so a lost
