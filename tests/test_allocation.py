@@ -68,3 +68,15 @@ def test_a_job_whose_nodes_cannot_be_read_is_one_line_with_the_fix(tmp_path):
         allocation.current({"PBS_JOBID": "9", "PBS_NODEFILE": str(tmp_path / "gone")})
     with pytest.raises(UsageError, match="not a regular file"):
         allocation.current({"PBS_JOBID": "9", "PBS_NODEFILE": "/dev/zero"})
+
+
+def test_each_scheduler_answers_inside_for_itself_and_names_its_own_launcher():
+    """The cheap answers come from the registry (each scheduler's own check), not an if-chain: the
+    launcher registry's ``--launcher auto`` asks :func:`allocation.own_launcher`."""
+    assert allocation.REGISTRY["slurm"].launcher == "srun" and allocation.REGISTRY["pbs"].launcher is None
+    assert allocation.inside("pbs", {"PBS_JOBID": "1.head"}) and not allocation.inside("slurm", {"PBS_JOBID": "1"})
+    assert not allocation.inside("lsf", {"LSB_JOBID": "3"})  # no such scheduler registered: never inside
+    assert allocation.own_launcher({"SLURM_JOB_ID": "5"}) == "srun"
+    assert allocation.own_launcher({"PBS_JOBID": "5"}) is None  # mpirun reads PBS's node file itself
+    assert allocation.own_launcher({"PBS_JOBID": "5", "SLURM_JOB_ID": "6"}) == "srun"
+    assert allocation.own_launcher({}) is None

@@ -437,3 +437,43 @@ def test_virtual_cluster_launch_retries_wait_longer_each_time() -> None:
     assert sim_launch_steps(32) == [22.0, 44.0, 44.0]
     assert len(sim_launch_steps(4)) == SIM_LAUNCH_ATTEMPTS
     assert all(a < b or b >= SIM_LAUNCH_TIMEOUT for a, b in zip(sim_launch_steps(4), sim_launch_steps(4)[1:]))
+
+
+def test_every_launcher_builds_one_tagged_process_per_node(tmp_path: Path, monkeypatch) -> None:
+    """The launch mode sweep node's agents start in: one unbound process per host, its lines tagged
+    with its rank in the launcher's own way (read back by Demux), the others kept running when one
+    ends; every registered launcher builds it and says how it tags."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("CLUSTERBENCH_SSH_SHARE", "0")  # no shared ssh connection to look up for n1, n2
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    (tmp_path / "srun").write_text("#!/bin/sh\nexit 0\n")  # srun is looked for on PATH
+    (tmp_path / "srun").chmod(0o755)
+    assert all(launcher.tag is not None for launcher in M.REGISTRY.values())
+    ompi = M.MpiInstall("openmpi", "4.1", "/usr/bin/mpirun", "/usr/bin/mpicc")
+    mpich = M.MpiInstall("mpich", "4.0", "/usr/bin/mpiexec.mpich", "/usr/bin/mpicc.mpich", device="ch3:nemesis")
+    built = {}
+    for name, mpi, choice in (("mpirun", ompi, "mpirun"), ("mpiexec", mpich, "mpirun"), ("srun", None, "srun")):
+        spec = M.per_node_spec(["n1", "n2"], launcher=choice, env={"A": "1"}, allow_root=True,
+                               job_name="clusterbench-sweep")
+        assert spec.per_node == 1 and spec.tagged and not spec.prove_transport
+        cmd, env = M.build_command(mpi, spec, ["agent"], tmp_path)
+        assert cmd[-1] == "agent" and env == {"A": "1"}
+        built[name] = cmd
+    assert built["mpirun"][-3:-1] == ["--tag-output", "--enable-recovery"] and "A" in built["mpirun"]  # -x A
+    assert {"--map-by", "ppr:1:node", "--bind-to", "none", "--tag-output", "--enable-recovery"} <= set(built["mpirun"])
+    assert "core" not in built["mpirun"]  # unbound: no binding given and then overridden
+    assert built["mpiexec"][-8:-1] == ["-prepend-pattern", "[cbsweep-rank-%r]", "-disable-auto-cleanup",
+                                       "-ppn", "1", "-bind-to", "none"]
+    assert built["srun"] == [str(tmp_path / "srun"), "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
+                             "--nodelist=n1,n2", "--cpu-bind=none", "--label", "--kill-on-bad-exit=0", "--mpi=none",
+                             "--job-name=clusterbench-sweep", "agent"]
+    # each launcher's tag reads its own output back, rank by rank
+    ompi_tag, hydra_tag, srun_tag = (M.Demux.of(M.REGISTRY[n].tag) for n in ("mpirun", "mpiexec", "srun"))
+    assert ompi_tag.feed(b"[1,1]<stdout>:hel[1,0]<stdout>:x\n") == [(0, b"x\n")]  # rank 1's line was cut
+    assert ompi_tag.feed(b"[1,1]<stdout>:lo\n") == [(1, b"hello\n")]
+    assert hydra_tag.feed(b"[cbsweep-rank-1]hi\n") == [(1, b"hi\n")]
+    assert srun_tag.feed(b"  3: hi") == [(3, b"hi")]
+    assert M.REGISTRY["srun"].exports_env and not M.REGISTRY["mpirun"].exports_env
+    # an MPI program still needs its MPI; the tagged mode does not (srun starts any program)
+    with pytest.raises(UsageError, match="needs its MPI"):
+        M.build_command(None, M.LaunchSpec(nranks=2, launcher="srun"), ["k"], tmp_path)

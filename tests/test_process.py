@@ -161,7 +161,7 @@ def test_records_keep_chatter_and_enforce_validate_before_result():
 
 def test_launchers_are_registered_and_chosen_by_mpi_and_launcher_choice(monkeypatch):
     """mpirun (Open MPI), mpiexec (MPICH's Hydra) and srun register themselves; build_command hands a
-    spec to the one serving the --launcher choice for this MPI (launch/mpi/launchers.py)."""
+    spec to the one serving the --launcher choice for this MPI (launch/mpi/launchers/)."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert {"mpirun", "mpiexec", "srun"} <= set(M.REGISTRY)
     ompi = M.MpiInstall("openmpi", "4.1", "/usr/bin/mpirun", "/usr/bin/mpicc")

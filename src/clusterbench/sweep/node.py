@@ -7,10 +7,11 @@ What runs
     store is checked writable, so bad input or a missing compiler fails before anything starts. Then
     one job starts one process per node, :mod:`clusterbench.sweep.agent`, which runs the benchmarks
     in-process (``session.run``, no store) on its node's cpus and prints its probe and figures as short
-    JSON lines tagged with its node name. The launcher is Open MPI's ``mpirun`` (``--map-by ppr:1:node
+    JSON lines tagged with its node name. The job is the launcher registry's one tagged process per
+    node (:mod:`clusterbench.launch.mpi.pernode`): Open MPI's ``mpirun`` (``--map-by ppr:1:node
     --bind-to none --tag-output``; from the head namespace through the launch agent on the virtual
-    cluster) or MPICH's ``mpiexec`` (``-prepend-pattern``), or, inside a Slurm allocation, ``srun
-    --ntasks-per-node=1 --cpu-bind=none --label --mpi=none``. The agent is not an MPI program; these
+    cluster) or MPICH's ``mpiexec`` (``-prepend-pattern -ppn 1``), or, inside a Slurm allocation,
+    ``srun --ntasks-per-node=1 --cpu-bind=none --label --mpi=none``. The agent is not an MPI program; these
     launchers start plain programs. The launcher's output interleaves the nodes' lines, and a line may
     be cut where the launcher read a pipe; each rank's own stream is rebuilt from the launcher's tags
     before it is parsed (:class:`Demux`), and every line carries a per-node sequence number, so a lost
@@ -59,8 +60,6 @@ Stored
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -79,14 +78,14 @@ from clusterbench.errors import (
     KernelFailed,
     UsageError,
 )
+from clusterbench.launch.mpi.launchers import openmpi, srun
+from clusterbench.launch.mpi.pernode import Demux, sim_launch_timeout
 from clusterbench.sweep import agent as agent_mod
 from clusterbench.text import seconds
 
 SWEEP_SCHEMA = 1
 #: seconds the whole sweep may take unless the caller says otherwise
 DEFAULT_TIMEOUT = 900.0
-#: seconds until every node has said hello (real clusters; the virtual cluster: see sim_launch_timeout)
-LAUNCH_TIMEOUT = 60.0
 #: seconds the launcher may take to exit once every node has reported
 FINALIZE_GRACE = 15.0
 #: seconds without a line (record or beat, every agent.BEAT_S) after which a node's agent is taken for
@@ -206,44 +205,8 @@ def start_fillers(fillers: dict[int, int], seconds: float) -> list[subprocess.Po
 
 # --------------------------------------------------------------------------- output of the job
 
-class Demux:
-    """Each rank's own byte stream rebuilt from a launcher's combined stdout.
-
-    Open MPI (``--tag-output``: ``[JOB,RANK]<stdout>:``) and MPICH (``-prepend-pattern``) put the tag
-    at the start of every chunk they forward and after every newline inside it, so a line cut where
-    the launcher read a pipe continues after the next tag of the same rank, whatever came between
-    (``anywhere``). srun (``--label``: ``RANK: ``) labels whole lines (``anywhere`` False). Text before
-    the first tag of a line is the launcher's own (``rank`` None)."""
-
-    def __init__(self, pattern: bytes, anywhere: bool) -> None:
-        self.re = re.compile(pattern)
-        self.anywhere = anywhere
-        self.bufs: dict[int, bytes] = {}
-
-    def feed(self, line: bytes) -> list[tuple[int | None, bytes]]:
-        """The complete lines ``line`` finishes, as ``(rank, line)``."""
-        if not self.anywhere:
-            m = self.re.match(line)
-            return [(int(m.group(1)), line[m.end():])] if m else [(None, line)]
-        parts = self.re.split(line)
-        out: list[tuple[int | None, bytes]] = []
-        if parts[0]:
-            out.append((None, parts[0]))
-        segs = list(zip(parts[1::2], parts[2::2]))
-        for j, (rank_b, seg) in enumerate(segs):
-            rank = int(rank_b)
-            buf = self.bufs.get(rank, b"") + seg
-            if j == len(segs) - 1:  # the newline that ended this physical line is this rank's
-                out.append((rank, buf))
-                buf = b""
-            self.bufs[rank] = buf
-        return out
-
-
-OPENMPI_TAG = rb"\[[^\],\[]+,(\d+)\]<stdout>:"
-HYDRA_PATTERN = "[cbsweep-rank-%r]"
-HYDRA_TAG = rb"\[cbsweep-rank-(\d+)\]"
-SRUN_LABEL = rb"^\s*(\d+): "
+#: the launchers' output tags, by the names this module's readers (and its tests) know them
+OPENMPI_TAG, SRUN_LABEL = openmpi.TAG.pattern, srun.TAG.pattern
 
 
 @dataclass
@@ -407,18 +370,6 @@ class Job:
     unset: tuple[str, ...] = ()
 
 
-class LaunchHung(KernelFailed):
-    """Not every node said hello within the launch timeout."""
-
-
-def sim_launch_timeout(n: int) -> float:
-    """The virtual cluster: 15 s (as MPI runs there) and 1 s more per node (every agent is a Python
-    that starts on this machine's cpus)."""
-    from clusterbench.launch.mpi import SIM_LAUNCH_TIMEOUT
-
-    return SIM_LAUNCH_TIMEOUT + 1.0 * n
-
-
 #: settings of this machine's own, never sent to separate machines: its virtual cluster's state and
 #: prefix, and its kernel cache (a node reached by ssh keeps kernels built for itself in its own)
 _HEAD_ONLY = ("CLUSTERBENCH_DB", "CLUSTERBENCH_SIM_STATE", "CLUSTERBENCH_SIM_PREFIX", "CLUSTERBENCH_CACHE")
@@ -437,9 +388,11 @@ def _exported_env(separate: bool = False) -> dict[str, str]:
 
 def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slurm: bool, sim: Any,
               mpi: str | None, allow_root: bool) -> Job:
-    """The command that starts ``program`` once on every host (see the module docstring)."""
-    n = len(hosts)
+    """The command that starts ``program`` once on every host (see the module docstring): the
+    launcher registry's one tagged process per node (:func:`clusterbench.launch.mpi.pernode.
+    build_per_node`), through ``srun`` inside the allocation (``slurm``), else the MPI's own."""
     from clusterbench.launch import nodes as nodes_mod
+    from clusterbench.launch.mpi import pernode
 
     separate = bool(nodes_mod.separate(hosts))
     env = _exported_env(separate=separate)
@@ -447,42 +400,22 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
         from clusterbench.launch.remote import SRC_DIR
 
         env["PYTHONPATH"] = os.pathsep.join(x for x in (SRC_DIR, os.environ.get("PYTHONPATH")) if x)
-    if slurm:
-        srun = shutil.which("srun")
-        if not srun:
-            raise EnvironmentProblem("inside a Slurm allocation but srun is not on PATH",
-                                     "load Slurm's module, or give --hosts to launch with mpirun")
-        cmd = [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--nodelist=" + ",".join(hosts),
-               "--cpu-bind=none", "--label", "--kill-on-bad-exit=0", "--mpi=none", "--job-name=clusterbench-sweep",
-               *program]
-        return Job(cmd, env, "srun", Demux(SRUN_LABEL, anywhere=False), workdir, sim=sim is not None, cluster=sim,
-                   unset=_HEAD_ONLY if separate else ())
-    from clusterbench.benchmarks.mpi import common
-    from clusterbench.launch import mpi as mpimod
-    from clusterbench.launch import simcluster
+    launcher = "srun" if slurm else "mpirun"
+    if pernode.needs_mpi(launcher):  # the MPI's own launcher: Open MPI's refuses root without consent
+        from clusterbench.benchmarks.mpi import common
 
-    kind = mpi
-    p = {"allow_root": allow_root or None, "launcher": "mpirun", "mpi": kind}
-    common.check_allow_root(p)
-    inst = mpimod.detect_mpi(kind=kind)
-    spec = mpimod.LaunchSpec(nranks=n, hosts=[mpimod.Host(h, 1) for h in hosts], allow_root=bool(p["allow_root"]),
-                             prove_transport=False, env=dict(env), launcher="mpirun")
-    if sim is not None:
-        spec.prefix = simcluster.exec_prefix("head", sim)
-        spec.sim = sim
+        p = {"allow_root": allow_root or None, "launcher": launcher, "mpi": mpi}
+        common.check_allow_root(p)
+        allow_root = bool(p["allow_root"])
     # one agent that dies must not end the others (issue 23: a killed agent lost the whole sweep): the
     # launcher keeps the job running (recovery mode), the agents' supervisors and beats say who is gone
-    if inst.name == "openmpi":
-        # one process per node, unbound (the later --map-by/--bind-to win); every chunk tagged with its rank
-        spec.extra_args += ["--map-by", "ppr:1:node", "--bind-to", "none", "--tag-output", "--enable-recovery"]
-        demux = Demux(OPENMPI_TAG, anywhere=True)
-    else:
-        spec.extra_args += ["-prepend-pattern", HYDRA_PATTERN, "-disable-auto-cleanup"]
-        demux = Demux(HYDRA_TAG, anywhere=True)
-    cmd, env_add = mpimod.build_command(inst, spec, program, workdir)
-    return Job([*spec.prefix, *cmd], {**env, **env_add}, os.path.basename(inst.mpirun), demux, workdir,
-               sim=sim is not None, mpi={"name": inst.name, "version": inst.version, "launcher": inst.mpirun},
-               cluster=sim)
+    built = pernode.build_per_node(hosts, program, workdir, launcher=launcher, env=env, mpi=mpi,
+                                   allow_root=allow_root, sim=sim, job_name="clusterbench-sweep",
+                                   head_only=_HEAD_ONLY if separate else ())
+    inst = built.mpi
+    return Job(built.command, built.env, built.launcher, built.demux, workdir, sim=sim is not None,
+               mpi={"name": inst.name, "version": inst.version, "launcher": inst.mpirun} if inst else None,
+               cluster=sim, unset=built.unset)
 
 
 # --------------------------------------------------------------------------- running the job
@@ -500,7 +433,7 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
     others failed with the reason (a rank killed and by what, the virtual cluster taken down, a node
     lost)."""
     from clusterbench.launch import process
-    from clusterbench.launch.mpi.run import GENERIC_FIX, GONE_FIX, _explain, cluster_gone
+    from clusterbench.launch.mpi.run import GENERIC_FIX, GONE_FIX, LaunchHung, _explain, cluster_gone
 
     started = time.monotonic()
     memory = process.memory_state()
@@ -797,7 +730,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     alloc = allocation.current()
     use_srun = alloc is not None and alloc.launcher == "srun" and set(names) <= set(alloc.hosts)
     n = len(names)
-    lt = launch_timeout or (sim_launch_timeout(n) if sim is not None else LAUNCH_TIMEOUT)
+    lt = launch_timeout or (sim_launch_timeout(n) if sim is not None else mpimod.LAUNCH_TIMEOUT)
     attempts = mpimod.SIM_LAUNCH_ATTEMPTS if sim is not None else 1
     progress.start(f"sweep {n} nodes", 2 * n)
     for attempt in range(attempts):
@@ -815,7 +748,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
                 gathered, wall, _ = run_job(job, names, timeout=timeout, launch_timeout=lt, sync_dir=sync_dir,
                                             progress=progress, fillers=fillers)
                 break
-            except LaunchHung:
+            except mpimod.LaunchHung:
                 if attempt + 1 >= attempts:
                     raise
     failed = [h for h in names if gathered.nodes[h].error is not None]

@@ -18,6 +18,7 @@ from typing import Any
 from clusterbench.benchmarks import all_benchmarks, get_benchmark, register
 from clusterbench.benchmarks.base import Composite, HpccKey, Param, Result, RunContext
 from clusterbench.errors import ClusterbenchError, KernelFailed, UsageError
+from clusterbench.launch.mpi.launchers import launcher_choices
 
 #: options of ``hpcc`` handed to every part that declares a parameter of the same name
 SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
@@ -79,7 +80,7 @@ class HpccSuite(Composite):
               ("auto", "shm", "tcp", "rdma")),
         Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
         Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
-        Param("launcher", str, None, "how ranks start: auto, mpirun, srun", ("auto", "mpirun", "srun")),
+        Param("launcher", str, None, f"how ranks start: {', '.join(launcher_choices())}", launcher_choices()),
         Param("engine", str, "builtin", "builtin (clusterbench's kernels) or hpcc (Debian's hpcc, one run)", ENGINES),
         Param("skip", "strlist", (), "parts to leave out, e.g. hpcg,ring"),
     )

@@ -23,7 +23,7 @@ MiB = 1 << 20
 TRANSPORT = Param("transport", str, "auto", "MPI transport: auto, shm (vader), tcp, rdma (UCX)", mpimod.TRANSPORTS)
 MPI = Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)")
 LAUNCHER = Param("launcher", str, "auto", "how ranks start: auto (srun inside a Slurm allocation, else "
-                 "mpirun/mpiexec), mpirun, srun", mpimod.LAUNCHERS)
+                 f"mpirun/mpiexec), {', '.join(mpimod.launcher_choices()[1:])}", mpimod.launcher_choices())
 TCP_INCLUDE = Param("tcp_include", str, None, "network (CIDR) or interface for the tcp transport")
 ALLOW_ROOT = Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root); "
                    "also CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1")

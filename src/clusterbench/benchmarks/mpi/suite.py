@@ -8,6 +8,7 @@ from typing import Any
 from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.base import Composite, Param, RunContext
 from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.launch.mpi.launchers import launcher_choices
 
 #: options of ``mpi`` handed to every part that declares a parameter of the same name
 SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
@@ -24,7 +25,7 @@ class MpiSuite(Composite):
               ("auto", "shm", "tcp", "rdma")),
         Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
         Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
-        Param("launcher", str, None, "how ranks start: auto, mpirun, srun", ("auto", "mpirun", "srun")),
+        Param("launcher", str, None, f"how ranks start: {', '.join(launcher_choices())}", launcher_choices()),
         Param("skip", "strlist", (), "parts to leave out, e.g. tcp,placement"),
     )
 

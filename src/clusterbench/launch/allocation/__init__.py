@@ -5,13 +5,20 @@ function decorated by :func:`register_allocation`: given the environment, it ans
 process runs inside one of its jobs and, if so, which hosts the job holds (:class:`Allocation`).
 Every command that needs "the nodes" when none are given (``sweep node``, ``sweep network``,
 ``cluster check``, ``doctor --hosts``) asks :func:`current`, and the launcher registry asks it
-whether ``--launcher auto`` means the scheduler's own launcher (:attr:`Allocation.launcher`, e.g.
-``srun``). Outside every registered scheduler :func:`current` is None. A new scheduler is one
-module (and its import at the end of this one) and its test.
+whether ``--launcher auto`` means the scheduler's own launcher (:func:`own_launcher`, e.g.
+``srun``). Outside every registered scheduler :func:`current` is None.
+
+Each scheduler registers two answers: the cheap one (:func:`inside`: is this process in one of its
+jobs, from the environment alone) and the full one (its detector: the job's hosts, which may ask the
+scheduler's tools). A new scheduler is one module in this package (found by :func:`discover`, as the
+launchers are) and its test; a scheduler kept outside this tree is a module named in the entry-point
+group :data:`ENTRY_POINTS`.
 """
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,14 +43,32 @@ class Allocation:
 #: answers for one scheduler: the allocation this process runs in, or None outside its jobs; raises
 #: EnvironmentProblem (one line, with the fix) when it is inside one whose nodes cannot be read
 DetectFn = Callable[[Mapping[str, str]], "Allocation | None"]
+#: the cheap answer: whether this process runs inside one of its jobs (its environment only)
+InsideFn = Callable[[Mapping[str, str]], bool]
 
-REGISTRY: dict[str, DetectFn] = {}
+
+@dataclass(frozen=True)
+class Scheduler:
+    """One registered batch system."""
+
+    name: str
+    detect: DetectFn
+    inside: InsideFn
+    #: its own launcher (a ``--launcher`` choice, e.g. ``srun``), or None: the MPI's own is used
+    launcher: str | None = None
 
 
-def register_allocation(name: str) -> Callable[[DetectFn], DetectFn]:
-    """Register the decorated function as scheduler ``name``'s detector."""
+REGISTRY: dict[str, Scheduler] = {}
+#: the entry-point group whose entries name scheduler modules of other distributions (plug-ins)
+ENTRY_POINTS = "clusterbench.allocations"
+
+
+def register_allocation(name: str, *, inside: InsideFn, launcher: str | None = None
+                        ) -> Callable[[DetectFn], DetectFn]:
+    """Register the decorated function as scheduler ``name``'s detector, with its cheap ``inside``
+    check and its own ``launcher`` (if it has one)."""
     def deco(fn: DetectFn) -> DetectFn:
-        REGISTRY[name] = fn
+        REGISTRY[name] = Scheduler(name, fn, inside, launcher)
         return fn
     return deco
 
@@ -51,8 +76,8 @@ def register_allocation(name: str) -> Callable[[DetectFn], DetectFn]:
 def current(env: Mapping[str, str] | None = None) -> Allocation | None:
     """The allocation this process runs in (the first registered scheduler that answers), or None."""
     env = os.environ if env is None else env
-    for detect in REGISTRY.values():
-        found = detect(env)
+    for scheduler in REGISTRY.values():
+        found = scheduler.detect(env)
         if found is not None:
             return found
     return None
@@ -61,8 +86,18 @@ def current(env: Mapping[str, str] | None = None) -> Allocation | None:
 def inside(scheduler: str, env: Mapping[str, str] | None = None) -> bool:
     """Whether this process runs inside a job of ``scheduler`` (cheap: its environment only)."""
     env = os.environ if env is None else env
-    return scheduler == "slurm" and bool(env.get("SLURM_JOB_ID")) or \
-        scheduler == "pbs" and bool(env.get("PBS_JOBID"))
+    known = REGISTRY.get(scheduler)
+    return known is not None and bool(known.inside(env))
+
+
+def own_launcher(env: Mapping[str, str] | None = None) -> str | None:
+    """The launcher of the first registered scheduler whose job this process runs in, when that
+    scheduler has one of its own (``srun`` inside a Slurm job), else None (cheap: the environment)."""
+    env = os.environ if env is None else env
+    for scheduler in REGISTRY.values():
+        if scheduler.launcher and scheduler.inside(env):
+            return scheduler.launcher
+    return None
 
 
 def hosts(env: Mapping[str, str] | None = None) -> list[str] | None:
@@ -71,4 +106,22 @@ def hosts(env: Mapping[str, str] | None = None) -> list[str] | None:
     return list(a.hosts) if a is not None else None
 
 
-from clusterbench.launch.allocation import pbs, slurm  # noqa: E402,F401  (they register themselves)
+def discover() -> None:
+    """Import every scheduler module of this package (each registers itself; ``_x`` modules are
+    helpers) and those named in the :data:`ENTRY_POINTS` group (a broken plug-in is left out with a
+    warning)."""
+    for mod in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
+        if not mod.name.rsplit(".", 1)[-1].startswith("_"):
+            importlib.import_module(mod.name)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plug-in must not take the built-in schedulers with it
+            import warnings
+
+            warnings.warn(f"scheduler plug-in {ep.name} ({ep.value}) failed to load: {exc}", stacklevel=2)
+
+
+discover()

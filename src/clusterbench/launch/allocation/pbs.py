@@ -14,7 +14,12 @@ from clusterbench.launch.allocation import Allocation, register_allocation
 NODEFILE_LIMIT = 4 << 20
 
 
-@register_allocation("pbs")
+def inside(env: Mapping[str, str]) -> bool:
+    """Inside a PBS job: its id is set."""
+    return bool(env.get("PBS_JOBID"))
+
+
+@register_allocation("pbs", inside=inside)
 def detect(env: Mapping[str, str]) -> Allocation | None:
     job = env.get("PBS_JOBID")
     if not job:

@@ -48,7 +48,12 @@ def _scontrol(nodelist: str, env: Mapping[str, str]) -> list[str] | None:
     return names if p.returncode == 0 and names else None
 
 
-@register_allocation("slurm")
+def inside(env: Mapping[str, str]) -> bool:
+    """Inside a Slurm job: its id is set (salloc, sbatch, srun all set it)."""
+    return bool(env.get("SLURM_JOB_ID"))
+
+
+@register_allocation("slurm", inside=inside, launcher="srun")
 def detect(env: Mapping[str, str]) -> Allocation | None:
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")

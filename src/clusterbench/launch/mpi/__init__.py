@@ -1,9 +1,11 @@
 """Launch MPI kernels: find the MPI, read hosts, place ranks, prove the transport, bound the run.
 
 One module per concern: :mod:`.detect` (which MPI), :mod:`.hosts`, :mod:`.spec` (what a launch asks
-for), :mod:`.launchers` (the registry; :mod:`.openmpi`, :mod:`.mpich`, :mod:`.srun` register
-themselves), :mod:`.transport` (transports and their proof), :mod:`.placement` (verification) and
-:mod:`.run` (a bounded run, through :mod:`clusterbench.launch.process`). Everything is re-exported
+for), :mod:`.launchers` (the registry; its modules :mod:`.launchers.openmpi`, :mod:`.launchers.mpich`,
+:mod:`.launchers.srun` are found there and register themselves), :mod:`.transport` (transports and
+their proof), :mod:`.placement` (verification), :mod:`.run` (a bounded run, through
+:mod:`clusterbench.launch.process`) and :mod:`.pernode` (one tagged process per node, through the
+same launchers: ``sweep node``'s agents). Everything is re-exported
 here: ``from clusterbench.launch import mpi`` is the public interface.
 
 What this module guarantees (issue 3, "Launching"):
@@ -38,15 +40,17 @@ from clusterbench.launch.mpi.detect import (  # noqa: F401
     INSTALL_FIX, MPI_KINDS, MpiInstall, _ompi_components, _run_text, detect_mpi)
 from clusterbench.launch.mpi.hosts import Host, check_slots, host_names, parse_hostfile, parse_hosts  # noqa: F401
 from clusterbench.launch.mpi.launchers import (  # noqa: F401
-    LAUNCHERS, REGISTRY, Launcher, build_command, launcher_for, register_launcher, resolve_launcher)
-from clusterbench.launch.mpi.mpich import (  # noqa: F401
+    REGISTRY, Launcher, OutputTag, build_command, launcher_choices, launcher_for, needs_mpi, register_launcher,
+    resolve_launcher)
+from clusterbench.launch.mpi.launchers.mpich import (  # noqa: F401
     MPICH_PROOF_ENV, MPICH_UCX_TRANSPORT_ENV, mpich_transport_env)
-from clusterbench.launch.mpi.openmpi import mpirun_command  # noqa: F401
+from clusterbench.launch.mpi.launchers.openmpi import mpirun_command  # noqa: F401
 from clusterbench.launch.mpi.placement import node_key, verify_placement  # noqa: F401
 from clusterbench.launch.mpi.run import (  # noqa: F401
-    FINALIZE_GRACE, SIM_LAUNCH_ATTEMPTS, SIM_LAUNCH_TIMEOUT, LaunchHung, MpiRun, _explain, run_mpi)
+    FINALIZE_GRACE, LAUNCH_TIMEOUT, SIM_LAUNCH_ATTEMPTS, SIM_LAUNCH_TIMEOUT, LaunchHung, MpiRun, _explain, run_mpi)
+from clusterbench.launch.mpi.pernode import Demux, PerNode, build_per_node, per_node_spec  # noqa: F401
 from clusterbench.launch.mpi.spec import LaunchSpec, RankPlace, _check_cidr  # noqa: F401
-from clusterbench.launch.mpi.srun import srun_mpi_plugins, srun_pmi  # noqa: F401
+from clusterbench.launch.mpi.launchers.srun import srun_mpi_plugins, srun_pmi  # noqa: F401
 from clusterbench.launch.mpi.transport import (  # noqa: F401
     OMPI_TRANSPORT_MCA, PROOF_ARGS, TRANSPORTS, TransportProof, check_transport, parse_transport_proof,
     ucx_kind, used_transport)

@@ -166,7 +166,12 @@ def _ranks_may_share_node(spec: LaunchSpec) -> bool:
 
 
 class LaunchHung(KernelFailed):
-    """MPI started no rank within the launch timeout (nothing was measured or passed on)."""
+    """The launcher started no rank (or, for per-node agents, not every node's) within the launch
+    timeout (nothing was measured or passed on)."""
+
+
+#: seconds a launch may take to start the ranks on real hosts unless the caller says otherwise
+LAUNCH_TIMEOUT = 60.0
 
 
 #: Launch timeout on the virtual cluster, where a launch normally takes well under a second: the
@@ -185,7 +190,7 @@ def sim_launch_steps(nhosts: int) -> list[float]:
 
 
 def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: float,
-            launch_timeout: float = 60.0, on_record: Callable[[Record], None] | None = None,
+            launch_timeout: float = LAUNCH_TIMEOUT, on_record: Callable[[Record], None] | None = None,
             name: str = "mpi kernel", proof_ranks: Sequence[int] = (0, 1),
             proof_out: TransportProof | None = None) -> MpiRun:
     """Run ``program`` under MPI (see :func:`_run_mpi_once`).
@@ -219,7 +224,7 @@ def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: 
 
 
 def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: float,
-            launch_timeout: float = 60.0, on_record: Callable[[Record], None] | None = None,
+            launch_timeout: float = LAUNCH_TIMEOUT, on_record: Callable[[Record], None] | None = None,
             name: str = "mpi kernel", proof_ranks: Sequence[int] = (0, 1),
             proof_out: TransportProof | None = None) -> MpiRun:
     """Run ``program`` under MPI; return its records (rank 0's JSON lines) and the transport proof.

@@ -35,8 +35,15 @@ class LaunchSpec:
     #: N ranks per node, left unbound by the launcher: each binds itself (HPL's hybrid ranks, whose
     #: BLAS threads take the rank's cores); ``places`` then name hosts, not cpus
     per_node: int | None = None
-    #: the launcher's own options, for what no field above says (a launcher-specific spec, e.g. the
-    #: sweep's one tagged process per node); a benchmark states what it needs in the fields instead
+    #: the one-tagged-process-per-node mode (a per-node agent such as ``sweep node``'s; with
+    #: ``per_node=1``, see :func:`clusterbench.launch.mpi.pernode.per_node_spec`): the program is not
+    #: an MPI program, every line a process prints carries its rank in the launcher's own tag
+    #: (``Launcher.tag``), and a process that ends does not end the others (the launcher's recovery mode)
+    tagged: bool = False
+    #: the job's name where the launcher has one (srun's --job-name)
+    job_name: str = "clusterbench"
+    #: the launcher's own options, for what no field above says; a benchmark states what it needs in
+    #: the fields instead
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)    # exported to every rank (-x)
     prefix: list[str] = field(default_factory=list)      # run the launcher under this, e.g. ip netns exec

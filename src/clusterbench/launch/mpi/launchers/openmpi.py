@@ -11,7 +11,7 @@ from pathlib import Path
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch import remote, simcluster
 from clusterbench.launch.mpi.detect import MpiInstall
-from clusterbench.launch.mpi.launchers import register_launcher
+from clusterbench.launch.mpi.launchers import OutputTag, register_launcher
 from clusterbench.launch.mpi.spec import LaunchSpec
 from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS
 
@@ -20,10 +20,16 @@ def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-@register_launcher("mpirun", serves="mpirun", mpi=("openmpi",))
+#: ``--tag-output``: ``[JOB,RANK]<stdout>:`` before every chunk mpirun forwards and after every
+#: newline inside it
+TAG = OutputTag(rb"\[[^\],\[]+,(\d+)\]<stdout>:", anywhere=True)
+
+
+@register_launcher("mpirun", serves="mpirun", mpi=("openmpi",), tag=TAG)
 def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path,
                    env: dict[str, str]) -> list[str]:
-    """``mpirun -np N --hostfile ... --rankfile ... --mca ... -x VAR ... program``."""
+    """``mpirun -np N --hostfile ... --rankfile ... --mca ... -x VAR ... program``; one tagged
+    process per node: ``--map-by ppr:1:node --bind-to none --tag-output --enable-recovery``."""
     cmd = [mpi.mpirun]
     if _is_root():
         if not spec.allow_root:
@@ -81,6 +87,8 @@ def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
         share = remote.launcher_ssh_options([h.name for h in spec.hosts])
         if share:  # its daemons start over the ssh connections clusterbench already has
             cmd += ["--mca", "plm_rsh_args", share]
+    if spec.tagged:  # every chunk tagged with its rank; a process that ends leaves the others running
+        cmd += ["--tag-output", "--enable-recovery"]
     cmd += list(spec.extra_args)
     return cmd + list(program)
 

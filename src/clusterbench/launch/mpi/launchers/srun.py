@@ -8,8 +8,8 @@ from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch.mpi.detect import MpiInstall, _run_text
-from clusterbench.launch.mpi.launchers import register_launcher
-from clusterbench.launch.mpi.mpich import _mpich_bind_wrapper, mpich_transport_env
+from clusterbench.launch.mpi.launchers import OutputTag, register_launcher
+from clusterbench.launch.mpi.launchers.mpich import _mpich_bind_wrapper, mpich_transport_env
 from clusterbench.launch.mpi.spec import LaunchSpec
 from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS
 
@@ -54,14 +54,33 @@ def _srun_cpu_map(spec: LaunchSpec) -> list[int] | None:
     return cpus
 
 
-@register_launcher("srun", serves="srun")
-def _srun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path,
+#: ``--label``: ``RANK: `` at the start of every line
+TAG = OutputTag(rb"^\s*(\d+): ", anywhere=False)
+
+
+def _tagged_command(srun: str, spec: LaunchSpec, program: Sequence[str]) -> list[str]:
+    """One process per node of ``spec.hosts``, unbound (what the step gives it), labelled, without
+    PMI (not an MPI program), and a task that ends leaves the others running."""
+    assert spec.hosts
+    n = len(spec.hosts)
+    return [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
+            "--nodelist=" + ",".join(h.name for h in spec.hosts), "--cpu-bind=none", "--label",
+            "--kill-on-bad-exit=0", "--mpi=none", f"--job-name={spec.job_name}", *spec.extra_args, *program]
+
+
+@register_launcher("srun", serves="srun", tag=TAG, exports_env=True)
+def _srun_command(mpi: MpiInstall | None, spec: LaunchSpec, program: Sequence[str], wd: Path,
                   env: dict[str, str]) -> list[str]:
     """``srun --mpi=PMI -n N --cpu-bind=map_cpu:... [--distribution=arbitrary] program``: ranks
-    started by slurmd (no mpirun), the transport as environment (srun exports it to every task)."""
+    started by slurmd (no mpirun), the transport as environment (srun exports it to every task).
+    One tagged process per node: ``srun --ntasks-per-node=1 --cpu-bind=none --label
+    --kill-on-bad-exit=0 --mpi=none``."""
     srun = shutil.which("srun")
     if not srun:
         raise EnvironmentProblem("--launcher srun: srun is not on PATH", "install slurm-client or load Slurm's module")
+    if spec.tagged:
+        return _tagged_command(srun, spec, program)
+    assert mpi is not None  # build_command: only a tagged spec comes without its MPI
     if mpi.name == "openmpi":
         mca = list(OMPI_TRANSPORT_MCA[spec.transport])
         if spec.transport == "rdma":
@@ -80,7 +99,7 @@ def _srun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd:
         tenv = mpich_transport_env(mpi, spec)
     env.update({k: v for k, v in tenv.items() if k not in spec.env})
     cmd = [srun, f"--mpi={srun_pmi(mpi, srun)}", "-n", str(spec.nranks), "--kill-on-bad-exit=1",
-           "--job-name=clusterbench"]
+           f"--job-name={spec.job_name}"]
     if spec.places and all(p.host for p in spec.places):
         hf = wd / "slurm-hostfile"  # one line per rank, in rank order
         hf.write_text("".join(f"{p.host}\n" for p in spec.places))

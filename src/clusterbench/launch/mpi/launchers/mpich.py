@@ -11,7 +11,7 @@ from pathlib import Path
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch import simcluster
 from clusterbench.launch.mpi.detect import MpiInstall
-from clusterbench.launch.mpi.launchers import register_launcher
+from clusterbench.launch.mpi.launchers import OutputTag, register_launcher
 from clusterbench.launch.mpi.spec import LaunchSpec
 
 #: MPICH ch4:ucx environment per transport. MPICH moves data between ranks of one node through its
@@ -87,13 +87,19 @@ def mpich_transport_env(mpi: MpiInstall, spec: LaunchSpec) -> dict[str, str]:
     return env
 
 
-@register_launcher("mpiexec", serves="mpirun", mpi=("mpich",))
+#: ``-prepend-pattern``: Hydra puts this (``%r``: the rank) before every chunk it forwards
+TAG_PATTERN = "[cbsweep-rank-%r]"
+TAG = OutputTag(rb"\[cbsweep-rank-(\d+)\]", anywhere=True)
+
+
+@register_launcher("mpiexec", serves="mpirun", mpi=("mpich",), tag=TAG)
 def _mpich_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd: Path,
                    env: dict[str, str]) -> list[str]:
     """Hydra: ``mpiexec -f hostfile -n N [-launcher-exec agent -iface IF] -genv ... bind-rank.sh prog``.
 
     Every variable the launch sets (transport, proof, ``spec.env``) goes to every rank with
-    ``-genv`` and is also returned in ``env``; nothing is needed for root (Hydra has no check)."""
+    ``-genv`` and is also returned in ``env``; nothing is needed for root (Hydra has no check). One
+    tagged process per node: ``-prepend-pattern ... -disable-auto-cleanup -ppn 1 -bind-to none``."""
     tenv = mpich_transport_env(mpi, spec)
     env.update({k: v for k, v in tenv.items() if k not in spec.env})
     cmd = [mpi.mpirun]
@@ -106,6 +112,8 @@ def _mpich_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
     cmd += ["-n", str(spec.nranks)]
     for key in sorted(env):
         cmd += ["-genv", key, env[key]]
+    if spec.tagged:  # every chunk tagged with its rank; a process that ends leaves the others running
+        cmd += ["-prepend-pattern", TAG_PATTERN, "-disable-auto-cleanup"]
     cmd += list(spec.extra_args)
     wrapper: list[str] = []
     if spec.places and all(p.cpu is not None for p in spec.places):
