@@ -745,7 +745,7 @@ def test_report_killed_leaves_a_temp_folder_the_next_report_removes(tmp_path):
 
 @pytest.mark.integration
 def test_report_never_touches_a_live_writers_temp_folder(tmp_path):
-    from clusterbench.store.db import process_start
+    from clusterbench.store.liveness import process_start
 
     db = _stream_store(tmp_path / "r.db")
     out = tmp_path / "rep"

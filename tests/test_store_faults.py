@@ -15,7 +15,7 @@ import pytest
 from clusterbench.errors import StoreError, UsageError
 from clusterbench.session import new_run_record
 from clusterbench.store import STORE_SCHEMA, Store
-from clusterbench.store.db import process_start
+from clusterbench.store.liveness import process_start
 
 CLI = [sys.executable, "-m", "clusterbench"]
 

@@ -29,7 +29,7 @@ from clusterbench.cli import main
 from clusterbench.errors import UsageError
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
-from clusterbench.store.db import NOTE_LIMIT, check_note
+from clusterbench.store.names import NOTE_LIMIT, check_note
 from clusterbench.text import command_line, run_command, seconds, terminal_text
 
 #: a fast real run (about a second)

@@ -16,7 +16,7 @@ from clusterbench.benchmarks.base import Param
 from clusterbench.errors import ClusterbenchError, EnvironmentProblem, UsageError
 from clusterbench.session import DEFAULT_TIMEOUT
 from clusterbench.store import Store
-from clusterbench.store.db import NOTE_LIMIT, check_note
+from clusterbench.store.names import NOTE_LIMIT, check_note
 from clusterbench.text import terminal_text
 
 

@@ -31,7 +31,8 @@ from clusterbench.benchmarks.base import Benchmark, Progress, Result, RunContext
 from clusterbench.energy import run as energy
 from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.store import Store
-from clusterbench.store.db import boot_id, now_iso, process_start
+from clusterbench.store.db import now_iso
+from clusterbench.store.liveness import boot_id, process_start
 
 
 class Interrupted(KeyboardInterrupt):
@@ -163,7 +164,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
          probe_data: dict | None, tags: Sequence[str] = (), note: str | None = None,
          power: Sequence[str] = (), watts: float | None = None, power_interval: float | None = None) -> RunReport:
     from clusterbench.probe import probe as do_probe
-    from clusterbench.store.db import check_note, check_tag
+    from clusterbench.store.names import check_note, check_tag
 
     tags = list(dict.fromkeys(check_tag(t) for t in tags))  # bad tags refused before anything runs
     check_note(note)  # so is an over-long note

@@ -171,7 +171,7 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
     from clusterbench.cluster.preflight import preflight
     from clusterbench.probe import probe as do_probe
     from clusterbench.store import Store
-    from clusterbench.store.db import check_tag
+    from clusterbench.store.names import check_tag
     from clusterbench.sweep import network as sweep_network
     from clusterbench.sweep import node as sweep_node
 

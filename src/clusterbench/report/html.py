@@ -618,13 +618,13 @@ def _check_outdir(outdir: Path, force: bool) -> tuple[set[str] | None, list[str]
 # and .NAME.old-PID-START-XXXX (an earlier report moved aside while the new one takes its place);
 # PID and START (the writer's start time, /proc/PID/stat field 22) say whether its writer still lives
 def _writer_tag() -> str:
-    from clusterbench.store.db import process_start
+    from clusterbench.store.liveness import process_start
 
     return f"{os.getpid()}-{process_start(os.getpid()) or 0}"
 
 
 def _writer_alive(pid: int, start: int) -> bool:
-    from clusterbench.store.db import process_alive
+    from clusterbench.store.liveness import process_alive
 
     return process_alive(pid, start)
 

@@ -650,7 +650,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     from clusterbench.benchmarks.mpi.common import sim_cluster_of
     from clusterbench.launch import mpi as mpimod
     from clusterbench.launch.mpi.hosts import _check_name
-    from clusterbench.store.db import check_note, check_tag
+    from clusterbench.store.names import check_note, check_tag
 
     progress = progress or Progress()
     t_start = time.monotonic()

@@ -77,7 +77,7 @@ class _Tuner:
                  timeout: float, oversubscribe: bool, argv: Sequence[str] | None, n_small: int | None,
                  tags: Sequence[str] = (), note: str | None = None) -> None:
         space.check()
-        from clusterbench.store.db import check_note, check_tag
+        from clusterbench.store.names import check_note, check_tag
         self.tags, self.note = [check_tag(t) for t in tags], check_note(note)
         if top_k < 1:
             raise UsageError(f"top_k {top_k} is not allowed", "confirm at least 1 configuration at full N")

@@ -1,0 +1,64 @@
+"""What a user may name a run with: tags, notes, and the selector syntax's small parsers."""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from clusterbench.errors import UsageError
+
+
+#: a tag: letters, digits and ._+=@- (no spaces, commas or colons: 'tag:NAME' and 'a,b' are selector syntax)
+TAG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,63}")
+#: 'last', or 'last~N' (the run N before the newest)
+_LAST_RE = re.compile(r"last(?:~(\d+))?")
+
+
+#: the most characters a run's note (``--note``, ``results tag --note``) may hold
+NOTE_LIMIT = 1000
+
+
+def check_note(note: Any) -> str | None:
+    """``note`` when it is ``None`` or text of at most :data:`NOTE_LIMIT` characters; else a one-line
+    UsageError (the note itself is not echoed). Any character is kept as given: printers show
+    control characters escaped (:func:`clusterbench.text.terminal_text`)."""
+    if note is None:
+        return None
+    if not isinstance(note, str):
+        raise UsageError(f"a note must be text, not {type(note).__name__}", "give the note as a string")
+    if len(note) > NOTE_LIMIT:
+        raise UsageError(f"the note is {len(note)} characters, more than the {NOTE_LIMIT} a note may hold",
+                         f"shorten it to {NOTE_LIMIT} characters or fewer")
+    return note
+
+
+def check_tag(tag: Any) -> str:
+    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or _LAST_RE.fullmatch(tag):
+        raise UsageError(f"tag {tag!r} is not a valid tag",
+                         "use 1-64 letters, digits or ._+=@- starting with a letter or digit (not 'last')")
+    return tag
+
+
+def _tag_hint(tags: dict[str, int]) -> str:
+    if not tags:
+        return "no run carries a tag yet: add --tag NAME to a run"
+    shown = ", ".join(list(tags)[:8]) + (", ..." if len(tags) > 8 else "")
+    return f"tags in the store: {shown}"
+
+
+def _like_literal(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _since(text: str) -> str:
+    """An ISO date or date-time as the store's 'started' compares it (UTC, text order)."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"--since {text!r} is not a date", "use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    return when.isoformat(timespec="seconds")
+
+
+#: what an ``applying`` fix whose process is gone reads as (``kill -9`` or a crash while applying)

@@ -1,0 +1,104 @@
+"""The store's schema: its version, the tables (:data:`DDL`) and the upgrades that take an older file
+to this version in place. The columns are described in :mod:`clusterbench.store.db`."""
+from __future__ import annotations
+
+
+
+
+STORE_SCHEMA = 7
+#: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
+UPGRADES = {
+    # 'notes' joined schema 1 after its first commit without a version bump: added when missing
+    1: ("ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT '{}'"),
+    2: ("ALTER TABLE runs ADD COLUMN pid_start INTEGER",
+        "ALTER TABLE runs ADD COLUMN boot_id TEXT",
+        "UPDATE results SET benchmark='membw' WHERE benchmark='bandwidth'"),
+    3: ("ALTER TABLE runs ADD COLUMN note TEXT",
+        "CREATE TABLE IF NOT EXISTS run_tags (run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+        " tag TEXT NOT NULL, PRIMARY KEY (run_id, tag))",
+        "CREATE INDEX IF NOT EXISTS run_tags_tag ON run_tags(tag)"),
+    4: ('''CREATE TABLE IF NOT EXISTS fixes (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    hosts TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('applying', 'applied', 'undone')),
+    actions TEXT NOT NULL,
+    finding TEXT NOT NULL,
+    verify TEXT,
+    ended TEXT,
+    error TEXT
+)''',),
+    5: ("ALTER TABLE runs ADD COLUMN energy TEXT",),
+    6: ("ALTER TABLE fixes ADD COLUMN pid INTEGER",
+        "ALTER TABLE fixes ADD COLUMN pid_start INTEGER",
+        "ALTER TABLE fixes ADD COLUMN boot_id TEXT"),
+}
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    started TEXT NOT NULL,
+    ended TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')),
+    error TEXT,
+    command TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    clusterbench_version TEXT NOT NULL,
+    profile TEXT,
+    probe TEXT NOT NULL,
+    builds TEXT NOT NULL DEFAULT '{}',
+    warnings TEXT NOT NULL DEFAULT '[]',
+    notes TEXT NOT NULL DEFAULT '[]',
+    cluster TEXT NOT NULL DEFAULT '{}',
+    pid_start INTEGER,
+    boot_id TEXT,
+    note TEXT,
+    energy TEXT
+);
+CREATE TABLE IF NOT EXISTS run_tags (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (run_id, tag)
+);
+CREATE INDEX IF NOT EXISTS run_tags_tag ON run_tags(tag);
+CREATE TABLE IF NOT EXISTS fixes (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    hosts TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('applying', 'applied', 'undone')),
+    actions TEXT NOT NULL,
+    finding TEXT NOT NULL,
+    verify TEXT,
+    ended TEXT,
+    error TEXT,
+    pid INTEGER,
+    pid_start INTEGER,
+    boot_id TEXT
+);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    benchmark TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    value REAL NOT NULL,
+    unit TEXT NOT NULL,
+    higher_is_better INTEGER NOT NULL,
+    params TEXT NOT NULL,
+    samples TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    limit_json TEXT,
+    limits TEXT NOT NULL,
+    warnings TEXT NOT NULL,
+    kernel TEXT,
+    measured_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_run ON results(run_id, seq);
+CREATE INDEX IF NOT EXISTS results_metric ON results(benchmark, metric);
+"""
