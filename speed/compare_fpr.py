@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from clusterbench.analysis import compare as C
+from clusterbench.analysis import matching as M
+from clusterbench.analysis import verdict as V
 from clusterbench.benchmarks import all_benchmarks
 from clusterbench.store import Store
 
@@ -92,11 +94,11 @@ def false_positives(runner: Runner, keys: dict, pairs: int, runs: int, say) -> t
         figures_called += len(called)
         cannot += cmp.summary["cannot judge"]
         # the same pair, one run per side, samples taken as independent (no run-level test, no Holm)
-        one = C.match_figures([{**r, "run_id": None} for r in res_a[a[0]]],
+        one = M.match_figures([{**r, "run_id": None} for r in res_a[a[0]]],
                               [{**r, "run_id": None} for r in res_b[b[0]]], keys)[0]
         one_called = []
         for m in one:
-            c = C.compare_samples(list(m.samples_a), list(m.samples_b), m.higher_is_better)
+            c = V.compare_samples(list(m.samples_a), list(m.samples_b), m.higher_is_better)
             if c.significant:
                 one_called.append(f"{m.label} {c.change_pct:+.1f}%")
         single_fp += bool(one_called)

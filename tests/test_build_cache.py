@@ -82,3 +82,21 @@ def test_kill_9_during_compile_leaves_no_binary(cache, tmp_path):
     finally:
         del os.environ["CC"], os.environ["SLOWCC_FAST"]
     assert b.path.parent == build_dir and build.is_program(b.path)
+
+
+def test_every_shared_header_is_part_of_the_key(cache, monkeypatch, tmp_path):
+    # the kernels' shared headers (options table, pinning, info record, vector layer) are compiled
+    # into every kernel: a node whose headers differ must not reuse another build
+    inc = tmp_path / "include"
+    shutil.copytree(build.INCLUDE_DIR, inc)
+    monkeypatch.setattr(build, "INCLUDE_DIR", inc)
+    names = {p.name for p in inc.glob("*.h")}
+    assert {"cb_common.h", "cb_mpi.h", "cb_simd.h"} <= names
+    before = build.plan_kernel("stream").info["cache_key"]
+    for name in sorted(names):
+        header = inc / name
+        text = header.read_text()
+        header.write_text(text + "\n/* changed */\n")
+        assert build.plan_kernel("stream").info["cache_key"] != before, name
+        header.write_text(text)
+    assert build.plan_kernel("stream").info["cache_key"] == before

@@ -10,6 +10,10 @@ import time
 import pytest
 
 from clusterbench.analysis import compare as C
+from clusterbench.analysis import envdiff as E
+from clusterbench.analysis import matching as M
+from clusterbench.analysis import stats as S
+from clusterbench.analysis import verdict as V
 from clusterbench.errors import UsageError
 
 KEYS = {"stream": ("variant", "threads", "order", "cpu_node", "mem_node"), "fpu": ("op", "threads")}
@@ -24,15 +28,15 @@ def gauss(mean: float, sd: float, n: int, seed: int) -> list[float]:
 
 
 def test_mann_whitney_exact_small_samples():
-    assert C.mann_whitney([1, 2, 3], [4, 5, 6]) == (0.0, pytest.approx(0.1), "exact")  # 2/C(6,3)
-    assert C.mann_whitney([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])[1] == pytest.approx(2 / 252)
+    assert S.mann_whitney([1, 2, 3], [4, 5, 6]) == (0.0, pytest.approx(0.1), "exact")  # 2/C(6,3)
+    assert S.mann_whitney([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])[1] == pytest.approx(2 / 252)
     # one pair out of order: U = 1, P(U <= 1) = 2/20 for 3 vs 3
-    assert C.mann_whitney([1, 2, 4], [3, 5, 6])[1] == pytest.approx(0.2)
+    assert S.mann_whitney([1, 2, 4], [3, 5, 6])[1] == pytest.approx(0.2)
     # interleaved: U = 3, P(U <= 3) = (1 + 1 + 2 + 3) / 20 = 0.35
-    assert C.mann_whitney([1, 3, 5], [2, 4, 6]) == (3.0, pytest.approx(0.7), "exact")
-    assert sum(C._u_distribution(4, 6)) == math.comb(10, 4)
-    assert C.smallest_p(3, 3) == pytest.approx(0.1)
-    assert C.smallest_p(4, 4) == pytest.approx(2 / 70)
+    assert S.mann_whitney([1, 3, 5], [2, 4, 6]) == (3.0, pytest.approx(0.7), "exact")
+    assert sum(S._u_distribution(4, 6)) == math.comb(10, 4)
+    assert S.smallest_p(3, 3) == pytest.approx(0.1)
+    assert S.smallest_p(4, 4) == pytest.approx(2 / 70)
 
 
 def normal_p(a: list[float], b: list[float]) -> float:
@@ -46,21 +50,21 @@ def normal_p(a: list[float], b: list[float]) -> float:
 
 def test_mann_whitney_normal_approximation_for_large_samples():
     a, b = gauss(10, 1, 60, 1), gauss(10.4, 1, 60, 2)
-    _u, p, method = C.mann_whitney(a, b)
+    _u, p, method = S.mann_whitney(a, b)
     assert method == "normal"  # 3600 pairs > EXACT_MAX_CELLS
     assert p == pytest.approx(normal_p(a, b), rel=1e-9)
     # exact and normal agree at the boundary of the exact method (40 x 40 = 1600 pairs)
     for shift in (0.2, 0.5):
         a, b = gauss(10, 1, 40, 3), gauss(10 + shift, 1, 40, 4)
-        assert C.mann_whitney(a, b)[2] == "exact"
-        assert C.mann_whitney(a, b)[1] == pytest.approx(normal_p(a, b), rel=0.1)
+        assert S.mann_whitney(a, b)[2] == "exact"
+        assert S.mann_whitney(a, b)[1] == pytest.approx(normal_p(a, b), rel=0.1)
 
 
 def test_mann_whitney_ties_use_tie_correction():
     a, b = [1, 1, 2, 2, 3, 3], [2, 3, 3, 4, 4, 5]
-    _u, p, method = C.mann_whitney(a, b)
+    _u, p, method = S.mann_whitney(a, b)
     assert method == "normal" and 0 < p < 1
-    assert C.mann_whitney([5, 5, 5], [5, 5, 5])[1] == 1.0
+    assert S.mann_whitney([5, 5, 5], [5, 5, 5])[1] == 1.0
 
 
 def test_against_scipy_when_installed():
@@ -68,19 +72,19 @@ def test_against_scipy_when_installed():
     for seed in range(5):
         a, b = gauss(10, 1, 12, seed), gauss(10.8, 1, 9, seed + 100)
         ref = stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
-        assert C.mann_whitney(a, b)[1] == pytest.approx(ref, rel=1e-9)
+        assert S.mann_whitney(a, b)[1] == pytest.approx(ref, rel=1e-9)
         a, b = gauss(10, 1, 70, seed), gauss(10.3, 1, 80, seed + 100)
         ref = stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
-        assert C.mann_whitney(a, b)[1] == pytest.approx(ref, rel=1e-9)
+        assert S.mann_whitney(a, b)[1] == pytest.approx(ref, rel=1e-9)
         ref = stats.ttest_ind(a[:5], b[:4]).pvalue
-        assert C.t_test(a[:5], b[:4]) == pytest.approx(ref, rel=1e-7)
+        assert S.t_test(a[:5], b[:4]) == pytest.approx(ref, rel=1e-7)
 
 
 def test_t_test_known_value():
     # t = 3 / sqrt(1 * (2/3)) = 3.674, df 4: two-sided p = 0.02131
-    assert C.t_test([1, 2, 3], [4, 5, 6]) == pytest.approx(0.021311641, rel=1e-6)
-    assert C.t_test([1.0], [2.0]) is None  # no degree of freedom
-    assert C.t_test([1.0], [1.0, 1.2]) is not None  # 1 vs 2 works (df 1)
+    assert S.t_test([1, 2, 3], [4, 5, 6]) == pytest.approx(0.021311641, rel=1e-6)
+    assert S.t_test([1.0], [2.0]) is None  # no degree of freedom
+    assert S.t_test([1.0], [1.0, 1.2]) is not None  # 1 vs 2 works (df 1)
 
 
 # --------------------------------------------------------------------------- bootstrap and verdicts
@@ -88,11 +92,11 @@ def test_t_test_known_value():
 
 def test_bootstrap_interval_contains_true_ratio_and_is_deterministic():
     a, b = gauss(100, 2, 30, 5), gauss(120, 2.4, 30, 6)  # true ratio 1.2
-    lo, hi = C.bootstrap_ratio([a], [b])
+    lo, hi = S.bootstrap_ratio([a], [b])
     assert lo < 1.2 < hi and hi - lo < 0.05
-    assert C.bootstrap_ratio([a], [b]) == (lo, hi)
-    assert C.bootstrap_ratio([a], [b], seed=7) != (lo, hi)
-    assert C.compare_samples(a, b, True).as_dict() == C.compare_samples(a, b, True).as_dict()
+    assert S.bootstrap_ratio([a], [b]) == (lo, hi)
+    assert S.bootstrap_ratio([a], [b], seed=7) != (lo, hi)
+    assert V.compare_samples(a, b, True).as_dict() == V.compare_samples(a, b, True).as_dict()
 
 
 def _runs(rng: random.Random, runs: int, k: int, centre: float) -> list[list[float]]:
@@ -110,24 +114,24 @@ def test_a_large_side_s_bootstrap_is_computed_and_agrees_with_simulating_it(monk
     every sample, within the resampling's own noise, at a hundredth of the cost."""
     rng = random.Random(runs)
     a, b = _runs(rng, runs, k, 100.0), _runs(rng, runs, k, 101.0)
-    assert runs * k > C.BOOTSTRAP_SIMULATE_MAX
+    assert runs * k > S.BOOTSTRAP_SIMULATE_MAX
     t0 = time.perf_counter()
-    computed = C.bootstrap_ratio(a, b)
+    computed = S.bootstrap_ratio(a, b)
     fast = time.perf_counter() - t0
-    monkeypatch.setattr(C, "BOOTSTRAP_SIMULATE_MAX", 10 ** 9)
+    monkeypatch.setattr(S, "BOOTSTRAP_SIMULATE_MAX", 10 ** 9)
     t0 = time.perf_counter()
-    simulated = C.bootstrap_ratio(a, b)
+    simulated = S.bootstrap_ratio(a, b)
     slow = time.perf_counter() - t0
     width = simulated[1] - simulated[0]
     assert width > 0 and abs(computed[0] - simulated[0]) < 0.1 * width and abs(computed[1] - simulated[1]) < 0.1 * width
     assert fast < slow / 10, (fast, slow)
-    assert C.bootstrap_ratio(a, b) == simulated  # the switch is the only difference (same seed)
+    assert S.bootstrap_ratio(a, b) == simulated  # the switch is the only difference (same seed)
 
 
 def test_median_distribution_is_a_cdf_over_the_pooled_values():
-    values, cdf = C.median_distribution([[3.0, 1.0, 2.0], [2.0, 5.0]])
+    values, cdf = S.median_distribution([[3.0, 1.0, 2.0], [2.0, 5.0]])
     assert values == [1.0, 2.0, 3.0, 5.0] and cdf == sorted(cdf) and cdf[-1] == 1.0 and 0 < cdf[1] < 1
-    values, cdf = C.median_distribution([[4.0], [1.0], [2.0]])  # runs of one sample: no resampling noise
+    values, cdf = S.median_distribution([[4.0], [1.0], [2.0]])  # runs of one sample: no resampling noise
     assert cdf == [0.0, 1.0, 1.0]
 
 
@@ -135,50 +139,50 @@ def test_cv_in_floating_point_matches_statistics():
     import statistics
 
     xs = gauss(50, 3, 40, 9)
-    assert C._cv(xs) == pytest.approx(statistics.stdev(xs) / statistics.fmean(xs), rel=1e-12)
-    assert C._cv([1.0]) == 0.0 and C._cv([0.0, 0.0]) == math.inf
+    assert S.cv_of(xs) == pytest.approx(statistics.stdev(xs) / statistics.fmean(xs), rel=1e-12)
+    assert S.cv_of([1.0]) == 0.0 and S.cv_of([0.0, 0.0]) == math.inf
 
 
 def test_direction_lower_is_better_latency_that_dropped_is_better():
     a, b = gauss(10, 0.1, 10, 1), gauss(8, 0.08, 10, 2)
-    lat = C.compare_samples(a, b, higher_is_better=False)
+    lat = V.compare_samples(a, b, higher_is_better=False)
     assert lat.verdict == C.BETTER and lat.change_pct == pytest.approx((1 - lat.ratio) * 100)
     assert lat.ratio == pytest.approx(0.8, rel=0.02) and lat.change_pct == pytest.approx(20, abs=2)
-    bw = C.compare_samples(a, b, higher_is_better=True)
+    bw = V.compare_samples(a, b, higher_is_better=True)
     assert bw.verdict == C.WORSE and bw.change_pct == pytest.approx(-20, abs=2)
 
 
 def test_identical_distributions_not_different_and_different_ones_are():
-    same = C.compare_samples(gauss(50, 0.5, 15, 1), gauss(50, 0.5, 15, 2), True)
+    same = V.compare_samples(gauss(50, 0.5, 15, 1), gauss(50, 0.5, 15, 2), True)
     assert same.verdict == C.SAME and not same.significant
-    diff = C.compare_samples(gauss(50, 0.5, 15, 1), gauss(55, 0.5, 15, 2), True)
+    diff = V.compare_samples(gauss(50, 0.5, 15, 1), gauss(55, 0.5, 15, 2), True)
     assert diff.verdict == C.BETTER and diff.p_value < 1e-4 and diff.ci_low > 1.05
     assert diff.as_dict()["verdict"] == "better"
 
 
 def test_min_effect_below_one_percent_is_no_difference():
     a, b = gauss(100, 0.01, 20, 1), gauss(100.5, 0.01, 20, 2)  # 0.5%, perfectly separated
-    c = C.compare_samples(a, b, True)
+    c = V.compare_samples(a, b, True)
     assert c.p_value < 1e-6 and c.ci_low > 1 and c.verdict == C.SAME
-    assert C.compare_samples(a, b, True, min_effect=0.001).verdict == C.BETTER
+    assert V.compare_samples(a, b, True, min_effect=0.001).verdict == C.BETTER
 
 
-def codes(c: C.SampleComparison) -> list[str]:
+def codes(c: V.SampleComparison) -> list[str]:
     return [w["code"] for w in c.warnings]
 
 
 def test_too_few_samples_warning():
-    c = C.compare_samples([1.0, 1.01, 0.99], [2.0, 2.01, 1.99], True)  # 3 vs 3: smallest p 0.1
+    c = V.compare_samples([1.0, 1.01, 0.99], [2.0, 2.01, 1.99], True)  # 3 vs 3: smallest p 0.1
     assert c.verdict == C.UNKNOWN and "too-few-samples" in codes(c)
     w = next(w for w in c.warnings if w["code"] == "too-few-samples")
     assert "0.1" in w["message"] and "repeat" in w["remedy"]
-    one = C.compare_samples([1.0], [2.0, 2.1, 2.2, 2.3], True)
+    one = V.compare_samples([1.0], [2.0, 2.1, 2.2, 2.3], True)
     assert one.verdict == C.UNKNOWN and "one-sample" in codes(one)
 
 
 def test_high_cv_warning_states_threshold():
     noisy = [10, 14, 7, 12, 9, 15, 6, 11]
-    c = C.compare_samples(noisy, gauss(20, 0.1, 8, 1), True)
+    c = V.compare_samples(noisy, gauss(20, 0.1, 8, 1), True)
     assert c.verdict == C.UNKNOWN and "high-cv" in codes(c)
     w = next(w for w in c.warnings if w["code"] == "high-cv")
     assert "side A" in w["message"] and "10%" in w["message"]
@@ -187,14 +191,14 @@ def test_high_cv_warning_states_threshold():
 def test_runs_are_the_unit_of_replication():
     # one run per side, samples tight, medians 10% apart: the run-to-run variation is unknown
     a, b = gauss(10, 0.05, 10, 1), gauss(11, 0.05, 10, 2)
-    one = C.compare_runs([a], [b], True)
+    one = V.compare_runs([a], [b], True)
     assert one.verdict == C.UNKNOWN and "unreplicated" in codes(one) and one.p_value < 1e-3
     # the same shift between runs of ONE configuration (run noise) is not a difference
-    noise = C.compare_runs([gauss(10, 0.05, 10, 1), gauss(11, 0.05, 10, 2)],
+    noise = V.compare_runs([gauss(10, 0.05, 10, 1), gauss(11, 0.05, 10, 2)],
                            [gauss(10.1, 0.05, 10, 3), gauss(10.9, 0.05, 10, 4)], True)
     assert noise.verdict == C.SAME and noise.p_runs > 0.05
     # a real change seen in every run
-    real = C.compare_runs([gauss(10, 0.05, 10, s) for s in (1, 2, 3)],
+    real = V.compare_runs([gauss(10, 0.05, 10, s) for s in (1, 2, 3)],
                           [gauss(12, 0.05, 10, s) for s in (4, 5, 6)], True)
     assert real.verdict == C.BETTER and real.runs_a == 3 and real.p_runs < 0.01
 
@@ -215,9 +219,9 @@ def stream_run(threads: int, level: float, seed: int, metrics=("copy", "triad"))
 
 
 def test_match_by_key_params_and_pool_two_runs_per_side():
-    side_a = C.pool({"a1": stream_run(2, 100, 1), "a2": stream_run(2, 100, 11)})
-    side_b = C.pool([("b1", stream_run(2, 130, 21)), ("b2", stream_run(2, 130, 31))])
-    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    side_a = M.pool({"a1": stream_run(2, 100, 1), "a2": stream_run(2, 100, 11)})
+    side_b = M.pool([("b1", stream_run(2, 130, 21)), ("b2", stream_run(2, 130, 31))])
+    matches, only_a, only_b = M.match_figures(side_a, side_b, KEYS)
     assert [m.metric for m in matches] == ["copy", "triad"] and not only_a and not only_b
     m = matches[0]
     assert m.params == {"variant": "regular", "threads": 2, "order": "compact", "cpu_node": None, "mem_node": None}
@@ -229,9 +233,9 @@ def test_match_by_key_params_and_pool_two_runs_per_side():
 
 
 def test_varied_key_param_is_the_change_under_test():
-    side_a = C.pool({"a1": stream_run(1, 100, 1), "a2": stream_run(1, 101, 2)})
-    side_b = C.pool({"b1": stream_run(2, 190, 3), "b2": stream_run(2, 191, 4)})
-    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    side_a = M.pool({"a1": stream_run(1, 100, 1), "a2": stream_run(1, 101, 2)})
+    side_b = M.pool({"b1": stream_run(2, 190, 3), "b2": stream_run(2, 191, 4)})
+    matches, only_a, only_b = M.match_figures(side_a, side_b, KEYS)
     assert len(matches) == 2 and not only_a and not only_b
     assert matches[0].varied == {"threads": (1, 2)} and "threads" not in matches[0].params
     assert "threads 1 -> 2" in matches[0].label
@@ -239,19 +243,19 @@ def test_varied_key_param_is_the_change_under_test():
 
 
 def test_several_values_on_a_side_are_not_a_variation():
-    side_a = C.pool({"a": stream_run(1, 100, 1)})
-    side_b = C.pool({"b": stream_run(1, 100, 2) + stream_run(2, 190, 3)})  # a sweep 1..2
-    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    side_a = M.pool({"a": stream_run(1, 100, 1)})
+    side_b = M.pool({"b": stream_run(1, 100, 2) + stream_run(2, 190, 3)})  # a sweep 1..2
+    matches, only_a, only_b = M.match_figures(side_a, side_b, KEYS)
     assert all(m.params["threads"] == 1 and not m.varied for m in matches) and len(matches) == 2
     assert not only_a and [u.params["threads"] for u in only_b] == [2, 2]
 
 
 def test_only_a_only_b_and_value_as_single_sample():
-    side_a = C.pool({"a": [result("fpu", "latency", [1.0, 1.1, 1.0], hib=False, op="add", threads=1),
+    side_a = M.pool({"a": [result("fpu", "latency", [1.0, 1.1, 1.0], hib=False, op="add", threads=1),
                            result("fpu", "latency", [3.0, 3.1, 3.0], hib=False, op="div", threads=1)]})
-    side_b = C.pool({"b": [result("fpu", "latency", [], hib=False, op="add", threads=1),
+    side_b = M.pool({"b": [result("fpu", "latency", [], hib=False, op="add", threads=1),
                            result("fpu", "latency", [5.0, 5.1], hib=False, op="sqrt", threads=1)]})
-    matches, only_a, only_b = C.match_figures(side_a, side_b, KEYS)
+    matches, only_a, only_b = M.match_figures(side_a, side_b, KEYS)
     assert len(matches) == 1 and matches[0].samples_b == (1.0,)  # the value stands in for samples
     assert "one-sample" in codes(matches[0].comparison) and matches[0].comparison.verdict == C.UNKNOWN
     assert [u.params["op"] for u in only_a] == ["div"] and [u.params["op"] for u in only_b] == ["sqrt"]
@@ -259,9 +263,9 @@ def test_only_a_only_b_and_value_as_single_sample():
 
 
 def test_unknown_benchmark_keyed_on_its_non_float_params():
-    a = C.pool({"a": [result("custom", "x", [1.0, 2.0], mode="m", clock=3.51)]})
-    b = C.pool({"b": [result("custom", "x", [1.0, 2.0], mode="m", clock=3.49)]})
-    matches, _, _ = C.match_figures(a, b, KEYS)
+    a = M.pool({"a": [result("custom", "x", [1.0, 2.0], mode="m", clock=3.51)]})
+    b = M.pool({"b": [result("custom", "x", [1.0, 2.0], mode="m", clock=3.49)]})
+    matches, _, _ = M.match_figures(a, b, KEYS)
     assert len(matches) == 1 and matches[0].params == {"mode": "m"}
 
 
@@ -289,7 +293,7 @@ def test_env_diff_names_an_mtu_change_only():
     b = copy.deepcopy(probe_run("b"))
     b["probe"]["environment"]["nics"][1]["mtu"] = 9000
     b["probe"]["environment"]["nics"][0]["mtu"] = 1500  # lo is ignored
-    changes = C.env_diff([a], [b])
+    changes = E.env_diff([a], [b])
     assert [(c.what, c.a, c.b) for c in changes] == [("MTU of eth0", "1500", "9000")]
     assert changes[0].label == "MTU of eth0: 1500 -> 9000" and changes[0].as_dict()["b"] == "9000"
 
@@ -301,20 +305,20 @@ def test_env_diff_blas_and_build_flags_and_params():
     b["builds"]["fpu"] = {"compiler_version": "gcc 12.2.0", "flags": ["-O3"]}  # built on one side only
     ra = [result("dgemm", "gflops", [1.0, 2.0], blas="openblas", threads=2)]
     rb = [result("dgemm", "gflops", [1.0, 2.0], blas="blis", threads=2)]
-    whats = {c.what: c for c in C.env_diff([a], [b], ra, rb)}
+    whats = {c.what: c for c in E.env_diff([a], [b], ra, rb)}
     assert set(whats) == {"BLAS libraries", "build flags of stream", "blas (dgemm)"}
     assert whats["BLAS libraries"].a == "libopenblas.so.0" and whats["BLAS libraries"].b == "libblis.so.4"
     assert whats["blas (dgemm)"].label == "blas (dgemm): openblas -> blis"
 
 
 def test_env_diff_identical_probes_and_several_runs_per_side():
-    assert C.env_diff([probe_run("a1"), probe_run("a2")], [probe_run("b1")]) == []
-    mixed = C.env_diff([probe_run("a1"), probe_run("a2", thp="always")], [probe_run("b1")])
+    assert E.env_diff([probe_run("a1"), probe_run("a2")], [probe_run("b1")]) == []
+    mixed = E.env_diff([probe_run("a1"), probe_run("a2", thp="always")], [probe_run("b1")])
     assert [(c.what, c.values_a, c.values_b) for c in mixed] == [
         ("transparent huge pages", ("always", "madvise"), ("madvise",))]
     multi = probe_run("b")
     multi["cluster"] = {"hosts": ["n1", "n2"], "nodes": {}, "differences": []}
-    assert {c.what for c in C.env_diff([probe_run("a")], [multi])} == {"node count", "hosts"}
+    assert {c.what for c in E.env_diff([probe_run("a")], [multi])} == {"node count", "hosts"}
 
 
 # --------------------------------------------------------------------------- the whole comparison
@@ -377,26 +381,26 @@ def test_noise_gate_reads_the_spread_within_runs():
 
     a, la = side([100, 115, 130], "a")
     b, lb = side([200, 230, 260], "b")
-    c = C.compare_samples(a, b, True, runs_a=la, runs_b=lb)
+    c = V.compare_samples(a, b, True, runs_a=la, runs_b=lb)
     assert c.cv_a < 0.01 and c.verdict == C.BETTER and "high-cv" not in codes(c)
     b2, lb2 = side([105, 125, 110], "b")
-    assert C.compare_samples(a, b2, True, runs_a=la, runs_b=lb2).verdict == C.SAME
+    assert V.compare_samples(a, b2, True, runs_a=la, runs_b=lb2).verdict == C.SAME
 
 
 def test_benjamini_hochberg_adjusts_as_defined_and_keeps_power_holm_loses():
     """p = 0.01, 0.02, 0.03, 0.04 over four real changes: BH's adjusted p is 0.04 for each (all
     called), Holm's 0.04, 0.06, 0.06, 0.06 (one called)."""
     from dataclasses import replace as _replace
-    base = C.compare_samples(gauss(10, 0.01, 12, 1), gauss(12, 0.01, 12, 2), True)
+    base = V.compare_samples(gauss(10, 0.01, 12, 1), gauss(12, 0.01, 12, 2), True)
     assert base.verdict == C.BETTER
     comps = [_replace(base, p_value=p) for p in (0.03, 0.01, 0.04, 0.02)]
-    bh = C.benjamini_hochberg(comps)
+    bh = V.benjamini_hochberg(comps)
     assert [round(c.p_adjusted, 6) for c in bh] == [0.04] * 4 and all(c.verdict == C.BETTER for c in bh)
-    ho = C.holm(comps)
+    ho = V.holm(comps)
     assert [round(c.p_adjusted, 6) for c in ho] == [0.06, 0.04, 0.06, 0.06]
     assert [c.verdict for c in ho].count(C.BETTER) == 1
     one_big = [_replace(base, p_value=p) for p in (0.001, 0.5, 0.9)]
-    assert [round(c.p_adjusted, 6) for c in C.benjamini_hochberg(one_big)] == [0.003, 0.75, 0.9]
+    assert [round(c.p_adjusted, 6) for c in V.benjamini_hochberg(one_big)] == [0.003, 0.75, 0.9]
 
 
 def test_env_diff_reads_every_node_of_a_cluster_run():
@@ -406,7 +410,7 @@ def test_env_diff_reads_every_node_of_a_cluster_run():
         nodes = {h: {"probe": {}, "network": {"nics": [{"name": "lo", "mtu": 65536}, {"name": "cb0", "mtu": mtu}]}}
                  for h in hosts}
         return {"id": rid, "probe": {}, "cluster": {"hosts": hosts, "nodes": nodes, "sim_cluster": {"mtu": mtu}}}
-    labels = [e.label for e in C.env_diff([run("a", 1500, ["x1", "x2"])], [run("b", 9000, ["x1", "x2"])])]
+    labels = [e.label for e in E.env_diff([run("a", 1500, ["x1", "x2"])], [run("b", 9000, ["x1", "x2"])])]
     assert "MTU of cb0 on the nodes: 1500 -> 9000" in labels and "virtual cluster MTU: 1500 -> 9000" in labels
     assert not any("lo" in x for x in labels)
-    assert C.env_diff([run("a", 1500, ["x1", "x2"])], [run("b", 1500, ["x1", "x2"])]) == []
+    assert E.env_diff([run("a", 1500, ["x1", "x2"])], [run("b", 1500, ["x1", "x2"])]) == []

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis import diagnosis as D
-from clusterbench.probe import evidence as E
+from clusterbench.doctor import engine as D
+from clusterbench.doctor import evidence as E
 
 #: hwloc's snapshots of real machines, vendored with hwloc's licence (tests/data/sysfs/README.md)
 FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parent / "data" / "sysfs"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench import doctor
-from clusterbench.analysis import diagnosis as D
+from clusterbench.doctor import engine as D
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.store import Store
 
@@ -101,7 +101,7 @@ def test_fix_applies_records_and_undoes_exactly(tmp_path: Path) -> None:
     st = Store(tmp_path / "r.db")
     plan = {"rule": "thp", "title": "t", "hosts": None, "findings": [{"summary": "s"}], "advice": [],
             "actions": {"here": {"do": [f"echo new > {f}"], "undo": [f"echo 'old 1' > {f}"]}}}
-    import clusterbench.doctor as mod
+    import clusterbench.doctor.fixes as mod
     orig = mod.plan_after
     mod.plan_after = lambda rule, hosts: []  # the rule's re-read is the machine's, not this file's
     try:
@@ -128,7 +128,7 @@ def test_cli_fix_without_yes_changes_nothing(capsys, tmp_path, monkeypatch) -> N
     from clusterbench.cli import main
 
     monkeypatch.setenv("CLUSTERBENCH_DB", str(tmp_path / "r.db"))
-    monkeypatch.setattr(doctor, "diagnose", lambda *a, **k: _doc(
+    monkeypatch.setattr(doctor.fixes, "diagnose", lambda *a, **k: _doc(
         {"n1": with_items(thp__enabled=ok("never"))}))
     assert main(["doctor", "--fix", "thp"]) == 0
     out = capsys.readouterr().out

@@ -1,5 +1,5 @@
 """Energy and Gflops per watt (issue 12): the integration of power samples and counters
-(analysis/energy.py), the power sources (probe/power.py: specs, RAPL on a powercap snapshot with a
+(energy/figures.py), the power sources (energy/: specs, RAPL on a powercap snapshot with a
 counter that wraps, meter output, CSV logs, IPMI's line, HPL's start/end lines), the timed phase and
 the per-watt figures (RunContext), and, as a user runs it, HPL with a meter command that prints a
 constant, a meter that starts failing mid-run, one that hangs or prints garbage, a CSV log that does
@@ -17,17 +17,26 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis import energy as E
+from clusterbench.energy import figures as E
+from clusterbench.energy import rapl
+from clusterbench.energy.build import build_meter, this_host
+from clusterbench.energy.command import parse_reading
+from clusterbench.energy.csvlog import read_csv_log
+from clusterbench.energy.ipmi import parse_ipmi
+from clusterbench.energy.meter import Meter
+from clusterbench.energy.phase import Phase
+from clusterbench.energy.rapl import rapl_domains
+from clusterbench.energy.source import Sample, SampleFailed
+from clusterbench.energy.spec import check_specs, parse_spec
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.base import Phase, RunContext
+from clusterbench.benchmarks.base import RunContext
 from clusterbench.errors import UsageError
-from clusterbench.probe import power as P
 from clusterbench.probe.sysfs import FsRoot
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-# -- analysis/energy.py ----------------------------------------------------------------------
+# -- energy/figures.py -----------------------------------------------------------------------
 def _step_log(t_step: float, start: float, end: float, dt: float = 0.1, low: float = 10.0, high: float = 30.0):
     """A meter logging every dt seconds: ``low`` W before t_step, ``high`` W from it."""
     n = int(round((end - start) / dt))
@@ -91,7 +100,7 @@ def test_cluster_total_needs_every_node():
     assert "Level 1" in E.LEVEL and "switch" in E.LEVEL and "wall" in E.LEVEL
 
 
-# -- probe/power.py: specs -------------------------------------------------------------------
+# -- energy/spec.py, build.py: specs -----------------------------------------------------------
 @pytest.mark.parametrize("text,kind,node,arg", [
     ("rapl", "rapl", None, ""),
     ("n1=ipmi", "ipmi", "n1", ""),
@@ -102,7 +111,7 @@ def test_cluster_total_needs_every_node():
     ("cluster=watts:30", "watts", "cluster", "30"),
 ])
 def test_specs(text, kind, node, arg):
-    s = P.parse_spec(text)
+    s = parse_spec(text)
     assert (s.kind, s.node, s.arg) == (kind, node, arg)
 
 
@@ -123,34 +132,34 @@ def test_specs(text, kind, node, arg):
 ])
 def test_bad_specs_are_one_line_usage_errors(text, needle):
     with pytest.raises(UsageError, match=needle) as exc:
-        P.parse_spec(text)
+        parse_spec(text)
     assert "\n" not in str(exc.value)
 
 
 def test_options_checked_alone():
-    P.check_specs(["rapl"], None, 0.5)
+    check_specs(["rapl"], None, 0.5)
     for args, needle in ((([], -1.0, None), "not a power"), (([], 0.0, None), "not a power"),
                          ((["rapl"], None, 0.0), "power-interval 0.0"), (([], None, 1.0), "without a power source")):
         with pytest.raises(UsageError, match=needle):
-            P.check_specs(*args)
+            check_specs(*args)
 
 
 def test_meter_per_node_rules(tmp_path):
-    me = P.this_host()
-    m = P.build_meter(["watts:5"], nodes=["n1", "n2"])  # a bare watts applies to every node
+    me = this_host()
+    m = build_meter(["watts:5"], nodes=["n1", "n2"])  # a bare watts applies to every node
     assert [(s.label, s.covers) for s in m.sources] == [("n1", ["n1"]), ("n2", ["n2"])]
-    m = P.build_meter(["n2=watts:9"], watts=5, nodes=["n1", "n2"])
+    m = build_meter(["n2=watts:9"], watts=5, nodes=["n1", "n2"])
     assert {s.label: s.watts for s in m.sources} == {"n2": 9.0, "n1": 5.0}
-    m = P.build_meter(["localhost=watts:3"])  # a run on this node: its name, localhost or local
+    m = build_meter(["localhost=watts:3"])  # a run on this node: its name, localhost or local
     assert [s.label for s in m.sources] == [me]
-    m = P.build_meter(["cluster=watts:30"], nodes=["n1", "n2"])
+    m = build_meter(["cluster=watts:30"], nodes=["n1", "n2"])
     assert [(s.label, s.covers) for s in m.sources] == [("cluster", ["n1", "n2"])]
     # the virtual cluster: one rapl for all of its nodes (they share this machine)
-    m = P.build_meter(["rapl"], nodes=["v1", "v2"], local=["v1", "v2"], virtual=True)
+    m = build_meter(["rapl"], nodes=["v1", "v2"], local=["v1", "v2"], virtual=True)
     assert [(s.label, s.covers, s.interval) for s in m.sources] == [(me, ["v1", "v2"], 0.1)]
-    m = P.build_meter(["cmd:echo 1"], nodes=["n1"], interval=0.25)
+    m = build_meter(["cmd:echo 1"], nodes=["n1"], interval=0.25)
     assert m.sources[0].interval == 0.25 and m.sources[0].command == "echo 1"
-    assert P.build_meter(["cmd:meter {node}"], nodes=["n'1"]).sources[0].command == "meter 'n'\"'\"'1'"
+    assert build_meter(["cmd:meter {node}"], nodes=["n'1"]).sources[0].command == "meter 'n'\"'\"'1'"
     bad = [
         (dict(specs=["n3=watts:5"], nodes=["n1", "n2"]), "n3 is not a node of this run"),
         (dict(specs=["n1=watts:5"], nodes=["n1", "n2"]), "no power source for n2"),
@@ -165,11 +174,11 @@ def test_meter_per_node_rules(tmp_path):
     for kw, needle in bad:
         specs = kw.pop("specs")
         with pytest.raises(UsageError, match=needle) as exc:
-            P.build_meter(specs, **kw)
+            build_meter(specs, **kw)
         assert "\n" not in str(exc.value)
 
 
-# -- probe/power.py: RAPL on a powercap snapshot ------------------------------------------------
+# -- energy/rapl.py: RAPL on a powercap snapshot -----------------------------------------------
 def _zone(root: Path, name: str, domain: str, energy_uj: int, max_uj: int) -> Path:
     d = root / "sys/class/powercap" / name
     d.mkdir(parents=True, exist_ok=True)
@@ -190,9 +199,9 @@ def test_rapl_counter_wrap_on_a_powercap_snapshot(tmp_path):
     _zone(tmp_path, "intel-rapl:0:1", "uncore", 1, pkg_range)
     _zone(tmp_path, "intel-rapl:1", "psys", 1, pkg_range)
     _zone(tmp_path, "intel-rapl-mmio:0", "package-0", 1, pkg_range)
-    assert [(d.zone, d.name, d.max_range_j) for d in P.rapl_domains(FsRoot(str(tmp_path)))] == [
+    assert [(d.zone, d.name, d.max_range_j) for d in rapl_domains(FsRoot(str(tmp_path)))] == [
         ("intel-rapl:0", "package-0", 1000.0), ("intel-rapl:0:2", "dram", dram_range / 1e6)]
-    meter = P.build_meter(["rapl"], nodes=[], interval=1.0)
+    meter = build_meter(["rapl"], nodes=[], interval=1.0)
     src = meter.sources[0]
     src.root = FsRoot(str(tmp_path))
     src.check()
@@ -207,12 +216,12 @@ def test_rapl_counter_wrap_on_a_powercap_snapshot(tmp_path):
     e = meter.energy(base + 0.5, base + 9.5, wait=False)
     assert "missing" not in e, e["missing"]
     assert e["joules"] == pytest.approx(9 * 55.0) and e["avg_watts"] == pytest.approx(55.0)
-    assert e["per_node"][P.this_host()]["samples"] == 11 and not e["declared"]
-    assert e["sources"][P.this_host()]["domains"] == ["intel-rapl:0 (package-0)", "intel-rapl:0:2 (dram)"]
+    assert e["per_node"][this_host()]["samples"] == 11 and not e["declared"]
+    assert e["sources"][this_host()]["domains"] == ["intel-rapl:0 (package-0)", "intel-rapl:0:2 (dram)"]
 
 
 def test_rapl_unreadable_or_absent_says_how_to_grant_it(tmp_path, monkeypatch):
-    src = P.build_meter(["rapl"]).sources[0]
+    src = build_meter(["rapl"]).sources[0]
     src.root = FsRoot(str(tmp_path))
     with pytest.raises(UsageError, match="no RAPL package or dram zone") as exc:
         src.check()
@@ -225,31 +234,31 @@ def test_rapl_unreadable_or_absent_says_how_to_grant_it(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied")
         return real_open(path, *a, **k)
 
-    monkeypatch.setattr(P, "open", denied, raising=False)
+    monkeypatch.setattr(rapl, "open", denied, raising=False)
     with pytest.raises(UsageError, match="readable by root only") as exc:
         src.check()
     assert "run clusterbench as root" in exc.value.fix and "udev" in exc.value.fix and "chmod o+r" in exc.value.fix
 
 
-# -- probe/power.py: readings, logs, live samples ----------------------------------------------
+# -- energy/: readings, logs, live samples ----------------------------------------------------
 @pytest.mark.parametrize("text,want", [("7.5", (7.5, "W")), ("7.5 W\n", (7.5, "W")), (" 12 watts", (12.0, "W")),
                                        ("1234 J", (1234.0, "J")), ("5e1", (50.0, "W")), ("3 joules", (3.0, "J"))])
 def test_meter_readings(text, want):
-    assert P.parse_reading(text) == want
+    assert parse_reading(text) == want
 
 
 @pytest.mark.parametrize("text", ["", "hello", "7.5 kW", "7.5\n8.0", "-3 W", "nan", "W 7"])
 def test_garbage_from_a_meter_fails_the_sample(text):
-    with pytest.raises(P.SampleFailed, match="not a"):
-        P.parse_reading(text)
+    with pytest.raises(SampleFailed, match="not a"):
+        parse_reading(text)
 
 
 def test_ipmi_line():
     out = ("    Instantaneous power reading:                   118 Watts\n"
            "    Minimum during sampling period:                 98 Watts\n")
-    assert P.parse_ipmi(out) == 118.0
-    with pytest.raises(P.SampleFailed, match="no 'Instantaneous power reading"):
-        P.parse_ipmi("Error: DCMI power reading not supported")
+    assert parse_ipmi(out) == 118.0
+    with pytest.raises(SampleFailed, match="no 'Instantaneous power reading"):
+        parse_ipmi("Error: DCMI power reading not supported")
 
 
 def _write_step_csv(path: Path, t_step: float, start: float, end: float, iso: bool = False, sep: str = ",",
@@ -268,7 +277,7 @@ def test_csv_log_of_a_step_through_the_source(tmp_path, iso, sep, header):
     t0 = 1_795_000_000.0
     log = tmp_path / "n1.csv"
     _write_step_csv(log, t0 + 5, t0 - 3, t0 + 13, iso=iso, sep=sep, header=header)
-    meter = P.build_meter([f"csv:{tmp_path}/{{node}}.csv"], nodes=["n1"])
+    meter = build_meter([f"csv:{tmp_path}/{{node}}.csv"], nodes=["n1"])
     meter.check()
     e = meter.energy(t0, t0 + 10, wait=False)
     assert e["joules"] == pytest.approx(200.0, rel=0.01) and e["per_node"]["n1"]["samples"] == 101
@@ -280,32 +289,32 @@ def test_csv_log_of_a_step_through_the_source(tmp_path, iso, sep, header):
 
 def test_csv_problems(tmp_path):
     with pytest.raises(UsageError, match="no file"):
-        P.build_meter([f"csv:{tmp_path}/nope.csv"]).check()
+        build_meter([f"csv:{tmp_path}/nope.csv"]).check()
     bad = tmp_path / "bad.csv"
     bad.write_text("when,amps\n1795000000,3\n")
     with pytest.raises(UsageError, match="names no time/timestamp column"):
-        P.build_meter([f"csv:{bad}"]).check()
+        build_meter([f"csv:{bad}"]).check()
     bad.write_text("time,watts\n12.5,3\n")
     with pytest.raises(UsageError, match="not unix seconds"):
-        P.build_meter([f"csv:{bad}"]).check()
+        build_meter([f"csv:{bad}"]).check()
     # garbage in a row: the energy is missing with the line named (never skipped over)
     bad.write_text("time,watts\n1795000000,3\n1795000001,oops\n1795000002,3\n")
-    e = P.build_meter([f"csv:{bad}"]).energy(1795000000.5, 1795000001.5, wait=False)
+    e = build_meter([f"csv:{bad}"]).energy(1795000000.5, 1795000001.5, wait=False)
     assert "line 3: 'oops' is not a number of watts" in e["missing"]
     # a last line still being written is left out, not an error
-    assert P.read_csv_log("time,watts\n1795000000,3\n1795000001,4") == ([1795000000.0], [3.0])
+    assert read_csv_log("time,watts\n1795000000,3\n1795000001,4") == ([1795000000.0], [3.0])
 
 
-def _live(meter: P.Meter, label: str, readings: list) -> None:
+def _live(meter: Meter, label: str, readings: list) -> None:
     """Give a live source these readings (wall, watts or an error) as if sampled."""
     src = next(s for s in meter.sources if s.label == label)
     for wall, w in readings:
-        src.samples.append(P.Sample(wall, wall - 1000.0, watts=None if isinstance(w, str) else w,
+        src.samples.append(Sample(wall, wall - 1000.0, watts=None if isinstance(w, str) else w,
                                     error=w if isinstance(w, str) else None))
 
 
 def test_a_meter_failing_inside_the_interval_voids_it():
-    m = P.build_meter(["cmd:meter"], nodes=["n1"])
+    m = build_meter(["cmd:meter"], nodes=["n1"])
     m.sources[0].unit = "W"
     _live(m, "n1", [(10.0, 50.0), (11.0, 50.0), (12.0, "exited with status 1"), (13.0, 50.0), (14.0, 50.0)])
     assert m.energy(10.0, 11.0, wait=False)["joules"] == pytest.approx(50.0)
@@ -317,9 +326,9 @@ def test_a_meter_failing_inside_the_interval_voids_it():
 
 
 def test_a_wall_clock_step_voids_the_interval():
-    m = P.build_meter(["cmd:meter"], nodes=["n1"])
+    m = build_meter(["cmd:meter"], nodes=["n1"])
     src = m.sources[0]
-    src.samples = [P.Sample(10.0, 0.0, watts=5.0), P.Sample(11.0, 1.0, watts=5.0), P.Sample(14.0, 2.0, watts=5.0)]
+    src.samples = [Sample(10.0, 0.0, watts=5.0), Sample(11.0, 1.0, watts=5.0), Sample(14.0, 2.0, watts=5.0)]
     assert "wall clock was stepped by 2.00 s" in m.energy(10.5, 13.5, wait=False)["missing"]
 
 
@@ -351,8 +360,8 @@ HPL_pdgesv() end time   Fri Sep  5 01:31:50 2025
     assert "do not agree" in phase_from_hpl_lines(start, start + 9, 4.4, "xhpl").missing
 
 
-# -- the timed phase and the per-watt figures (RunContext) --------------------------------------
-def _ctx_with(meter: P.Meter) -> tuple[RunContext, list]:
+# -- the timed phase and the per-watt figures (energy/phase.py) -------------------------------
+def _ctx_with(meter: Meter) -> tuple[RunContext, list]:
     stored: list = []
     ctx = RunContext(probe={}, profile="quick", timeout=60)
     ctx.meter, ctx.sink = meter, stored.append
@@ -361,7 +370,7 @@ def _ctx_with(meter: P.Meter) -> tuple[RunContext, list]:
 
 def test_a_figure_with_a_phase_waits_for_its_energy_and_gets_gflops_per_watt():
     bench = get_benchmark("hpl")
-    ctx, stored = _ctx_with(P.build_meter(["cmd:meter"], nodes=["n1"]))
+    ctx, stored = _ctx_with(build_meter(["cmd:meter"], nodes=["n1"]))
     ctx.meter.sources[0].unit = "W"
     _live(ctx.meter, "n1", [(100.0, 40.0), (101.0, 40.0), (102.0, 40.0)])
     with ctx.benchmark_span("hpl"):
@@ -380,7 +389,7 @@ def test_a_figure_with_a_phase_waits_for_its_energy_and_gets_gflops_per_watt():
 
 def test_a_missing_energy_keeps_the_figure_with_a_warning_and_no_per_watt():
     bench = get_benchmark("hpcg")
-    ctx, stored = _ctx_with(P.build_meter(["cmd:meter"], nodes=["n1"]))
+    ctx, stored = _ctx_with(build_meter(["cmd:meter"], nodes=["n1"]))
     ctx.meter.sources[0].unit = "W"
     _live(ctx.meter, "n1", [(100.0, 40.0), (101.0, "no answer within 2 s (killed)"), (102.0, 40.0)])
     with ctx.benchmark_span("hpcg"):
@@ -395,7 +404,7 @@ def test_a_missing_energy_keeps_the_figure_with_a_warning_and_no_per_watt():
 
 def test_declared_power_is_marked_declared():
     bench = get_benchmark("hpl")
-    ctx, stored = _ctx_with(P.build_meter([], watts=7.5, nodes=["n1", "n2"]))
+    ctx, stored = _ctx_with(build_meter([], watts=7.5, nodes=["n1", "n2"]))
     with ctx.benchmark_span("hpl"):
         ctx.emit(bench, "rmax", [30.0], {}, phase=(10.0, 12.0))
     e = stored[0].params["energy"]
@@ -441,7 +450,7 @@ def test_hpl_gflops_per_watt_is_rmax_over_a_constant_meter(mpi, tmp_path, _root_
     assert e["avg_watts"] == pytest.approx(50.0) and e["phase_from"].startswith("the kernel's wall clock")
     assert e["phase_s"] == pytest.approx(by["time_s"]["value"], rel=0.05, abs=0.005)  # the kernel's own phase
     run = doc["run"]["energy"]
-    assert run["sources"][P.this_host()]["kind"] == "cmd" and run["benchmarks"][0]["avg_watts"] == pytest.approx(50.0)
+    assert run["sources"][this_host()]["kind"] == "cmd" and run["benchmarks"][0]["avg_watts"] == pytest.approx(50.0)
     stored = sqlite3.connect(tmp_path / "r.db").execute("SELECT energy FROM runs").fetchone()[0]
     assert json.loads(stored)["benchmarks"][0]["benchmark"] == "hpl"
 

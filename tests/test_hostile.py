@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from clusterbench import files
-from clusterbench.analysis import energy as E
+from clusterbench.energy import figures as E
+from clusterbench.energy.build import build_meter
+from clusterbench.energy.source import Sample
+from clusterbench.energy.spec import check_specs
 from clusterbench.errors import UsageError
-from clusterbench.probe import power as P
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -97,17 +99,17 @@ def test_cli_config_binary_is_one_line_not_an_internal_error(tmp_path, monkeypat
 # -- energy: zero, not finite, beyond a node ------------------------------------------------------
 def test_power_a_node_cannot_draw_is_missing_with_its_reason(tmp_path):
     t0 = 1_795_000_000.0
-    m = P.build_meter(["cmd:meter"], nodes=["n1"])
+    m = build_meter(["cmd:meter"], nodes=["n1"])
     src = m.sources[0]
-    src.samples = [P.Sample(t0 + i, t0 + i - 1000, watts=0.0) for i in range(4)]
+    src.samples = [Sample(t0 + i, t0 + i - 1000, watts=0.0) for i in range(4)]
     e = m.energy(t0 + 0.5, t0 + 2.5, wait=False)
     assert "joules" not in e and "measured nothing" in e["missing"] and e["missing"].startswith("n1: ")
     log = tmp_path / "n1.csv"
     log.write_text("time,watts\n" + "".join(f"{t0 + i:.1f},{1.5e308 if i in (2, 3) else 30}\n" for i in range(5)))
-    e = P.build_meter([f"csv:{log}"], nodes=["n1"]).energy(t0 + 0.5, t0 + 3.5, wait=False)
+    e = build_meter([f"csv:{log}"], nodes=["n1"]).energy(t0 + 0.5, t0 + 3.5, wait=False)
     assert "joules" not in e and "not a finite number" in e["missing"]  # the trapezoid overflowed to inf
     log.write_text("time,watts\n" + "".join(f"{t0 + i:.1f},{5e5 if i == 2 else 30}\n" for i in range(5)))
-    e = P.build_meter([f"csv:{log}"], nodes=["n1"]).energy(t0 + 0.5, t0 + 3.5, wait=False)
+    e = build_meter([f"csv:{log}"], nodes=["n1"]).energy(t0 + 0.5, t0 + 3.5, wait=False)
     assert "a sample of 5e+05 W, above the 20000 W any node can draw" in e["missing"]
     assert E.implausible_power(30.0, 30.0) is None and E.implausible_power(30.0, 30.0, 4) is None
     assert "below the 0.4 W" in E.implausible_power(1.0, 0.3, 4)
@@ -115,10 +117,10 @@ def test_power_a_node_cannot_draw_is_missing_with_its_reason(tmp_path):
 
 def test_declared_power_is_bounded_per_node_and_per_cluster_meter():
     with pytest.raises(UsageError, match="1e-300 W is not a power a running node draws"):
-        P.check_specs([], 1e-300)
-    assert P.build_meter(["cluster=watts:40"], nodes=["a", "b", "c", "d"]).sources[0].watts == 40
+        check_specs([], 1e-300)
+    assert build_meter(["cluster=watts:40"], nodes=["a", "b", "c", "d"]).sources[0].watts == 40
     with pytest.raises(UsageError, match="give 0.4 to 80000 W for the 4 node"):
-        P.build_meter(["cluster=watts:0.3"], nodes=["a", "b", "c", "d"])
+        build_meter(["cluster=watts:0.3"], nodes=["a", "b", "c", "d"])
 
 
 def test_power_log_problems_refused_at_the_start(tmp_path):
@@ -127,17 +129,17 @@ def test_power_log_problems_refused_at_the_start(tmp_path):
     for spec, needle in ((f"csv:{empty}", "is empty"), ("csv:/dev/zero", "is a character device"),
                          (f"csv:{tmp_path}", "is a directory")):
         with pytest.raises(UsageError, match=needle) as ei:
-            P.build_meter([spec]).check()
+            build_meter([spec]).check()
         assert "\n" not in str(ei.value)
     binary = tmp_path / "bin.csv"
     binary.write_bytes(b"time,watts\n1795000000,3\n\x1b[31m\xff,\xfe\n")
     with pytest.raises(UsageError) as ei:
-        P.build_meter([f"csv:{binary}"]).check()
+        build_meter([f"csv:{binary}"]).check()
     assert "is not text" in str(ei.value) and "\x1b" not in str(ei.value)
     back = tmp_path / "back.csv"
     back.write_text("time,watts\n1795000002,3\n1795000001,3\n")
     with pytest.raises(UsageError, match="line 3: its time '1795000001' is before the line above's"):
-        P.build_meter([f"csv:{back}"]).check()
+        build_meter([f"csv:{back}"]).check()
 
 
 # -- pdes with nothing to measure ---------------------------------------------------------------

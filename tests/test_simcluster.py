@@ -21,6 +21,9 @@ import pytest
 
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch import simcluster as sc
+from clusterbench.launch.simcluster import lifecycle as sc_lifecycle
+from clusterbench.launch.simcluster import running as sc_running
+from clusterbench.launch.simcluster import state as sc_state
 
 PREFIX = "cbtst-"
 
@@ -119,7 +122,7 @@ def test_parsers() -> None:
 
 
 def test_launch_arguments_and_host_lists() -> None:
-    head, nodes = sc._members("cbsim-", 2)
+    head, nodes = sc_lifecycle._members("cbsim-", 2)
     c = sc.SimCluster(prefix="cbsim-", nodes=nodes, head=head, bridge_namespace="cbsim-br",
                       agent="/run/clusterbench/simcluster-agent.sh")
     args = sc.mpirun_args(c)
@@ -159,7 +162,7 @@ def test_agent_script_is_valid_sh_and_skips_ssh_options(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_names_resolving_locally_are_refused() -> None:
     with pytest.raises(EnvironmentProblem, match="local address"):
-        sc._check_names_do_not_resolve_locally(["localhost"])
+        sc_state._check_names_do_not_resolve_locally(["localhost"])
     assert shutil.which("getent") is None or \
         _sh(["getent", "hosts", "cbsim-n1", "cbtst-n1"], check=False).returncode != 0
 
@@ -398,16 +401,16 @@ def test_a_long_python_path_still_names_the_module(tmp_path):
                             stderr=subprocess.DEVNULL, preexec_fn=os.setpgrp)
     try:
         deadline = time.monotonic() + 10
-        while "timeit" not in (argv := sc._argv_of(proc.pid)) and time.monotonic() < deadline:
+        while "timeit" not in (argv := sc_running._argv_of(proc.pid)) and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
         proc.kill()
         proc.wait()
     assert argv[:3] == [str(py), "-m", "timeit"]
-    assert len(str(py)) > 60 and sc._command_of(argv).startswith("python3 -m timeit -n1")
-    assert sc._program(argv) == "timeit"
-    assert sc.describe_processes([{"namespace": "t-n1", "pid": 1, "command": sc._command_of(argv),
-                                   "program": sc._program(argv)}]) == "1 timeit in t-n1"
+    assert len(str(py)) > 60 and sc_running._command_of(argv).startswith("python3 -m timeit -n1")
+    assert sc_running._program(argv) == "timeit"
+    assert sc.describe_processes([{"namespace": "t-n1", "pid": 1, "command": sc_running._command_of(argv),
+                                   "program": sc_running._program(argv)}]) == "1 timeit in t-n1"
 
 
 def test_a_process_gone_between_listing_and_reading_is_no_error():

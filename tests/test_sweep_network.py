@@ -358,10 +358,10 @@ def _bw(doc: dict, pair: str) -> float:
 
 
 def _limit(c: Any, node: str, rate_bps: int) -> None:
-    from clusterbench.launch import simcluster
+    from clusterbench.launch.simcluster import lifecycle
 
     subprocess.run(["tc", "-n", c.node(node).namespace, "qdisc", "replace", "dev", "cb0", "root",
-                    *simcluster._tbf_args(rate_bps, 9000)], check=True)
+                    *lifecycle._tbf_args(rate_bps, 9000)], check=True)
 
 
 def _mtu(c: Any, node: str, mtu: int) -> None:

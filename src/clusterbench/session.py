@@ -28,6 +28,7 @@ from clusterbench.probe import clock
 from clusterbench.analysis import warnings as warn
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import Benchmark, Progress, Result, RunContext
+from clusterbench.energy import run as energy
 from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.store import Store
 from clusterbench.store.db import boot_id, now_iso, process_start
@@ -146,7 +147,7 @@ def run(
 
     ``power`` (``--power`` specs, e.g. ``["rapl"]``, ``["n1=csv:n1.csv", "n2=watts:7.5"]``), ``watts``
     (``--watts``, a declared constant for every node) and ``power_interval`` (seconds between samples)
-    meter the run: see :mod:`clusterbench.probe.power`. The sources are checked before anything is
+    meter the run: see :mod:`clusterbench.energy`. The sources are checked before anything is
     stored; every figure with a timed phase then carries ``params.energy`` and, for HPL's rmax and
     HPCG's rating, a ``gflops_per_watt`` figure; the run record's ``energy`` holds every benchmark's.
 
@@ -155,23 +156,6 @@ def run(
     with _terminate_as_interrupt():  # from the start: a SIGTERM while compiling is handled too
         return _run(names, given or {}, profile, store, use_store, argv, timeout, oversubscribe,
                     progress, probe_data, tags, note, list(power), watts, power_interval)
-
-
-def _meter(power: Sequence[str], watts: float | None, interval: float | None, hosts: Sequence[str]) -> Any:
-    """The run's power meter, checked (a meter command run once, bounded), or None; UsageError on bad
-    input, before anything is stored."""
-    if not power and watts is None:
-        return None
-    from clusterbench.launch import simcluster
-    from clusterbench.probe import power as powermod
-
-    sim = simcluster.load() if hosts else None
-    sim_names = {n.name for n in sim.nodes} if sim is not None else set()
-    virtual = bool(hosts) and set(hosts) <= sim_names
-    local = [h for h in hosts if h in sim_names or h in ("localhost", socket.gethostname())]
-    meter = powermod.build_meter(power, watts, nodes=hosts, local=local, virtual=virtual, interval=interval)
-    meter.check()
-    return meter
 
 
 def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Store | None, use_store: bool,
@@ -183,9 +167,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
 
     tags = list(dict.fromkeys(check_tag(t) for t in tags))  # bad tags refused before anything runs
     check_note(note)  # so is an over-long note
-    if power or watts is not None or power_interval is not None:  # so are bad power options
-        from clusterbench.probe.power import check_specs
-        check_specs(power, watts, power_interval)
+    energy.check_options(power, watts, power_interval)  # so are bad power options
 
     timeout_given = timeout is not None
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
@@ -206,14 +188,10 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         from clusterbench.cluster.preflight import quick
 
         quick(hosts)
-    meter = _meter(power, watts, power_interval, hosts)  # bad power input: refused before anything is stored
+    meter = energy.meter_for_run(power, watts, power_interval, hosts)  # bad power input: refused before anything is stored
     if meter is not None:
-        from clusterbench.analysis.energy import LEVEL, METHOD
-        from clusterbench.probe.power import basis
-
         ctx.meter = meter
-        record["energy"] = {"sources": meter.describe(), "basis": basis(meter.sources), "nodes": meter.nodes,
-                            "method": METHOD, "level": LEVEL, "benchmarks": ctx.energy_log}
+        record["energy"] = energy.run_record(meter, ctx.energy_log)
     if hosts:  # a run across hosts: every node's probe and NIC settings, before anything is stored
         from clusterbench.probe import cluster as consistency
         record["cluster"] = consistency.provenance(hosts, timeout=min(60.0, timeout))

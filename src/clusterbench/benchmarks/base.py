@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 import os
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from clusterbench.analysis import limits as limits_mod
 from clusterbench.analysis import warnings as warn
 from clusterbench.analysis.stats import summarize
+from clusterbench.energy.phase import Ledger, Phase
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.text import seconds
 from clusterbench.kernels.build import Build, build_kernel
@@ -190,32 +190,6 @@ class Resolved(dict):
         return {k: v for k, v in self.items() if k not in self.user or self.user[k] != v}
 
 
-@dataclass(frozen=True)
-class Phase:
-    """A benchmark's timed phase in wall-clock seconds (unix time, ``CLOCK_REALTIME`` in a kernel,
-    ``time.time()`` in Python): the interval whose energy goes with its figures. ``resolution_s``: how
-    coarse the ends are when known to less than a millisecond or so (xhpl prints whole seconds);
-    ``source``: where the ends come from. ``missing``: the phase is not known, and why (the figures
-    then carry ``params.energy = {"missing": ...}``)."""
-
-    t0: float = 0.0
-    t1: float = 0.0
-    resolution_s: float | None = None
-    source: str = "the kernel's wall clock (CLOCK_REALTIME)"
-    missing: str | None = None
-    #: what would give the phase (shown with the warning when it is missing)
-    fix: str | None = None
-
-    @classmethod
-    def unknown(cls, why: str, fix: str | None = None) -> "Phase":
-        return cls(missing=why, fix=fix)
-
-
-#: the scope of an energy figure: a benchmark's timed phase, or the whole benchmark as Python sees it
-TIMED_PHASE = "timed phase"
-WHOLE_BENCHMARK = "whole benchmark (from when clusterbench starts it until it returns)"
-
-
 class Progress:
     """Progress sink; the CLI swaps in a rich progress bar. Silent by default."""
 
@@ -258,13 +232,12 @@ class RunContext:
     builds: dict[str, dict] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     timer_resolution_s: float | None = None
-    #: the run's power meter (:class:`clusterbench.probe.power.Meter`) when ``--power``/``--watts``
+    #: the run's power meter (:class:`clusterbench.energy.meter.Meter`) when ``--power``/``--watts``
     #: were given: a result emitted with a ``phase`` then waits for its energy (:meth:`settle_energy`)
     meter: Any = None
     #: energy of every benchmark run, whole (:meth:`benchmark_span`), for the run's record
     energy_log: list[dict] = field(default_factory=list)
-    _pending: list = field(default_factory=list, repr=False)
-    _spans: list = field(default_factory=list, repr=False)
+    _energy: Ledger = field(default_factory=Ledger, repr=False)
 
     def note(self, text: str) -> None:
         """A finding worth telling the user (e.g. which store variant won); kept with the run."""
@@ -352,84 +325,22 @@ class RunContext:
         judged = limits_mod.judge(self, res, m.limits, PROVIDERS)
         res = replace(res, limits=judged, limit=judged[0] if judged else None)
         self.results.append(res)
-        if phase is not None and self.meter is not None:
-            ph = phase if isinstance(phase, Phase) else Phase(float(phase[0]), float(phase[1]))
-            self._pending.append((bench, len(self.results) - 1, res, ph))
+        if self._energy.hold(self, bench, len(self.results) - 1, res, phase):
             return res
         if self.sink:
             self.sink(res)
         return res
 
-    # -- energy ------------------------------------------------------------------------------------
-    @contextmanager
-    def benchmark_span(self, name: str) -> Iterator[None]:
-        """Around one benchmark's run: with a power meter, its whole energy (start to end as Python
-        sees it) goes to :attr:`energy_log`, and the figures it emitted with a phase are settled at
-        its end. Without a meter, nothing."""
-        if self.meter is None:
-            yield
-            return
-        t0 = time.time()
-        self._spans.append(name)
-        ok = False
-        try:
-            yield
-            ok = True
-        finally:
-            self._spans.pop()
-            t1 = time.time()
-            try:
-                self.settle_energy(wait=ok)
-                entry: dict[str, Any] = {"benchmark": name, "scope": WHOLE_BENCHMARK,
-                                         **self.meter.energy(t0, t1, wait=ok)}
-                if self._spans:
-                    entry["within"] = self._spans[-1]
-                if not ok:
-                    entry["interrupted"] = True
-                self.energy_log.append(entry)
-            except Exception:
-                if ok:
-                    raise  # a store error while settling: the run fails as it would on any other write
-                # already failing: the original error is what the user must see
+    # -- energy (clusterbench.energy.phase) --------------------------------------------------------
+    def benchmark_span(self, name: str) -> AbstractContextManager[None]:
+        """Around one benchmark's run: with a power meter, its whole energy goes to :attr:`energy_log`
+        and the figures it emitted with a phase are settled at its end (:meth:`Ledger.span`)."""
+        return self._energy.span(self, name)
 
     def settle_energy(self, wait: bool = True) -> list[Result]:
-        """Attach the energy over its phase to every result emitted with one, store them, and emit
-        the per-watt figures the benchmark declares (``Benchmark.per_watt``). An energy that cannot be
-        had is ``params.energy = {"missing": reason}`` with a warning; the figure itself is kept."""
-        from clusterbench.analysis.energy import LEVEL, METHOD
-
-        pending, self._pending = self._pending, []
-        out: list[Result] = []
-        later: list[Callable[[], Result]] = []  # the per-watt figures, stored after the figures they derive from
-        for bench, idx, res, ph in pending:
-            if ph.missing:
-                e: dict[str, Any] = {"scope": TIMED_PHASE, "missing": ph.missing}
-            else:
-                e = {"scope": TIMED_PHASE, **self.meter.energy(ph.t0, ph.t1, wait=wait), "phase_from": ph.source}
-                if ph.resolution_s:
-                    e["phase_resolution_s"] = ph.resolution_s
-            e.update(method=METHOD, level=LEVEL)
-            ws = list(res.warnings)
-            if "missing" in e:
-                fix = ph.fix or "fix the power source (--power, see the README's Energy section) and rerun for Gflops/W"
-                ws.append(warn.Warning_("energy-missing", f"no energy for this figure: {e['missing']}",
-                                        f"the performance figure is kept; {fix}").as_dict())
-            elif e.get("declared"):
-                ws.append(_declared_warning(e).as_dict())
-            done = replace(res, params={**res.params, "energy": e}, warnings=ws)
-            self.results[idx] = done
-            if self.sink:
-                self.sink(done)
-            out.append(done)
-            per = bench.per_watt.get(res.metric)
-            if per and "missing" not in e and e.get("avg_watts"):
-                avg = float(e["avg_watts"])
-                prm = {k: v for k, v in res.params.items() if k not in ("hpcc_key", "hpcc_value")}
-                later.append(lambda bench=bench, per=per, res=res, avg=avg, prm=prm, e=e: self.emit(
-                    bench, per, [s / avg for s in res.samples], {**prm, "energy": e}, value=res.value / avg,
-                    kernel=res.kernel, check_cv=False,
-                    extra_warnings=[_declared_warning(e) if e.get("declared") else None]))
-        return out + [make() for make in later]
+        """Store every figure emitted with a phase with its energy, and the per-watt figures the
+        benchmark declares (:meth:`Ledger.settle`)."""
+        return self._energy.settle(self, wait)
 
     # -- machine facts used by many benchmarks ---------------------------------------------------
     @property
@@ -441,13 +352,6 @@ class RunContext:
     def n_cores(self) -> int:
         topo = self.probe.get("topology") or {}
         return int(topo.get("cores") or self.n_pus)
-
-
-def _declared_warning(e: dict) -> warn.Warning_:
-    who = [n for n, s in (e.get("sources") or {}).items() if s.get("declared")]
-    return warn.Warning_("energy-declared", f"the power of {', '.join(who) or 'the nodes'} is declared (--watts / "
-                         "watts:W), not measured: the energy and any per-watt figure are arithmetic on that figure",
-                         "measure it: --power rapl, ipmi, cmd:COMMAND or csv:FILE")
 
 
 class Benchmark:

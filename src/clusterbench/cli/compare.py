@@ -35,7 +35,7 @@ def add_parser(cmds: Any) -> None:
                       help="also pool runs that are still running or incomplete (left out and named by default)")
     cmp_.add_argument("--all", action="store_true", help="also list the figures with no significant difference")
     cmp_.add_argument("--per-dollar", metavar="PRICE_A,PRICE_B", default=None,
-                      help="compare performance for cost (seed 003): each figure per unit of the price of its side's "
+                      help="compare performance for cost (Carver 2014, ch. 6): each figure per unit of the price of its side's "
                       "cluster (rate/price, 1/(time*price) for times); currency from [cost] currency in the config")
     json_option(cmp_, JSON_DOCUMENT)
 

@@ -140,7 +140,7 @@ def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None,
                     for k, s in (("a", side_a), ("b", side_b))}
     doc["per_price"] = None if prices is None else {
         "price_a": prices[0], "price_b": prices[1], "currency": currency,
-        "definition": "performance for cost (seed 003 ch. 6): value / price for a rate, 1 / (time * price) for a "
+        "definition": "performance for cost (Carver 2014, ch. 6): value / price for a rate, 1 / (time * price) for a "
                       "time; B/A is B's performance per currency unit over A's (normalised so A = 1)"}
     return doc
 

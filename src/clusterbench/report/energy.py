@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterbench.analysis import cost as C
-from clusterbench.analysis.energy import json_key
+from clusterbench.energy.text import json_key
 
 #: the figures priced per currency unit (the ones the lists rank) and the time of the same phase
 PRICED = {("hpl", "rmax"), ("hpl", "time_s"), ("hpcg", "rating")}
@@ -172,7 +172,7 @@ def cost_lines(doc: Mapping[str, Any]) -> list[str]:
         lines.append(f"cost: {c['nodes']} node(s) bought for {_n(c['purchase'], 6)} {cur} ([cost] in the config)")
         for p in c["per_price"]:
             lines.append(f"cost: {p['benchmark']} {p['metric']} {_n(p['value'])} {p['unit']} per {cur}: "
-                         f"{_n(p['per_price'])} {p['per_price_unit']} ({p['definition']}, seed 003)")
+                         f"{_n(p['per_price'])} {p['per_price_unit']} ({p['definition']}, Carver 2014)")
         for lf in c["lifetime"]:
             lines.append(f"cost: lifetime ({c['lifetime_years']:g} years at {_n(lf['avg_watts'])} W) "
                          f"{_n(lf['lifetime_cost'], 6)} {cur}: {_n(lf['per_lifetime_cost'])} {lf['unit']}/{cur}")

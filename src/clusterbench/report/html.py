@@ -486,7 +486,7 @@ def _energy_section(sources: list[Source], cost: Any = None) -> str:
         if c:
             cur = c["currency"]
             if c["purchase"] is not None:
-                parts.append(f"<p><b>Performance per {_e(cur)}</b> (seed 003: a rate / price, a time 1 / (time x price)); "
+                parts.append(f"<p><b>Performance per {_e(cur)}</b> (Carver 2014: a rate / price, a time 1 / (time x price)); "
                              f"price of {c['nodes']} node(s) and the network: {_e(format_value(c['purchase']))} {_e(cur)}"
                              + (f" (the run used {c['run_nodes']})" if c["run_nodes"] != c["nodes"] else "") + "</p>")
                 if c["per_price"]:

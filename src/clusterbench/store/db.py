@@ -29,7 +29,7 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 * ``runs.energy`` (schema 6) - JSON, null unless the run had a power source (``--power``/``--watts``):
   the sources (kind, rate, declared or measured) and the energy of every benchmark it ran, whole (start to
   end as clusterbench saw it); a figure with a timed phase carries that phase's energy in
-  ``params.energy`` (see :mod:`clusterbench.probe.power`, :mod:`clusterbench.analysis.energy`).
+  ``params.energy`` (see :mod:`clusterbench.energy`).
 * ``results(id, run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples,
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.

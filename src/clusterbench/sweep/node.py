@@ -95,18 +95,12 @@ LOST_S = 10.0
 #: how many lines of the launcher's stderr an error message may quote from
 _TAIL = 16384
 
-#: doctor's rules that bear on each benchmark's figures (others are network rules)
-_COMPUTE = ("cpu-governor", "cpu-boost", "preemption", "steal-time", "thermal-hot")
-_MEMORY = ("thp", "swap-in-use", "numa-balancing", "steal-time", "cpu-governor", "thermal-hot")
-RELEVANT_RULES: dict[str, tuple[str, ...]] = {
-    "peak": _COMPUTE,
-    "fpu": _COMPUTE,
-    "dgemm": _COMPUTE + ("openblas-generic", "software-differs", "thp", "swap-in-use"),
-    "stream": _MEMORY,
-    "membw": _MEMORY,
-    "memlat": _MEMORY + ("preemption",),
-}
-_DEFAULT_RULES = tuple(dict.fromkeys(_COMPUTE + _MEMORY + ("openblas-generic", "software-differs")))
+def relevant_rules(benchmark: str) -> set[str]:
+    """doctor's rules that bear on ``benchmark``'s figures, from each rule's declared ``figures``; a
+    benchmark no rule names: every rule that bears on some node benchmark (network rules are not)."""
+    from clusterbench.doctor.engine import bearing_on
+
+    return set(bearing_on(benchmark, otherwise=node_benchmarks()))
 
 
 # --------------------------------------------------------------------------- hosts
@@ -667,7 +661,7 @@ def likely_causes(flagged: dict[str, set[str]], findings: Sequence[dict], hosts:
     for node, benches in flagged.items():
         rules: set[str] = set()
         for b in benches:
-            rules.update(RELEVANT_RULES.get(b, _DEFAULT_RULES))
+            rules.update(relevant_rules(b))
         seen = set()
         for f in findings:
             nodes = {n.strip() for n in str(f.get("node") or "").split(",")}
@@ -896,7 +890,7 @@ def _diagnose(doc: dict, hosts: list[str], timeout: float, python: str | None) -
                      "cannot_tell": len(res.get("cannot_tell") or [])}
     doc["causes"] = causes
     for o in doc["outliers"]:
-        rules = set(RELEVANT_RULES.get(o["benchmark"], _DEFAULT_RULES))
+        rules = relevant_rules(o["benchmark"])
         o["causes"] = [c["rule"] for c in causes.get(o["node"], []) if c["rule"] in rules]
 
 

@@ -50,7 +50,8 @@ import re
 from typing import Any
 
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import Metric, Param, Phase, RunContext, available_memory
+from clusterbench.benchmarks.base import Metric, Param, RunContext, available_memory
+from clusterbench.energy.phase import Phase
 from clusterbench.benchmarks.mpi.common import (
     RANK_PARAMS,
     KernelSession,

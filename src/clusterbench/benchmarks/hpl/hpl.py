@@ -50,8 +50,9 @@ from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, KernelSession, check_allow_root,
                           host_tuples, launch_spec, parse_host_params, shared_cpu_warning, shares_cores,
                           sim_cluster_of)
-from clusterbench.benchmarks.base import (Benchmark, HpccKey, Metric, Param, Phase, Result, RunContext, allowed_cpus,
+from clusterbench.benchmarks.base import (Benchmark, HpccKey, Metric, Param, Result, RunContext, allowed_cpus,
                                           available_memory, placement)
+from clusterbench.energy.phase import Phase
 from clusterbench.benchmarks.node.dgemm import coretype_warning, thread_env
 from clusterbench.probe import blas as blasprobe
 from clusterbench.probe.blas import OPENBLAS_OLD_CORES, blas_name_of
@@ -415,7 +416,7 @@ class Hpl(Benchmark):
         Param("topology", str, "pure", "pure: a rank per core, serial BLAS; hybrid: a rank per node, "
               "threaded BLAS", TOPOLOGIES),
         Param("hybrid_per", str, "node", "hybrid: one rank per node, or per socket (each bound to its socket's "
-              "cores, seed 000 §4.5)", ("node", "socket")),
+              "cores, Duffy 2020, §4.5)", ("node", "socket")),
         Param("ranks", int, None, "MPI ranks (default: pure one per core, hybrid one per node; more than the "
               "cores only with --oversubscribe)", min=1),
         Param("blas", str, "openblas", "BLAS library: openblas, blis, mkl, system... or a path to a .so"),

@@ -58,7 +58,7 @@ def _virtual_hosts() -> str | None:
 class HplScaling(Benchmark):
     name = "hpl-scaling"
     key_params = ('nodes', 'n', 'grid')
-    help = "HPL Rmax against node count: N from the nodes' memory, the best P x Q grid per count (seed 000 Fig. 5.4)"
+    help = "HPL Rmax against node count: N from the nodes' memory, the best P x Q grid per count (Duffy 2020, Fig. 5.4)"
     kernel = "hpl"
     metrics = (
         Metric("rmax", "Gflop/s", True, "HPL Rmax of the best grid with k nodes ((2/3 N^3 + 3/2 N^2) / t)",

@@ -26,7 +26,7 @@ from clusterbench.errors import KernelFailed
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (BUFFERS, PAIR_CPUS, buffers_record,
-    PAIR_HOSTFILE, PAIR_HOSTS, VALIDATE, WINDOW, KernelSession, MiB, MpiBenchmark,
+    PAIR_HOSTFILE, PAIR_HOSTS, VALIDATE, WINDOW, MiB, MpiBenchmark,
     check_sizes, detect, launch_spec, max_size, place_pair, shared_cpu_warning, shares_cores, sizes,
     subsampled_times, time_budget)
 from clusterbench.benchmarks.base import Metric, Param, RunContext
@@ -74,10 +74,8 @@ class Bw(MpiBenchmark):
 
     def run(self, ctx: RunContext, params: dict[str, Any]) -> list:
         mpi = detect(params)
-        b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
-        spec = self.launch_spec(ctx, params)
         sizes = params["size_list"]
-        args = [str(b.path), f"--sizes={','.join(map(str, sizes))}", f"--modes={','.join(params['modes'])}",
+        args = [f"--sizes={','.join(map(str, sizes))}", f"--modes={','.join(params['modes'])}",
                 f"--window={params['window']}", f"--time_budget={params['time_budget']}",
                 f"--validate={int(bool(params['validate']))}", f"--buffers={params['buffers']}"]
         base: dict[str, Any] = {
@@ -113,7 +111,6 @@ class Bw(MpiBenchmark):
                                 check_cv=False, extra_warnings=[crowded]))
             ctx.progress.advance(1)
 
-        session = KernelSession(ctx, self.name, spec, mpi, base, on_result,
-                                [(0, 1)] if params["pair"] == "inter-node" else ())
-        session.run(args, params["launch_timeout"])
+        self.launch(ctx, params, args, base, on_result, mpi=mpi,
+                    different_nodes=[(0, 1)] if params["pair"] == "inter-node" else ())
         return out

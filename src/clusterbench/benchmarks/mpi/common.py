@@ -319,7 +319,7 @@ def place_ranks(ctx: RunContext, p: dict[str, Any], default_ranks: int | None = 
     ``p``. Without hosts: one rank per core this process may use (``default_ranks`` if given),
     refused beyond them unless oversubscribed; with hosts: the slots' total, ranks filling each
     host in turn, distinct cores on one machine or the virtual cluster."""
-    from clusterbench.benchmarks.base import allowed_cpus, placement
+    from clusterbench.benchmarks.base import allowed_cpus
 
     hosts = parse_host_params(p)
     cpus = list(p["cpus"]) if p.get("cpus") is not None else None
@@ -328,9 +328,24 @@ def place_ranks(ctx: RunContext, p: dict[str, Any], default_ranks: int | None = 
                            else default_ranks or min(ctx.n_cores, len(allowed)))
     if cpus is not None and len(cpus) != n:
         raise UsageError(f"--cpus lists {len(cpus)} cpus for {n} ranks", "give one cpu per rank")
+    cpus, rank_hosts = spread_ranks(ctx, hosts, n, cpus)
+    p.update(ranks=n, cpus=list(cpus), places=list(zip(rank_hosts, cpus)), rank_hosts=rank_hosts,
+             host_list=host_tuples(hosts), ranks_per_node=max(rank_hosts.count(h) for h in set(rank_hosts)))
+
+
+def spread_ranks(ctx: RunContext, hosts: Sequence[mpimod.Host] | None, n: int,
+                 cpus: list[int] | None) -> tuple[list[int], list[str | None]]:
+    """The cpu and the host (None: this node) of each of ``n`` ranks. With hosts: ranks fill each
+    host in turn (slots checked); cpus as given, else distinct cores on one machine or the
+    virtual cluster, else each host numbers its ranks' cores from its first in the placement
+    order. Without: ``cpus`` (placement order by default), refused beyond the cpus this process
+    may use unless oversubscribed."""
+    from clusterbench.benchmarks.base import allowed_cpus, placement
+
     if hosts:
         from clusterbench.benchmarks.mpi.ring import assign_ranks
 
+        hosts = list(hosts)
         mpimod.check_slots(hosts, n, ctx.oversubscribe)
         rank_hosts: list[str | None] = list(assign_ranks(hosts, n))
         if cpus is None:
@@ -343,14 +358,13 @@ def place_ranks(ctx: RunContext, p: dict[str, Any], default_ranks: int | None = 
                 for h in rank_hosts:
                     cpus.append(order[seen.get(h, 0)])
                     seen[h] = seen.get(h, 0) + 1
-    else:
-        if n > len(allowed) and not ctx.oversubscribe:
-            raise UsageError(f"--ranks {n} exceeds the {len(allowed)} cpus this process may use",
-                             f"use --ranks {len(allowed)} or fewer, or add --oversubscribe")
-        cpus = placement(ctx, n, cpus=cpus) if cpus else placement(ctx, n)
-        rank_hosts = [None] * n
-    p.update(ranks=n, cpus=list(cpus), places=list(zip(rank_hosts, cpus)), rank_hosts=rank_hosts,
-             host_list=host_tuples(hosts), ranks_per_node=max(rank_hosts.count(h) for h in set(rank_hosts)))
+        return list(cpus), rank_hosts
+    allowed = allowed_cpus(ctx)
+    if n > len(allowed) and not ctx.oversubscribe:
+        raise UsageError(f"--ranks {n} exceeds the {len(allowed)} cpus this process may use",
+                         f"use --ranks {len(allowed)} or fewer, or add --oversubscribe")
+    cpus = placement(ctx, n, cpus=cpus) if cpus else placement(ctx, n)
+    return list(cpus), [None] * n
 
 
 def host_tuples(hosts: Sequence[mpimod.Host] | None) -> list[tuple] | None:
@@ -500,11 +514,13 @@ class MpiBenchmark(Benchmark):
     def launch(self, ctx: RunContext, params: dict[str, Any], args: Sequence[str], base: dict[str, Any],
                on_result: Callable[[dict], None], places: Sequence[tuple[str | None, int]] | None = None,
                host_list: Sequence[tuple] | None = None, different_nodes: Sequence[tuple[int, int]] = (),
-               proof_ranks: Sequence[int] = (0, 1), **session: Any) -> mpimod.MpiRun:
+               proof_ranks: Sequence[int] = (0, 1), mpi: mpimod.MpiInstall | None = None,
+               **session: Any) -> mpimod.MpiRun:
         """Build (cached) and run the kernel once with ``args`` on ``places`` (default: the
         resolved ``params["places"]`` on ``params["host_list"]``); ``base`` gets the placement,
-        MPI library and transport proof; each result record goes to ``on_result``."""
-        mpi = detect(params)
+        MPI library and transport proof; each result record goes to ``on_result``. ``mpi``: the
+        MPI already detected for ``params`` (default: detect it)."""
+        mpi = mpi or detect(params)
         b = ctx.build(self.kernel or self.name, libs=self.kernel_libs, openmp=False, cc=mpi.mpicc)
         spec = launch_spec(ctx, params, params["places"] if places is None else places,
                            params.get("host_list") if host_list is None else host_list)

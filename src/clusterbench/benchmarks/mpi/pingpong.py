@@ -39,7 +39,7 @@ from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (BUFFERS, PAIR_CPUS, PAIR_HOSTFILE, PAIR_HOSTS, PINGPONG_DEFINITIONS,
-                                                KernelSession, MpiBenchmark, buffers_record, detect, launch_spec,
+                                                MpiBenchmark, buffers_record, detect, launch_spec,
                                                 max_size, pingpong_figure, place_pair, sizes, time_budget)
 from clusterbench.benchmarks.base import HpccKey, Metric, Param, RunContext
 
@@ -121,10 +121,8 @@ class PingPong(MpiBenchmark):
 
     def _run_one(self, ctx: RunContext, params: dict[str, Any]) -> list:
         mpi = detect(params)
-        b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
-        spec = self.launch_spec(ctx, params)
         sizes = params["size_list"]
-        args = [str(b.path), f"--sizes={','.join(map(str, sizes))}", f"--time_budget={params['time_budget']}",
+        args = [f"--sizes={','.join(map(str, sizes))}", f"--time_budget={params['time_budget']}",
                 f"--validate={int(bool(params['validate']))}", f"--hugepages={int(bool(params['hugepages']))}",
                 f"--buffers={params['buffers']}"]
         out = []
@@ -144,7 +142,6 @@ class PingPong(MpiBenchmark):
             if metric == "latency" and size == 0 or metric == "bandwidth":
                 ctx.progress.advance(1)
 
-        session = KernelSession(ctx, self.kernel, spec, mpi, base, on_result,
-                                [(0, 1)] if params["pair"] == "inter-node" else ())
-        session.run(args, params["launch_timeout"])
+        self.launch(ctx, params, args, base, on_result, mpi=mpi, name=self.kernel,
+                    different_nodes=[(0, 1)] if params["pair"] == "inter-node" else ())
         return out

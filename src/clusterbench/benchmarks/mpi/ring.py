@@ -33,8 +33,8 @@ from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.mpi.common import (BUFFERS, KernelSession, MpiBenchmark, buffers_record, detect,
-                                                launch_spec, parse_host_params, sim_cluster_of)
-from clusterbench.benchmarks.base import HpccKey, Metric, Param, RunContext, allowed_cpus, available_memory, placement
+                                                launch_spec, parse_host_params, sim_cluster_of, spread_ranks)
+from clusterbench.benchmarks.base import HpccKey, Metric, Param, RunContext, allowed_cpus, available_memory
 
 HPCC_LAT_SIZE = 8
 HPCC_BW_SIZE = 2_000_000
@@ -111,28 +111,9 @@ class Ring(MpiBenchmark):
                              "give --ranks 2 or more (add --oversubscribe on a single core)")
         if cpus is not None and len(cpus) != n:
             raise UsageError(f"--cpus lists {len(cpus)} cpus for {n} ranks", "give one cpu per rank")
-        if hosts:
-            mpimod.check_slots(hosts, n, ctx.oversubscribe)
-            rank_hosts = assign_ranks(hosts, n)
-            sim = sim_cluster_of(hosts)
-            if cpus is None:
-                if sim is not None or len(hosts) == 1:  # one machine's cores: distinct where possible
-                    cpus = placement(ctx, n)
-                else:  # each host numbers its ranks' cores from its first
-                    seen: dict[str, int] = {}
-                    order = placement(ctx, max(rank_hosts.count(h.name) for h in hosts))
-                    cpus = []
-                    for h in rank_hosts:
-                        cpus.append(order[seen.get(h, 0)])
-                        seen[h] = seen.get(h, 0) + 1
-            shared_machine = sim is not None or len(hosts) == 1
-        else:
-            if n > len(allowed) and not ctx.oversubscribe:
-                raise UsageError(f"--ranks {n} exceeds the {len(allowed)} cpus this process may use",
-                                 f"use --ranks {len(allowed)} or fewer, or add --oversubscribe")
-            cpus = placement(ctx, n, cpus=cpus) if cpus else placement(ctx, n)
-            rank_hosts = [None] * n
-            shared_machine = True
+        cpus, rank_hosts = spread_ranks(ctx, hosts, n, cpus)
+        # one machine's cores (no hosts, one host, the virtual cluster): distinct where possible
+        shared_machine = not hosts or len(hosts) == 1 or sim_cluster_of(hosts) is not None
         # two ranks on one core of one machine: only when asked to oversubscribe
         keys = [(None if shared_machine else h, c) for h, c in zip(rank_hosts, cpus)]
         p["shared_cpus"] = len(set(keys)) < len(keys)

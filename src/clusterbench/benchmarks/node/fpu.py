@@ -31,7 +31,7 @@ class Fpu(KernelBenchmark):
     name = "fpu"
     suites = {"node": 20}
     key_params = ('op', 'threads')
-    help = "latency and throughput of scalar double add, mul, fma, div, sqrt (seed 001, Table 1)"
+    help = "latency and throughput of scalar double add, mul, fma, div, sqrt (Eicker and Lippert 2007, Table 1)"
     kernel = "fpu"
     metrics = (
         Metric("latency", "ns", False, "dependent chain of one operation (params op), ns per op"),

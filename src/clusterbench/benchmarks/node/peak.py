@@ -96,7 +96,7 @@ class Peak(KernelBenchmark):
     key_params = ('isa', 'threads')
     headlines = (_headlines,)
     findings = (_findings,)
-    help = "FMA peak Gflop/s per core and for all cores, the clock it implies (likwid peakflops, seed 002)"
+    help = "FMA peak Gflop/s per core and for all cores, the clock it implies (likwid peakflops; Khadka, Multicore-Multinode)"
     kernel = "peak"
     metrics = (
         Metric("gflops", "Gflop/s", True, "DP FMA throughput of the threads together (1 FMA lane = 2 flops)",

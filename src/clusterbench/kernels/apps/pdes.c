@@ -748,26 +748,30 @@ static void info_extra(const void *arg) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    const char *model = cb_arg(argc, argv, "model", "phold");
-    const char *sync = cb_arg(argc, argv, "sync", "optimistic");
-    L = cb_arg_ll(argc, argv, "lps", 1024);
-    remote_p = cb_arg_double(argc, argv, "remote", 0.25);
-    lookahead = cb_arg_double(argc, argv, "lookahead", 1.0);
-    mean_d = cb_arg_double(argc, argv, "mean", 1.0);
-    start_events = (int)cb_arg_ll(argc, argv, "start-events", 1);
-    end_t = cb_arg_double(argc, argv, "end", 10000);
-    batch = (int)cb_arg_ll(argc, argv, "batch", 16);
-    gvt_interval = (int)cb_arg_ll(argc, argv, "gvt-interval", 16);
-    window_t = cb_arg_double(argc, argv, "window", INFINITY);
-    double mem_mib = cb_arg_double(argc, argv, "event-memory", 256);
-    int repeat = (int)cb_arg_ll(argc, argv, "repeat", 1);
-    seed = (uint64_t)cb_arg_ll(argc, argv, "seed", 1);
-    drop_anti = cb_arg_ll(argc, argv, "drop-anti", -1);
-    hang_rank = (int)cb_arg_ll(argc, argv, "hang-rank", -1);
-    hang_after = cb_arg_double(argc, argv, "hang-after", 0);
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 0);
+    const char *model = "phold", *sync = "optimistic";
+    L = 1024;
+    remote_p = 0.25;
+    lookahead = 1.0;
+    mean_d = 1.0;
+    start_events = 1;
+    end_t = 10000;
+    batch = 16;
+    gvt_interval = 16;
+    window_t = INFINITY;
+    double mem_mib = 256;
+    int repeat = 1;
+    seed = 1;
+    drop_anti = -1;
+    hang_rank = -1;
+    hang_after = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("model", model), CB_OPT("sync", sync), CB_OPT("lps", L),
+               CB_OPT("remote", remote_p), CB_OPT("lookahead", lookahead), CB_OPT("mean", mean_d),
+               CB_OPT("start-events", start_events), CB_OPT("end", end_t), CB_OPT("batch", batch),
+               CB_OPT("gvt-interval", gvt_interval), CB_OPT("window", window_t),
+               CB_OPT("event-memory", mem_mib), CB_OPT("repeat", repeat), CB_OPT("seed", seed),
+               CB_OPT("drop-anti", drop_anti), CB_OPT("hang-rank", hang_rank),
+               CB_OPT("hang-after", hang_after));
 
     if (!strcmp(model, "phold")) model_qnet = 0;
     else if (!strcmp(model, "qnet")) model_qnet = 1;
@@ -860,10 +864,7 @@ int main(int argc, char **argv) {
             char detail[256];
             snprintf(detail, sizeof detail, "%s %s repeat %d: %s", model_qnet ? "qnet" : "phold", sync_names[sync_mode],
                      rep, why ? why : "processed = committed + rolled back, nothing below --end left, population kept");
-            cb_json_begin("validation");
-            cb_json_bool("ok", why == NULL);
-            cb_json_str("detail", detail);
-            cb_json_end();
+            cb_validation(why == NULL, detail);
             cb_json_begin("result");
             cb_json_str("metric", "pdes");
             cb_json_int("repeat", rep);

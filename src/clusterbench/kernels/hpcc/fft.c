@@ -71,18 +71,15 @@ static double max_error(const fftw_complex *y, ptrdiff_t count, ptrdiff_t start,
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    const char *mode_s = cb_arg(argc, argv, "mode", "single");
-    const ptrdiff_t n = (ptrdiff_t)cb_arg_ll(argc, argv, "n", 1 << 16);
-    const int samples = (int)cb_arg_ll(argc, argv, "samples", 5);
-    const int warmup = (int)cb_arg_ll(argc, argv, "warmup", 1);
-    const int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    const int selftest = (int)cb_arg_ll(argc, argv, "selftest", 0);
-    const double plan_seconds = cb_arg_double(argc, argv, "plan_seconds", 2.0);
-    const char *plan_s = cb_arg(argc, argv, "plan", "measure");
-    const char *wisdom = cb_arg(argc, argv, "wisdom", NULL);
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 0);
+    const char *mode_s = "single";
+    ptrdiff_t n = 1 << 16;
+    int samples = 5, warmup = 1, corrupt = 0, selftest = 0;
+    double plan_seconds = 2.0;
+    const char *plan_s = "measure", *wisdom = NULL;
+    CB_OPTIONS(argc, argv, CB_OPT("mode", mode_s), CB_OPT("n", n), CB_OPT("samples", samples),
+               CB_OPT("warmup", warmup), CB_OPT("corrupt", corrupt), CB_OPT("selftest", selftest),
+               CB_OPT("plan_seconds", plan_seconds), CB_OPT("plan", plan_s), CB_OPT("wisdom", wisdom));
     int mode = -1;
     for (int m = 0; m < 3; m++)
         if (!strcmp(mode_s, mode_names[m])) mode = m;
@@ -259,12 +256,8 @@ int main(int argc, char **argv) {
                  mode_s, n, nranks, fftw_version, flag_names[level],
                  measure ? plan_seconds : 0.0, plan_s_taken, wisdom_loaded ? "true" : "false", F, err, scaled,
                  warmup, ni, no);
-        cb_json_begin("result"); cb_json_str("metric", "gflops"); cb_json_str("unit", "Gflop/s");
-        cb_json_raw("params", prm); cb_json_nums("samples", g, samples); cb_json_nums("times_s", wall, samples);
-        cb_json_end();
-        cb_json_begin("result"); cb_json_str("metric", "gflops_per_process"); cb_json_str("unit", "Gflop/s");
-        cb_json_raw("params", prm); cb_json_nums("samples", gp, samples); cb_json_nums("times_s", fast, samples);
-        cb_json_end();
+        cb_result("gflops", "Gflop/s", prm, g, wall, samples);
+        cb_result("gflops_per_process", "Gflop/s", prm, gp, fast, samples);
         free(wall); free(fast); free(g); free(gp); free(all);
     }
     free(t);

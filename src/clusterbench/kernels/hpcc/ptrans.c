@@ -277,15 +277,15 @@ static void info_extra(const void *arg) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    n = cb_arg_ll(argc, argv, "n", 1000);
-    nb = cb_arg_ll(argc, argv, "nb", 64);
-    P = (int)cb_arg_ll(argc, argv, "p", 1);
-    Q = (int)cb_arg_ll(argc, argv, "q", nranks);
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 5);
-    int selftest = (int)cb_arg_ll(argc, argv, "selftest", 0), corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 0);
+    n = 1000;
+    nb = 64;
+    P = 1;
+    Q = nranks;
+    int samples = 5;
+    int selftest = 0, corrupt = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("n", n), CB_OPT("nb", nb), CB_OPT("p", P), CB_OPT("q", Q),
+               CB_OPT("samples", samples), CB_OPT("selftest", selftest), CB_OPT("corrupt", corrupt));
     if (n < 1) cb_mpi_die("--n must be 1 or more");
     if (nb < 1) cb_mpi_die("--nb must be 1 or more");
     if (P < 1 || Q < 1 || (long long)P * Q != nranks) cb_mpi_die("grid %dx%d does not match %d ranks", P, Q, nranks);
@@ -356,9 +356,7 @@ int main(int argc, char **argv) {
         char detail[256];
         snprintf(detail, sizeof detail, "PTRANS residual max|A - (A0^T + B)| / (eps n) = %.3g, %s HPCC's threshold "
                  "%g (largest difference %.3g)", scaled, ok ? "within" : "above", THRESHOLD, gres);
-        cb_json_begin("validation");
-        cb_json_bool("ok", ok);
-        cb_json_str("detail", detail);
+        cb_validation_begin(ok, detail);
         cb_json_num("residual", scaled);
         cb_json_num("residual_max_abs", gres);
         cb_json_num("threshold", THRESHOLD);

@@ -218,14 +218,13 @@ static void replay(uint64_t *t, uint64_t updates) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    const char *mode = cb_arg(argc, argv, "mode", "local");
-    const char *variant = cb_arg(argc, argv, "variant", "standard");
-    logsize = (int)cb_arg_ll(argc, argv, "log2", 20);
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 1);
-    int selftest = (int)cb_arg_ll(argc, argv, "selftest", 0), corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 0);
+    const char *mode = "local", *variant = "standard";
+    logsize = 20;
+    int samples = 1;
+    int selftest = 0, corrupt = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("mode", mode), CB_OPT("variant", variant), CB_OPT("log2", logsize),
+               CB_OPT("samples", samples), CB_OPT("selftest", selftest), CB_OPT("corrupt", corrupt));
     int mpi = strcmp(mode, "mpi") == 0;
     if (!mpi && strcmp(mode, "local") != 0) cb_mpi_die("--mode must be local or mpi, not %s", mode);
     if (strcmp(variant, "standard") && strcmp(variant, "lcg")) cb_mpi_die("--variant must be standard or lcg");
@@ -322,9 +321,7 @@ int main(int argc, char **argv) {
         snprintf(detail, sizeof detail, "%lld of %llu table words wrong after replaying the updates%s, %s HPCC's "
                  "1%% (%lld)", judged, (unsigned long long)table_words, mpi ? "" : " (the worst rank's table)",
                  judged > allowed ? "above" : "within", allowed);
-        cb_json_begin("validation");
-        cb_json_bool("ok", judged <= allowed);
-        cb_json_str("detail", detail);
+        cb_validation_begin(judged <= allowed, detail);
         cb_json_int("errors", judged);
         cb_json_int("errors_all_ranks", gerr);
         cb_json_int("allowed_errors", allowed);

@@ -652,14 +652,14 @@ static void info_extra(const void *arg) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    int dims[3] = {(int)cb_arg_ll(argc, argv, "nx", 16), (int)cb_arg_ll(argc, argv, "ny", 16),
-                   (int)cb_arg_ll(argc, argv, "nz", 16)};
-    double tmin = cb_arg_double(argc, argv, "time", 60.0);
-    int max_sets = (int)cb_arg_ll(argc, argv, "max_sets", 0);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0), selftest = (int)cb_arg_ll(argc, argv, "selftest", 0);
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 0);
+    int dims[3] = {16, 16, 16};
+    CB_OPTIONS(argc, argv, CB_OPT("nx", dims[0]), CB_OPT("ny", dims[1]), CB_OPT("nz", dims[2]));
+    double tmin = 60.0;
+    int max_sets = 0;
+    int corrupt = 0, selftest = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("time", tmin), CB_OPT("max_sets", max_sets), CB_OPT("corrupt", corrupt),
+               CB_OPT("selftest", selftest));
     for (int d = 0; d < 3; d++)
         if (dims[d] < 8 || dims[d] % 8) die("local dimension %d is not a positive multiple of 8 (4 multigrid levels)", dims[d]);
     choose_grid(nranks);
@@ -800,9 +800,7 @@ int main(int argc, char **argv) {
                  "\"bytes_per_set\":%.17g,\"halo_s\":%.6g,\"phase_unix\":[%.6f,%.6f]}",
                  fref * sets / (total + opt_overhead_s) / 1e9, sets, total, setup_s, opt_s, opt_overhead_s, fset, fref,
                  bset, t_halo, phase[0], phase[1]);
-        cb_json_begin("result"); cb_json_str("metric", "rating"); cb_json_str("unit", "GFLOP/s");
-        cb_json_raw("params", prm); cb_json_nums("samples", rate, sets); cb_json_nums("times_s", set_s, sets);
-        cb_json_end();
+        cb_result("rating", "GFLOP/s", prm, rate, set_s, sets);
         const char *names[4] = {"ddot_gflops", "waxpby_gflops", "spmv_gflops", "mg_gflops"};
         double fl[4] = {fc.ddot, fc.waxpby, fc.spmv, fc.mg};
         for (int k = 0; k < 4; k++) {

@@ -637,20 +637,7 @@ static void *load_blas(const char *lib, info_t *in) {
         in->symbol = "dgemm_,dtrsm_,dgemv_";
         if (!fgemm || !ftrsm || !fgemv) die("%s exports neither cblas_dgemm/dtrsm/dgemv nor dgemm_/dtrsm_/dgemv_", lib);
     }
-    typedef char *(*str_fn)(void);
-    typedef int (*int_fn)(void);
-    str_fn ob_cfg = (str_fn)dlsym(h, "openblas_get_config");
-    str_fn bli_ver = (str_fn)dlsym(h, "bli_info_get_version_str");
-    int_fn ob_thr = (int_fn)dlsym(h, "openblas_get_num_threads");
-    int_fn bli_thr = (int_fn)dlsym(h, "bli_thread_get_num_threads");
-    typedef void (*mkl_ver_fn)(char *, int);
-    mkl_ver_fn mkl_ver = (mkl_ver_fn)dlsym(h, "MKL_Get_Version_String");
-    in->config[0] = 0;
-    if (ob_cfg) snprintf(in->config, sizeof in->config, "OpenBLAS %s", ob_cfg());
-    else if (bli_ver) snprintf(in->config, sizeof in->config, "BLIS %s", bli_ver());
-    else if (mkl_ver) mkl_ver(in->config, (int)sizeof in->config);
-    in->blas_threads = ob_thr ? ob_thr() : bli_thr ? bli_thr() : -1;
-    if (!realpath(lib, in->real)) snprintf(in->real, sizeof in->real, "%s", lib);
+    in->blas_threads = cb_blas_describe(h, lib, in->config, sizeof in->config, in->real);
     return h;
 }
 
@@ -660,30 +647,32 @@ static void write_doubles(const char *path, const double *v, size_t n, FILE *f) 
 
 /* ---- main ----------------------------------------------------------------------------------- */
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     hpl_t H;
     memset(&H, 0, sizeof H);
     hpl_t *h = &H;
-    MPI_Comm_rank(MPI_COMM_WORLD, &h->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &h->nranks);
-    if (h->rank != 0 && !freopen("/dev/null", "w", stdout)) { /* only rank 0 speaks JSON */ }
+    cb_mpi_start(&argc, &argv, &h->rank, &h->nranks, 1); /* only rank 0 speaks JSON */
     info_t in;
     memset(&in, 0, sizeof in);
     in.h = h;
-    in.lib = cb_arg(argc, argv, "lib", NULL);
-    long long n_ll = cb_arg_ll(argc, argv, "n", 1000), nb_ll = cb_arg_ll(argc, argv, "nb", 192);
-    h->p = (int)cb_arg_ll(argc, argv, "p", 1);
-    h->q = (int)cb_arg_ll(argc, argv, "q", h->nranks);
-    in.pmap = cb_arg(argc, argv, "pmap", "row");
-    h->seed = (uint64_t)cb_arg_ll(argc, argv, "seed", 42);
-    h->nbmin = (int)cb_arg_ll(argc, argv, "nbmin", 16);
-    h->chunk = (int)cb_arg_ll(argc, argv, "chunk", 0);
-    double threshold = cb_arg_double(argc, argv, "threshold", 16.0);
-    const char *cpus_s = cb_arg(argc, argv, "cpus", NULL);
-    const char *xout = cb_arg(argc, argv, "xout", NULL), *aout = cb_arg(argc, argv, "aout", NULL);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    h->die_rank = (int)cb_arg_ll(argc, argv, "die_rank", -1);
-    h->die_step = (int)cb_arg_ll(argc, argv, "die_step", -1);
+    in.lib = NULL;
+    long long n_ll = 1000, nb_ll = 192;
+    h->p = 1;
+    h->q = h->nranks;
+    in.pmap = "row";
+    h->seed = 42;
+    h->nbmin = 16;
+    h->chunk = 0;
+    double threshold = 16.0;
+    const char *cpus_s = NULL;
+    const char *xout = NULL, *aout = NULL;
+    int corrupt = 0;
+    h->die_rank = -1;
+    h->die_step = -1;
+    CB_OPTIONS(argc, argv, CB_OPT("lib", in.lib), CB_OPT("n", n_ll), CB_OPT("nb", nb_ll), CB_OPT("p", h->p),
+               CB_OPT("q", h->q), CB_OPT("pmap", in.pmap), CB_OPT("seed", h->seed), CB_OPT("nbmin", h->nbmin),
+               CB_OPT("chunk", h->chunk), CB_OPT("threshold", threshold), CB_OPT("cpus", cpus_s),
+               CB_OPT("xout", xout), CB_OPT("aout", aout), CB_OPT("corrupt", corrupt),
+               CB_OPT("die_rank", h->die_rank), CB_OPT("die_step", h->die_step));
     if (!in.lib) die("--lib=PATH of a BLAS shared library is required");
     if (n_ll < 1 || n_ll > 2000000) die("--n %lld is outside 1..2000000", n_ll);
     if (nb_ll < 1 || nb_ll > n_ll || nb_ll > 4096) die("--nb %lld is outside 1..min(N, 4096)", nb_ll);
@@ -709,11 +698,7 @@ int main(int argc, char **argv) {
         if (glen >= sizeof group) die("--cpus group too long");
         memcpy(group, g, glen);
         group[glen] = 0;
-        int ncpus = cb_parse_cpulist(group, cpus, 4096);
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int i = 0; i < ncpus; i++) CPU_SET(cpus[i], &set);
-        if (sched_setaffinity(0, sizeof set, &set)) die("cannot bind to cpus %s: %s", cpus_s, strerror(errno));
+        cb_bind_or_fail(cpus, cb_parse_cpulist(group, cpus, 4096), cpus_s, cb_mpi_die);
     }
     cb_mpi_snapshot_cpus(); /* the rank's cores, before an OpenMP BLAS binds its main thread to one */
     load_blas(in.lib, &in);
@@ -813,9 +798,7 @@ int main(int argc, char **argv) {
                  "(||Ax-b||_oo %.3g, ||A||_oo %.6g, ||x||_oo %.6g, ||b||_oo %.6g, eps 2^-53)%s",
                  resid, threshold, ok ? "PASSED" : "FAILED", norms[0], norms[1], norms[2], norms[3],
                  corrupt ? "; the solution was perturbed on purpose (--corrupt)" : "");
-        cb_json_begin("validation");
-        cb_json_bool("ok", ok);
-        cb_json_str("detail", detail);
+        cb_validation_begin(ok, detail);
         cb_json_num("residual", resid);
         cb_json_num("threshold", threshold);
         cb_json_num("norm_r", norms[0]);
@@ -841,13 +824,7 @@ int main(int argc, char **argv) {
             at += (size_t)snprintf(prm + at, sizeof prm - at, "%s\"%s\":%.6g", i ? "," : "", names[i], psum[i] / h->nranks);
         at += (size_t)snprintf(prm + at, sizeof prm - at, "},\"phase_unix\":[%.6f,%.6f]", phase[0], phase[1]);
         snprintf(prm + at, sizeof prm - at, "}");
-        cb_json_begin("result");
-        cb_json_str("metric", "gflops");
-        cb_json_str("unit", "Gflop/s");
-        cb_json_raw("params", prm);
-        cb_json_nums("samples", &gflops, 1);
-        cb_json_nums("times_s", &wall, 1);
-        cb_json_end();
+        cb_result("gflops", "Gflop/s", prm, &gflops, &wall, 1);
     }
     MPI_Op_free(&h->pivop);
     MPI_Comm_free(&h->row);

@@ -14,22 +14,25 @@
  * (only rank 0's stdout is read), then MPI_Abort so no rank is left waiting. */
 static inline void cb_mpi_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static inline void cb_mpi_die(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    CB_VFORMAT(msg, fmt);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) {
-        cb_json_begin("error");
-        cb_json_str("message", msg);
-        cb_json_end();
+        cb_json_error(msg);
     } else {
         fprintf(stderr, "%s rank %d: %s\n", program_invocation_short_name, rank, msg);
     }
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
+}
+
+/* Start MPI and learn this rank and the job's size. quiet_others: ranks other than 0 send their
+ * stdout to /dev/null (only rank 0 speaks JSON; another rank's error goes to stderr). */
+static inline void cb_mpi_start(int *argc, char ***argv, int *rank, int *nranks, int quiet_others) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, nranks);
+    if (quiet_others && *rank != 0 && !freopen("/dev/null", "w", stdout)) { /* nothing is printed anyway */ }
 }
 
 static inline int cb_cmp_double(const void *a, const void *b) {
@@ -83,9 +86,7 @@ static inline void cb_mpi_report_placement(int rank, int nranks, void (*extra)(c
     me.cpu = sched_getcpu();
     cb_place_t *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
     if (rank == 0 && !all) {
-        cb_json_begin("error");
-        cb_json_str("message", "out of memory");
-        cb_json_end();
+        cb_json_error("out of memory");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);

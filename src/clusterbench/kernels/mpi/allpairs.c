@@ -296,26 +296,27 @@ static void info_extra(const void *arg) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (rank != 0) { /* only rank 0 speaks JSON */
-        if (!freopen("/dev/null", "w", stdout)) { /* nothing is printed anyway */ }
-    }
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
     opts_t o;
-    o.lat_size = (long)cb_arg_ll(argc, argv, "lat_size", 8);
-    o.bw_size = (long)cb_arg_ll(argc, argv, "bw_size", 4L << 20);
-    o.budget = cb_arg_double(argc, argv, "pair_budget", 1.0);
-    o.lat_share = cb_arg_double(argc, argv, "lat_share", 0.2);
-    o.warmup = (long)cb_arg_ll(argc, argv, "warmup", 10);
-    o.min_iters = (long)cb_arg_ll(argc, argv, "min_iters", 10);
-    o.max_iters = (long)cb_arg_ll(argc, argv, "max_iters", 100000);
-    o.bw_loops = (int)cb_arg_ll(argc, argv, "bw_loops", 16);
-    o.max_samples = (int)cb_arg_ll(argc, argv, "max_samples", 64);
-    o.validate = (int)cb_arg_ll(argc, argv, "validate", 1);
-    o.corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    const int preconnect = (int)cb_arg_ll(argc, argv, "preconnect", 1);
-    const char *pc = cb_arg(argc, argv, "pair_cpus", NULL);
+    o.lat_size = 8;
+    o.bw_size = 4L << 20;
+    o.budget = 1.0;
+    o.lat_share = 0.2;
+    o.warmup = 10;
+    o.min_iters = 10;
+    o.max_iters = 100000;
+    o.bw_loops = 16;
+    o.max_samples = 64;
+    o.validate = 1;
+    o.corrupt = 0;
+    int preconnect = 1;
+    const char *pc = NULL;
+    CB_OPTIONS(argc, argv, CB_OPT("lat_size", o.lat_size), CB_OPT("bw_size", o.bw_size),
+               CB_OPT("pair_budget", o.budget), CB_OPT("lat_share", o.lat_share), CB_OPT("warmup", o.warmup),
+               CB_OPT("min_iters", o.min_iters), CB_OPT("max_iters", o.max_iters),
+               CB_OPT("bw_loops", o.bw_loops), CB_OPT("max_samples", o.max_samples),
+               CB_OPT("validate", o.validate), CB_OPT("corrupt", o.corrupt), CB_OPT("preconnect", preconnect),
+               CB_OPT("pair_cpus", pc));
     if (pc) npair_cpus = cb_parse_cpulist(pc, pair_cpus, 1024);
 
     cb_mpi_report_placement(rank, nranks, info_extra, &o);
@@ -357,12 +358,14 @@ int main(int argc, char **argv) {
      * with other pairs' streaming, and a connection that cannot be made fails here, named, within
      * --round_limit seconds, rather than leave the job hung (Open MPI's TCP BTL waits forever on a
      * connect that failed, e.g. when the kernel's neighbour table overflowed). */
-    const int passes = (int)cb_arg_ll(argc, argv, "passes", 1);
+    int passes = 1;
+    CB_OPTIONS(argc, argv, CB_OPT("passes", passes));
     if (passes < 1 || passes > 100) die("--passes must be 1..100");
     const int steps_total = passes * rounds;
     /* --remeasure=F: after the passes, the rounds that hold a suspect pair (best bandwidth below the
      * best pair's / F, or best latency above the best pair's x F) are measured once more */
-    const double remeasure = cb_arg_double(argc, argv, "remeasure", 0.0);
+    double remeasure = 0.0;
+    CB_OPTIONS(argc, argv, CB_OPT("remeasure", remeasure));
     if (remeasure != 0 && !(remeasure >= 1)) die("--remeasure must be 0 (off) or 1 or more, got %g", remeasure);
     const long npairs_all = (long)nranks * (nranks - 1) / 2;
     double *best_bw = NULL, *best_lat = NULL;
@@ -381,8 +384,9 @@ int main(int argc, char **argv) {
     double *round_measure = calloc((size_t)(steps_total + rounds), sizeof(double));
     double *round_wall = calloc((size_t)(steps_total + rounds), sizeof(double));
     if (!round_measure || !round_wall) die("out of memory");
-    const double round_limit = cb_arg_double(argc, argv, "round_limit", 60.0 + 20.0 * o.budget);
-    const int group = (int)cb_arg_ll(argc, argv, "connect_group", nranks / 2 > 0 ? nranks / 2 : 1);
+    double round_limit = 60.0 + 20.0 * o.budget;
+    int group = nranks / 2 > 0 ? nranks / 2 : 1;
+    CB_OPTIONS(argc, argv, CB_OPT("round_limit", round_limit), CB_OPT("connect_group", group));
     if (group < 1) die("--connect_group must be 1 or more");
     const double k0 = MPI_Wtime();
     if (preconnect) {
@@ -499,18 +503,8 @@ int main(int argc, char **argv) {
             cb_json_ints("ranks", rk, 2);
             int cpus[2] = {a->cpu, all[j].cpu};
             cb_json_ints("cpus", cpus, 2);
-            cb_json_key("hosts");
-            printf("[");
-            cb_json_escape(names[i][0]);
-            printf(",");
-            cb_json_escape(names[j][0]);
-            printf("]");
-            cb_json_key("nodes");
-            printf("[");
-            cb_json_escape(names[i][1]);
-            printf(",");
-            cb_json_escape(names[j][1]);
-            printf("]");
+            cb_json_str_pair("hosts", names[i][0], names[j][0]);
+            cb_json_str_pair("nodes", names[i][1], names[j][1]);
             cb_json_num("latency_us", a->lat_median);
             cb_json_num("bandwidth_MBps", a->bw_best);
             cb_json_num("seconds", a->seconds);

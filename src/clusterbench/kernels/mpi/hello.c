@@ -13,10 +13,8 @@
 #include <mpi.h>
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, nranks;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 0);
     double t0 = MPI_Wtime();
     cb_mpi_report_placement(rank, nranks, NULL, NULL);
     long long mine = rank, sum = 0, want = (long long)nranks * (nranks - 1) / 2;
@@ -27,11 +25,8 @@ int main(int argc, char **argv) {
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     double dt = MPI_Wtime() - t0;
     if (rank == 0) {
-        cb_json_begin("validation");
-        cb_json_bool("ok", all_ok);
-        cb_json_str("detail", all_ok ? "allreduce and ring exchange correct on every rank"
+        cb_validation(all_ok, all_ok ? "allreduce and ring exchange correct on every rank"
                                      : "a rank received a wrong value");
-        cb_json_end();
         if (all_ok) {
             cb_json_begin("result");
             cb_json_str("metric", "exchange_s");

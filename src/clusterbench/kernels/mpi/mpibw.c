@@ -170,29 +170,24 @@ static void pairing_fields(const void *arg) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (rank != 0) { /* only rank 0 speaks JSON; another rank's error goes to stderr */
-        if (!freopen("/dev/null", "w", stdout)) { /* nothing is printed anyway */ }
-    }
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
 
-    const char *modes_arg = cb_arg(argc, argv, "modes", NULL);
-    int bidir = (int)cb_arg_ll(argc, argv, "bidir", 0);
-    int window = (int)cb_arg_ll(argc, argv, "window", 64);
-    const char *sizes_arg = cb_arg(argc, argv, "sizes", NULL);
-    long long min_size = cb_arg_ll(argc, argv, "min_size", 1);
-    long long max_size = cb_arg_ll(argc, argv, "max_size", 4LL << 20);
-    double budget = cb_arg_double(argc, argv, "time_budget", 0.25);
-    long min_iters = (long)cb_arg_ll(argc, argv, "min_iters", 3);
-    long max_iters = (long)cb_arg_ll(argc, argv, "max_iters", 100000);
-    long warmup = (long)cb_arg_ll(argc, argv, "warmup", 10);
-    long max_samples = (long)cb_arg_ll(argc, argv, "max_samples", 1000);
-    int validate = (int)cb_arg_ll(argc, argv, "validate", 1);
-    long long rbuf_cap = cb_arg_ll(argc, argv, "rbuf_cap", 32LL << 20);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    int hang_rank = (int)cb_arg_ll(argc, argv, "hang_rank", -1);
-    const char *buffers = cb_arg(argc, argv, "buffers", "separate");
+    const char *modes_arg = NULL;
+    int bidir = 0, window = 64;
+    const char *sizes_arg = NULL;
+    long long min_size = 1, max_size = 4LL << 20;
+    double budget = 0.25;
+    long min_iters = 3, max_iters = 100000, warmup = 10, max_samples = 1000;
+    int validate = 1;
+    long long rbuf_cap = 32LL << 20;
+    int corrupt = 0, hang_rank = -1;
+    const char *buffers = "separate";
+    CB_OPTIONS(argc, argv, CB_OPT("modes", modes_arg), CB_OPT("bidir", bidir), CB_OPT("window", window),
+               CB_OPT("sizes", sizes_arg), CB_OPT("min_size", min_size), CB_OPT("max_size", max_size),
+               CB_OPT("time_budget", budget), CB_OPT("min_iters", min_iters), CB_OPT("max_iters", max_iters),
+               CB_OPT("warmup", warmup), CB_OPT("max_samples", max_samples), CB_OPT("validate", validate),
+               CB_OPT("rbuf_cap", rbuf_cap), CB_OPT("corrupt", corrupt), CB_OPT("hang_rank", hang_rank),
+               CB_OPT("buffers", buffers));
 
     /* ---- placement report (before anything can fail on a bad argument) ---- */
     const int k = nranks / 2;
@@ -217,15 +212,7 @@ int main(int argc, char **argv) {
     long sizes[MAX_SIZES];
     int nsizes = 0;
     if (sizes_arg) {
-        const char *s = sizes_arg;
-        while (*s) {
-            char *end;
-            long v = strtol(s, &end, 10);
-            if (end == s || v < 0) die("bad --sizes near '%s'", s);
-            if (nsizes < MAX_SIZES) sizes[nsizes++] = v;
-            if (*end && *end != ',') die("bad --sizes near '%s'", end);
-            s = *end == ',' ? end + 1 : end;
-        }
+        nsizes = cb_parse_longs(sizes_arg, "sizes", sizes, MAX_SIZES, cb_mpi_die);
     } else {
         if (min_size < 1 || max_size < min_size) die("need 1 <= --min_size <= --max_size");
         for (long long p = 1; p <= max_size && nsizes < MAX_SIZES; p *= 2)

@@ -98,27 +98,20 @@ static inline unsigned char pattern(long size, int src, long i) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (rank != 0) { /* only rank 0 speaks JSON; another rank's error goes to stderr */
-        if (!freopen("/dev/null", "w", stdout)) { /* keep going: nothing is printed anyway */ }
-    }
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
 
-    long long max_size = cb_arg_ll(argc, argv, "max_size", 16LL << 20);
-    const char *sizes_arg = cb_arg(argc, argv, "sizes", NULL);
-    int perturb = (int)cb_arg_ll(argc, argv, "perturb", 1);
-    double budget = cb_arg_double(argc, argv, "time_budget", 0.1);
-    long min_iters = (long)cb_arg_ll(argc, argv, "min_iters", 10);
-    long max_iters = (long)cb_arg_ll(argc, argv, "max_iters", 1000000);
-    long warmup = (long)cb_arg_ll(argc, argv, "warmup", 20);
-    long max_samples = (long)cb_arg_ll(argc, argv, "max_samples", 1000);
-    int validate = (int)cb_arg_ll(argc, argv, "validate", 0);
-    int hang_rank = (int)cb_arg_ll(argc, argv, "hang_rank", -1);
-    int hang_at_exit = (int)cb_arg_ll(argc, argv, "hang_at_exit", -1);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    int hugepages = (int)cb_arg_ll(argc, argv, "hugepages", 0);
-    const char *buffers = cb_arg(argc, argv, "buffers", "separate");
+    long long max_size = 16LL << 20;
+    const char *sizes_arg = NULL;
+    int perturb = 1;
+    double budget = 0.1;
+    long min_iters = 10, max_iters = 1000000, warmup = 20, max_samples = 1000;
+    int validate = 0, hang_rank = -1, hang_at_exit = -1, corrupt = 0, hugepages = 0;
+    const char *buffers = "separate";
+    CB_OPTIONS(argc, argv, CB_OPT("max_size", max_size), CB_OPT("sizes", sizes_arg), CB_OPT("perturb", perturb),
+               CB_OPT("time_budget", budget), CB_OPT("min_iters", min_iters), CB_OPT("max_iters", max_iters),
+               CB_OPT("warmup", warmup), CB_OPT("max_samples", max_samples), CB_OPT("validate", validate),
+               CB_OPT("hang_rank", hang_rank), CB_OPT("hang_at_exit", hang_at_exit), CB_OPT("corrupt", corrupt),
+               CB_OPT("hugepages", hugepages), CB_OPT("buffers", buffers));
 
     /* ---- placement report ---- */
     cb_mpi_report_placement(rank, nranks, NULL, NULL);
@@ -132,15 +125,7 @@ int main(int argc, char **argv) {
     long sizes[MAX_SIZES];
     int nsizes = 0;
     if (sizes_arg) {
-        const char *s = sizes_arg;
-        while (*s) {
-            char *end;
-            long v = strtol(s, &end, 10);
-            if (end == s || v < 0) die("bad --sizes near '%s'", s);
-            if (nsizes < MAX_SIZES) sizes[nsizes++] = v;
-            s = *end == ',' ? end + 1 : end;
-            if (*end && *end != ',') die("bad --sizes near '%s'", end);
-        }
+        nsizes = cb_parse_longs(sizes_arg, "sizes", sizes, MAX_SIZES, cb_mpi_die);
     } else {
         if (max_size < 0) die("--max_size must be >= 0");
         sizes[nsizes++] = 0;

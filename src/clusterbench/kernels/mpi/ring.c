@@ -129,24 +129,19 @@ static size_t app(char *buf, size_t len, size_t at, const char *fmt, ...) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (rank != 0) { /* only rank 0 speaks JSON */
-        if (!freopen("/dev/null", "w", stdout)) { /* nothing is printed anyway */ }
-    }
-    long lat_size = (long)cb_arg_ll(argc, argv, "lat_size", 8);
-    long bw_size = (long)cb_arg_ll(argc, argv, "bw_size", 2000000);
-    int nrand = (int)cb_arg_ll(argc, argv, "random_rings", 5);
-    int nmeas = (int)cb_arg_ll(argc, argv, "measurements", 3);
-    uint64_t seed = (uint64_t)cb_arg_ll(argc, argv, "seed", 1);
-    long loop_lat = (long)cb_arg_ll(argc, argv, "loop_lat", 5);
-    long loop_bw = (long)cb_arg_ll(argc, argv, "loop_bw", 2);
-    double loop_time = cb_arg_double(argc, argv, "loop_time", 1e-3);
-    int validate = (int)cb_arg_ll(argc, argv, "validate", 1);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    int max_list = (int)cb_arg_ll(argc, argv, "max_list", 64);
-    const char *buffers = cb_arg(argc, argv, "buffers", "separate");
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
+    long lat_size = 8, bw_size = 2000000;
+    int nrand = 5, nmeas = 3;
+    uint64_t seed = 1;
+    long loop_lat = 5, loop_bw = 2;
+    double loop_time = 1e-3;
+    int validate = 1, corrupt = 0, max_list = 64;
+    const char *buffers = "separate";
+    CB_OPTIONS(argc, argv, CB_OPT("lat_size", lat_size), CB_OPT("bw_size", bw_size),
+               CB_OPT("random_rings", nrand), CB_OPT("measurements", nmeas), CB_OPT("seed", seed),
+               CB_OPT("loop_lat", loop_lat), CB_OPT("loop_bw", loop_bw), CB_OPT("loop_time", loop_time),
+               CB_OPT("validate", validate), CB_OPT("corrupt", corrupt), CB_OPT("max_list", max_list),
+               CB_OPT("buffers", buffers));
 
     cb_mpi_report_placement(rank, nranks, NULL, NULL);
     if (nranks < 2) die("the ring needs 2 or more ranks, got %d", nranks);

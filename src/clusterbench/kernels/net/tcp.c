@@ -282,9 +282,9 @@ static void *serve(void *arg) {
 }
 
 static int run_server(int argc, char **argv) {
-    const char *bind_s = cb_arg(argc, argv, "bind", NULL);
-    long long port = cb_arg_ll(argc, argv, "port", 0);
-    long long want = cb_arg_ll(argc, argv, "connections", 1);
+    const char *bind_s = NULL;
+    long long port = 0, want = 1;
+    CB_OPTIONS(argc, argv, CB_OPT("bind", bind_s), CB_OPT("port", port), CB_OPT("connections", want));
     if (!bind_s) cb_fail("--bind=ADDR is required: the server listens on one address only");
     struct in_addr addr;
     if (!parse_ipv4(bind_s, &addr)) cb_fail("--bind=%s is not an IPv4 address", bind_s);
@@ -368,10 +368,7 @@ static int run_server(int argc, char **argv) {
     char detail[400];
     snprintf(detail, sizeof detail, "%d connection(s) served, %d stray rejected%s%s", n, rejected,
              bad ? "; first failure: " : ", every block framed and in order", bad ? first_err : "");
-    cb_json_begin("validation");
-    cb_json_bool("ok", bad == 0);
-    cb_json_str("detail", detail);
-    cb_json_end();
+    cb_validation(bad == 0, detail);
     cb_json_begin("server_done");
     cb_json_int("connections", n);
     cb_json_int("rejected", rejected);
@@ -581,10 +578,7 @@ static void run_latency(long long iters, long long warm, size_t msg) {
     if (bad) snprintf(detail, sizeof detail, "%lld echo(es) differ from the payload sent, first at round trip %lld",
                       bad, first_bad);
     else snprintf(detail, sizeof detail, "%lld echoes of %zu byte(s) carried the payload sent", iters + warm, msg);
-    cb_json_begin("validation");
-    cb_json_bool("ok", bad == 0);
-    cb_json_str("detail", detail);
-    cb_json_end();
+    cb_validation(bad == 0, detail);
     if (bad) exit(1);
     for (int m = 0; m < 2; m++) {
         cb_json_begin("result");
@@ -608,7 +602,8 @@ static void run_latency(long long iters, long long warm, size_t msg) {
 }
 
 static int run_client(int argc, char **argv) {
-    const char *conn = cb_arg(argc, argv, "connect", NULL);
+    const char *conn = NULL;
+    CB_OPTIONS(argc, argv, CB_OPT("connect", conn));
     if (!conn) cb_fail("--connect=ADDR:PORT is required");
     char host[64];
     const char *colon = strrchr(conn, ':');
@@ -624,15 +619,14 @@ static int run_client(int argc, char **argv) {
     if (!parse_ipv4(host, &g_peer.sin_addr)) cb_fail("--connect=%s: not an IPv4 address", conn);
 
     int streams[64];
-    int npoints = cb_parse_cpulist(cb_arg(argc, argv, "streams", "1"), streams, 64);
-    double seconds = cb_arg_double(argc, argv, "seconds", 1.0);
-    double warmup = cb_arg_double(argc, argv, "warmup", 0.2);
-    long long repeats = cb_arg_ll(argc, argv, "repeats", 3);
-    long long block = cb_arg_ll(argc, argv, "block", 131072);
-    long long iters = cb_arg_ll(argc, argv, "lat_iterations", 1000);
-    long long warm = cb_arg_ll(argc, argv, "lat_warmup", 100);
-    long long msg = cb_arg_ll(argc, argv, "msg", 1);
-    g_crash = (int)cb_arg_ll(argc, argv, "crash", 0);
+    const char *streams_s = "1";
+    double seconds = 1.0, warmup = 0.2;
+    long long repeats = 3, block = 131072, iters = 1000, warm = 100, msg = 1;
+    g_crash = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("streams", streams_s), CB_OPT("seconds", seconds), CB_OPT("warmup", warmup),
+               CB_OPT("repeats", repeats), CB_OPT("block", block), CB_OPT("lat_iterations", iters),
+               CB_OPT("lat_warmup", warm), CB_OPT("msg", msg), CB_OPT("crash", g_crash));
+    int npoints = cb_parse_cpulist(streams_s, streams, 64);
     for (int i = 0; i < npoints; i++)
         if (streams[i] < 1 || streams[i] > MAX_STREAMS) cb_fail("--streams: %d is not in 1..%d", streams[i], MAX_STREAMS);
     if (!(seconds > 0) || seconds > 3600) cb_fail("--seconds=%g: use (0, 3600]", seconds);
@@ -655,12 +649,14 @@ static int run_client(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    const char *mode = cb_arg(argc, argv, "mode", "");
-    const char *tok = cb_arg(argc, argv, "token", "0");
+    const char *mode = "", *tok = "0";
+    CB_OPTIONS(argc, argv, CB_OPT("mode", mode), CB_OPT("token", tok));
     char *end;
     g_token = strtoull(tok, &end, 16);
     if (*end) cb_fail("--token=%s: expected hexadecimal", tok);
-    set_timeout(cb_arg_double(argc, argv, "timeout", 60));
+    double timeout = 60;
+    CB_OPTIONS(argc, argv, CB_OPT("timeout", timeout));
+    set_timeout(timeout);
     signal(SIGPIPE, SIG_IGN);
     if (!strcmp(mode, "server")) return run_server(argc, argv);
     if (!strcmp(mode, "client")) return run_client(argc, argv);

@@ -50,14 +50,17 @@ static double rnd(void) { /* xorshift64*, uniform in [-0.5, 0.5) */
 }
 
 int main(int argc, char **argv) {
-    const char *lib = cb_arg(argc, argv, "lib", NULL);
-    long long n_ll = cb_arg_ll(argc, argv, "n", 1000);
-    long long k_ll = cb_arg_ll(argc, argv, "k", n_ll);
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 3);
-    const char *cpus_s = cb_arg(argc, argv, "cpus", NULL);
-    double start_at = cb_arg_double(argc, argv, "start-at", 0);
-    int check_cols = (int)cb_arg_ll(argc, argv, "check-cols", 8);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    const char *lib = NULL;
+    long long n_ll = 1000;
+    int samples = 3;
+    const char *cpus_s = NULL;
+    double start_at = 0;
+    int check_cols = 8, corrupt = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("lib", lib), CB_OPT("n", n_ll), CB_OPT("samples", samples),
+               CB_OPT("cpus", cpus_s), CB_OPT("start-at", start_at), CB_OPT("check-cols", check_cols),
+               CB_OPT("corrupt", corrupt));
+    long long k_ll = n_ll; /* default: square */
+    CB_OPTIONS(argc, argv, CB_OPT("k", k_ll));
     if (!lib) cb_fail("--lib=PATH of a BLAS shared library is required");
     if (n_ll < 1 || n_ll > 200000) cb_fail("--n must be between 1 and 200000");
     if (k_ll < 1 || k_ll > 200000) cb_fail("--k must be between 1 and 200000");
@@ -66,15 +69,8 @@ int main(int argc, char **argv) {
 
     static int cpus[4096];
     int ncpus = cpus_s ? cb_parse_cpulist(cpus_s, cpus, 4096) : 0;
-    if (ncpus == 1) {
-        int err = cb_pin_self(cpus[0]);
-        if (err) cb_fail("cannot pin to cpu %d: %s", cpus[0], strerror(err));
-    } else if (ncpus > 1) { /* BLAS threads inherit this mask */
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int i = 0; i < ncpus; i++) CPU_SET(cpus[i], &set);
-        if (sched_setaffinity(0, sizeof set, &set)) cb_fail("cannot bind to cpus %s: %s", cpus_s, strerror(errno));
-    }
+    if (ncpus == 1) cb_pin_or_fail(cpus[0]);
+    else cb_bind_or_fail(cpus, ncpus, cpus_s, cb_fail); /* BLAS threads inherit this mask */
 
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) cb_fail("cannot load BLAS %s: %s", lib, dlerror());
@@ -116,23 +112,8 @@ int main(int argc, char **argv) {
     double t_total = cb_now() - t_start;
 
     /* what was loaded and how it is configured */
-    char config[512] = "";
-    typedef char *(*str_fn)(void);
-    typedef int (*int_fn)(void);
-    str_fn ob_cfg = (str_fn)dlsym(h, "openblas_get_config");
-    str_fn bli_ver = (str_fn)dlsym(h, "bli_info_get_version_str");
-    int_fn ob_thr = (int_fn)dlsym(h, "openblas_get_num_threads");
-    int_fn bli_thr = (int_fn)dlsym(h, "bli_thread_get_num_threads");
-    typedef void (*mkl_ver_fn)(char *, int);
-    mkl_ver_fn mkl_ver = (mkl_ver_fn)dlsym(h, "MKL_Get_Version_String");
-    int blas_threads = -1;
-    if (ob_cfg) snprintf(config, sizeof config, "OpenBLAS %s", ob_cfg());
-    else if (bli_ver) snprintf(config, sizeof config, "BLIS %s", bli_ver());
-    else if (mkl_ver) mkl_ver(config, (int)sizeof config);
-    if (ob_thr) blas_threads = ob_thr();
-    else if (bli_thr) blas_threads = bli_thr();
-    char real[PATH_MAX];
-    if (!realpath(lib, real)) snprintf(real, sizeof real, "%s", lib);
+    char config[512], real[PATH_MAX];
+    int blas_threads = cb_blas_describe(h, lib, config, sizeof config, real);
 
     /* where it ran: the pinned cpu; threaded, the affinity mask the BLAS threads inherited */
     int bound = sched_getcpu();
@@ -210,9 +191,7 @@ int main(int argc, char **argv) {
     snprintf(detail, sizeof detail,
              "%d columns of C recomputed naively: scaled residual max|C-Cref|/(eps k max|A| max|B|) = %.3g "
              "(limit 16)%s", check_cols, resid, finite ? "" : "; C holds non-finite values");
-    cb_json_begin("validation");
-    cb_json_bool("ok", ok);
-    cb_json_str("detail", detail);
+    cb_validation_begin(ok, detail);
     cb_json_num("residual", resid);
     cb_json_end();
     if (!ok) return 1; /* results only after a successful validation */

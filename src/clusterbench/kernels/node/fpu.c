@@ -197,11 +197,12 @@ static double measure_latency(int op, int samples, double min_time, int corrupt,
 }
 
 int main(int argc, char **argv) {
-    int cpu = (int)cb_arg_ll(argc, argv, "cpu", -1);
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 5);
-    double min_time = cb_arg_double(argc, argv, "min_time", 0.005);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    const char *ops_s = cb_arg(argc, argv, "ops", "add,mul,fma,div,sqrt");
+    int cpu = -1, samples = 5;
+    double min_time = 0.005;
+    int corrupt = 0;
+    const char *ops_s = "add,mul,fma,div,sqrt";
+    CB_OPTIONS(argc, argv, CB_OPT("cpu", cpu), CB_OPT("samples", samples), CB_OPT("min_time", min_time),
+               CB_OPT("corrupt", corrupt), CB_OPT("ops", ops_s));
     if (samples < 1 || samples > 10000) cb_fail("--samples must be 1..10000");
     if (!(min_time > 0 && min_time < 100)) cb_fail("--min_time must be in (0, 100) seconds");
     int want[N_OPS] = {0};
@@ -215,8 +216,7 @@ int main(int argc, char **argv) {
             if (!found) cb_fail("unknown op '%s' (add,mul,fma,div,sqrt)", tok);
         }
     }
-    int err = cb_pin_self(cpu);
-    if (err) cb_fail("cannot pin to cpu %d: %s", cpu, strerror(err));
+    cb_pin_or_fail(cpu);
     double res = cb_timer_resolution();
     min_time = fmax(min_time, 50 * res);
     double ghz0 = cb_measure_ghz(min_time, 5);
@@ -225,12 +225,7 @@ int main(int argc, char **argv) {
 #else
     int fma_hw = 0;
 #endif
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", res);
-    cb_json_int("threads", 1);
-    int actual = sched_getcpu();
-    cb_json_int("cpu", actual);
-    cb_json_ints("cpus_actual", &actual, 1);
+    cb_info_begin_self(res);
     cb_json_int("chains", CHAINS);
     cb_json_int("unroll", UNROLL);
     cb_json_num("clock_ghz_start", ghz0);
@@ -317,22 +312,10 @@ int main(int argc, char **argv) {
             snprintf(params, sizeof params,
                      "{\"op\":\"%s\",\"chains\":%d,\"clock_ghz\":%.6g,\"clock_source\":\"measured\"%s}",
                      op_names[op], k ? CHAINS : 1, ghz, extra);
-            cb_json_begin("result");
-            cb_json_str("metric", kinds[k]);
-            cb_json_str("unit", "ns");
-            cb_json_raw("params", params);
-            cb_json_nums("samples", ns, samples);
-            cb_json_nums("times_s", ts, samples);
-            cb_json_end();
+            cb_result(kinds[k], "ns", params, ns, ts, samples);
             for (int s = 0; s < samples; s++) cyc[s] = ns[s] * ghz;
             snprintf(name, sizeof name, "%s_cycles", kinds[k]);
-            cb_json_begin("result");
-            cb_json_str("metric", name);
-            cb_json_str("unit", "cycles");
-            cb_json_raw("params", params);
-            cb_json_nums("samples", cyc, samples);
-            cb_json_nums("times_s", ts, samples);
-            cb_json_end();
+            cb_result(name, "cycles", params, cyc, ts, samples);
         }
     }
     return 0;

@@ -183,12 +183,13 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    const char *cpus_s = cb_arg(argc, argv, "cpus", NULL);
-    long long max_prime = cb_arg_ll(argc, argv, "max_prime", 10000);
-    double time_s = cb_arg_double(argc, argv, "time", 10.0);
-    long long max_events = cb_arg_ll(argc, argv, "events", 0);
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 10);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    const char *cpus_s = NULL;
+    long long max_prime = 10000;
+    double time_s = 10.0;
+    long long max_events = 0;
+    int samples = 10, corrupt = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("cpus", cpus_s), CB_OPT("max_prime", max_prime), CB_OPT("time", time_s),
+               CB_OPT("events", max_events), CB_OPT("samples", samples), CB_OPT("corrupt", corrupt));
     if (max_prime < 3 || (unsigned long long)max_prime > MAX_PRIME_LIMIT)
         cb_fail("--max_prime must be 3..%llu", (unsigned long long)MAX_PRIME_LIMIT);
     if (!(time_s >= 0) || time_s > 1e6) cb_fail("--time must be 0 (no limit) or up to 1e6 seconds");
@@ -197,10 +198,7 @@ int main(int argc, char **argv) {
     if (samples < 1 || samples > 1000) cb_fail("--samples must be 1..1000");
 
     static int cpus[MAXT];
-    int nthreads = 1;
-    if (cpus_s) nthreads = cb_parse_cpulist(cpus_s, cpus, MAXT);
-    else cpus[0] = -1;
-    if (nthreads < 1) cb_fail("empty --cpus");
+    int nthreads = cb_team_cpus(cpus_s, cpus, MAXT);
 
     g_max_prime = (uint64_t)max_prime;
     g_time = time_s;
@@ -260,11 +258,7 @@ int main(int argc, char **argv) {
     double total_time = end - g_start;
     if (total == 0) cb_fail("no event ran");
 
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", nthreads);
-    cb_json_ints("cpus", cpus[0] < 0 ? bound : cpus, nthreads);
-    cb_json_ints("cpus_actual", bound, nthreads);
+    cb_info_begin_team(tres, nthreads, cpus[0] < 0 ? bound : cpus, bound);
     cb_json_int("max_prime", max_prime);
     cb_json_int("expected_primes", (long long)g_expected);
     cb_json_int("divisions_per_event", (long long)divs);
@@ -364,22 +358,12 @@ int main(int argc, char **argv) {
                           ev_sd, ex_avg, ex_sd, lat_min * 1e3, lat_sum / (double)total * 1e3, lat_max * 1e3,
                           p95 * 1e3, lat_sum * 1e3);
 
-    cb_json_begin("result");
-    cb_json_str("metric", "events_per_s");
-    cb_json_str("unit", "events/s");
+    cb_result_begin("events_per_s", "events/s", pbuf, rate, len, ns);
     cb_json_num("value", (double)total / total_time);
-    cb_json_raw("params", pbuf);
-    cb_json_nums("samples", rate, ns);
-    cb_json_nums("times_s", len, ns);
     cb_json_end();
 
-    cb_json_begin("result");
-    cb_json_str("metric", "latency");
-    cb_json_str("unit", "ms");
+    cb_result_begin("latency", "ms", pbuf, lat, len, ns);
     cb_json_num("value", lat_sum / (double)total * 1e3);
-    cb_json_raw("params", pbuf);
-    cb_json_nums("samples", lat, ns);
-    cb_json_nums("times_s", len, ns);
     cb_json_end();
     return 0;
 }

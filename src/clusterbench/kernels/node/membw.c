@@ -20,87 +20,9 @@
 #include "cb_common.h"
 #include <omp.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#define ISA "avx512"
-#define VL 8
-typedef __m512d vd;
-#define LD(p) _mm512_load_pd(p)
-#define ST(p, v) _mm512_store_pd((p), (v))
-#define SET1(x) _mm512_set1_pd(x)
-#define ADD(x, y) _mm512_add_pd(x, y)
-#define HSUM(v) _mm512_reduce_add_pd(v)
-#define STNT2(p, v) do { _mm512_stream_pd((p), (v)); _mm512_stream_pd((p) + VL, (v)); } while (0)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__AVX__)
-#include <immintrin.h>
-#define ISA "avx"
-#define VL 4
-typedef __m256d vd;
-#define LD(p) _mm256_load_pd(p)
-#define ST(p, v) _mm256_store_pd((p), (v))
-#define SET1(x) _mm256_set1_pd(x)
-#define ADD(x, y) _mm256_add_pd(x, y)
-#define STNT2(p, v) do { _mm256_stream_pd((p), (v)); _mm256_stream_pd((p) + VL, (v)); } while (0)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-static double HSUM(vd v) {
-    double t[4];
-    _mm256_storeu_pd(t, v);
-    return (t[0] + t[1]) + (t[2] + t[3]);
-}
-#elif defined(__SSE2__)
-#include <emmintrin.h>
-#define ISA "sse2"
-#define VL 2
-typedef __m128d vd;
-#define LD(p) _mm_load_pd(p)
-#define ST(p, v) _mm_store_pd((p), (v))
-#define SET1(x) _mm_set1_pd(x)
-#define ADD(x, y) _mm_add_pd(x, y)
-#define STNT2(p, v) do { _mm_stream_pd((p), (v)); _mm_stream_pd((p) + VL, (v)); } while (0)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-static double HSUM(vd v) {
-    double t[2];
-    _mm_storeu_pd(t, v);
-    return t[0] + t[1];
-}
-#elif defined(__aarch64__)
-#include <arm_neon.h>
-#define ISA "neon"
-#define VL 2
-typedef float64x2_t vd;
-#define LD(p) vld1q_f64(p)
-#define ST(p, v) vst1q_f64((p), (v))
-#define SET1(x) vdupq_n_f64(x)
-#define ADD(x, y) vaddq_f64(x, y)
-#define HSUM(v) vaddvq_f64(v)
-#define STNT2(p, v) __asm__ volatile("stnp %q0, %q1, [%2]" : : "w"(v), "w"(v), "r"(p) : "memory")
-#define FENCE() __asm__ volatile("dmb ishst" ::: "memory")
-#define NT_NATIVE 1
-#else
-#define ISA "generic"
-#define VL 1
-typedef double vd;
-#define LD(p) (*(p))
-#define ST(p, v) (*(p) = (v))
-#define SET1(x) (x)
-#define ADD(x, y) ((x) + (y))
-#define HSUM(v) (v)
-#if defined(__clang__)
-#define STNT2(p, v) do { __builtin_nontemporal_store((v), (p)); __builtin_nontemporal_store((v), (p) + 1); } while (0)
-#define NT_NATIVE 1
-#else
-#define STNT2(p, v) do { (p)[0] = (v); (p)[1] = (v); } while (0)
-#define NT_NATIVE 0
-#endif
-#define FENCE() __sync_synchronize()
-#endif
+#include "cb_simd.h"
 
 #define UNROLL (8 * VL)
-#define PAGE_ELEMS 512
 #define MAXT 4096
 
 static int cpus[MAXT], actual[MAXT];
@@ -138,15 +60,9 @@ static void fill_nt(double *restrict p, size_t n, double v) {
     size_t nv = n / UNROLL * UNROLL;
     const vd x = SET1(v);
     for (size_t i = 0; i < nv; i += UNROLL)
-        for (int u = 0; u < 8; u += 2) STNT2(p + i + u * VL, x);
+        for (int u = 0; u < 8; u += 2) STNT2(p + i + u * VL, x, x);
     for (size_t i = nv; i < n; i++) p[i] = v;
     FENCE();
-}
-
-static void chunk(size_t n, int T, int t, size_t *lo, size_t *hi) {
-    size_t pages = n / PAGE_ELEMS;
-    *lo = pages * (size_t)t / (size_t)T * PAGE_ELEMS;
-    *hi = (t == T - 1) ? n : pages * (size_t)(t + 1) / (size_t)T * PAGE_ELEMS;
 }
 
 /* sum of (i & 15) for i in [0, n): exact in double for any n used here */
@@ -158,22 +74,20 @@ static double pattern_sum(size_t n) {
 static void emit(const char *metric, const char *params, const double *times, int ntimes, size_t bytes) {
     double rate[1000];
     for (int k = 0; k < ntimes; k++) rate[k] = (double)bytes / times[k] * 1e-6;
-    cb_json_begin("result");
-    cb_json_str("metric", metric);
-    cb_json_str("unit", "MB/s");
-    cb_json_raw("params", params);
-    cb_json_nums("samples", rate, ntimes);
-    cb_json_nums("times_s", times, ntimes);
+    cb_result_begin(metric, "MB/s", params, rate, times, ntimes);
     cb_json_int("bytes", (long long)bytes);
     cb_json_end();
 }
 
 int main(int argc, char **argv) {
-    int T = cb_parse_cpulist(cb_arg(argc, argv, "cpus", "0"), cpus, MAXT);
-    long long nel = cb_arg_ll(argc, argv, "elements", 10000000);
-    int ntimes = (int)cb_arg_ll(argc, argv, "ntimes", 10);
-    const char *modes = cb_arg(argc, argv, "modes", "read,write");
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
+    const char *cpus_s = "0";
+    long long nel = 10000000;
+    int ntimes = 10;
+    const char *modes = "read,write";
+    int corrupt = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("cpus", cpus_s), CB_OPT("elements", nel), CB_OPT("ntimes", ntimes),
+               CB_OPT("modes", modes), CB_OPT("corrupt", corrupt));
+    int T = cb_parse_cpulist(cpus_s, cpus, MAXT);
     int do_read = 0, nw = 0, wnt[2];
     {
         char buf[256];
@@ -191,19 +105,7 @@ int main(int argc, char **argv) {
     if (!do_read && !nw) cb_fail("--modes must name read, write or write_nt, not '%s'", modes);
 
     size_t n = (size_t)nel, bytes = n * sizeof(double);
-    double tres = cb_timer_resolution();
-    cb_pin_team(T, cpus, actual);
-
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", T);
-    cb_json_ints("cpus", cpus, T);
-    cb_json_ints("cpus_actual", actual, T);
-    cb_json_int("array_elements", (long long)n);
-    cb_json_int("array_bytes", (long long)bytes);
-    cb_json_int("ntimes", ntimes);
-    cb_json_str("isa", ISA);
-    cb_json_bool("nt_native", NT_NATIVE);
+    cb_simd_team_start(T, cpus, actual, n, ntimes);
     cb_json_str("bytes_convention", "each element read (read) or written (write) once, 8 B; MB = 1e6 B");
     cb_json_end();
 
@@ -219,7 +121,7 @@ int main(int argc, char **argv) {
         {
             int t = omp_get_thread_num();
             size_t lo, hi;
-            chunk(n, T, t, &lo, &hi);
+            cb_chunk_pages(n, T, t, &lo, &hi);
             for (size_t j = lo; j < hi; j++) a[j] = (double)(j & 15); /* first touch */
             for (int k = 0; k <= ntimes; k++) {
                 double t0 = 0;
@@ -247,10 +149,7 @@ int main(int argc, char **argv) {
         else
             snprintf(detail, sizeof detail, "read: pass %d summed to %.17g, expected %.17g", bad_iter, bad_sum,
                      expect);
-        cb_json_begin("validation");
-        cb_json_bool("ok", bad_iter < 0);
-        cb_json_str("detail", detail);
-        cb_json_end();
+        cb_validation(bad_iter < 0, detail);
         if (bad_iter >= 0) return 1;
         emit("read", "{}", times, ntimes, bytes);
     }
@@ -264,7 +163,7 @@ int main(int argc, char **argv) {
         {
             int t = omp_get_thread_num();
             size_t lo, hi;
-            chunk(n, T, t, &lo, &hi);
+            cb_chunk_pages(n, T, t, &lo, &hi);
             first_bad_t[t] = n;
             if (!do_read && wi == 0) fill(a + lo, hi - lo, -1.0); /* first touch */
             for (int k = 0; k < ntimes; k++) {
@@ -297,10 +196,7 @@ int main(int argc, char **argv) {
         else
             snprintf(detail, sizeof detail, "write (%s stores): %lld of %zu elements are wrong (e.g. index %zu)",
                      nt ? "non-temporal" : "regular", wrong, n, first_bad);
-        cb_json_begin("validation");
-        cb_json_bool("ok", wrong == 0);
-        cb_json_str("detail", detail);
-        cb_json_end();
+        cb_validation(wrong == 0, detail);
         if (wrong) return 1;
         emit("write", nt ? "{\"variant\":\"nt\"}" : "{\"variant\":\"regular\"}", times, ntimes, bytes);
     }

@@ -110,16 +110,19 @@ static long long anon_huge_kib(void) {
 }
 
 int main(int argc, char **argv) {
-    int cpu = (int)cb_arg_ll(argc, argv, "cpu", -1);
-    long long line = cb_arg_ll(argc, argv, "line", 64);
-    long long page = cb_arg_ll(argc, argv, "page", 4096);
-    int huge = (int)cb_arg_ll(argc, argv, "hugepages", 0);
-    const char *pattern = cb_arg(argc, argv, "pattern", "random");
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 3);
-    double min_time = cb_arg_double(argc, argv, "min_time", 0.002);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    rng_state = (uint64_t)cb_arg_ll(argc, argv, "seed", 12345);
-    const char *sizes_s = cb_arg(argc, argv, "sizes", "1024,4096,16384,65536");
+    int cpu = -1;
+    long long line = 64, page = 4096;
+    int huge = 0;
+    const char *pattern = "random";
+    int samples = 3;
+    double min_time = 0.002;
+    int corrupt = 0;
+    rng_state = 12345;
+    const char *sizes_s = "1024,4096,16384,65536";
+    CB_OPTIONS(argc, argv, CB_OPT("cpu", cpu), CB_OPT("line", line), CB_OPT("page", page),
+               CB_OPT("hugepages", huge), CB_OPT("pattern", pattern), CB_OPT("samples", samples),
+               CB_OPT("min_time", min_time), CB_OPT("corrupt", corrupt), CB_OPT("seed", rng_state),
+               CB_OPT("sizes", sizes_s));
     int page_mode = !strcmp(pattern, "page");
     if (!page_mode && strcmp(pattern, "random")) cb_fail("--pattern must be random or page");
     if (line < (long long)sizeof(void *) || line > 4096 || (line & (line - 1)))
@@ -144,8 +147,7 @@ int main(int argc, char **argv) {
     size_t maxb = 0;
     for (int i = 0; i < nsizes; i++) if (sizes[i] > maxb) maxb = sizes[i];
 
-    int err = cb_pin_self(cpu);
-    if (err) cb_fail("cannot pin to cpu %d: %s", cpu, strerror(err));
+    cb_pin_or_fail(cpu);
     char *base = cb_alloc(maxb, huge ? 1 : 0);
     if (!base) cb_fail("cannot allocate %zu bytes", maxb);
 #ifdef MADV_NOHUGEPAGE
@@ -156,12 +158,7 @@ int main(int argc, char **argv) {
     min_time = fmax(min_time, 50 * res);
     double ghz = cb_measure_ghz(fmax(min_time, 0.002), 5);
 
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", res);
-    cb_json_int("threads", 1);
-    int actual = sched_getcpu();
-    cb_json_int("cpu", actual);
-    cb_json_ints("cpus_actual", &actual, 1);
+    cb_info_begin_self(res);
     cb_json_int("line_bytes", line);
     cb_json_int("page_bytes", page);
     cb_json_str("pattern", pattern);
@@ -261,20 +258,8 @@ int main(int argc, char **argv) {
         snprintf(params, sizeof params,
                  "{\"size_bytes\":%zu,\"lines\":%zu,\"loads\":%lld,\"huge_kib\":%lld,\"clock_ghz\":%.6g}",
                  size, n, (long long)iters * UNROLL, hk, ghz);
-        cb_json_begin("result");
-        cb_json_str("metric", "latency");
-        cb_json_str("unit", "ns");
-        cb_json_raw("params", params);
-        cb_json_nums("samples", ns, samples);
-        cb_json_nums("times_s", ts, samples);
-        cb_json_end();
-        cb_json_begin("result");
-        cb_json_str("metric", "latency_cycles");
-        cb_json_str("unit", "cycles");
-        cb_json_raw("params", params);
-        cb_json_nums("samples", cyc, samples);
-        cb_json_nums("times_s", ts, samples);
-        cb_json_end();
+        cb_result("latency", "ns", params, ns, ts, samples);
+        cb_result("latency_cycles", "cycles", params, cyc, ts, samples);
     }
     return 0;
 }

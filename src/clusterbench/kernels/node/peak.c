@@ -341,14 +341,14 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    const char *isa_s = cb_arg(argc, argv, "isa", "auto");
-    const char *prec = cb_arg(argc, argv, "precision", "dp");
-    const char *cpus_s = cb_arg(argc, argv, "cpus", NULL);
-    double seconds = cb_arg_double(argc, argv, "seconds", 0.2);
-    int samples = (int)cb_arg_ll(argc, argv, "samples", 3);
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    double clock_s = cb_arg_double(argc, argv, "clock-seconds", 0.1);
-    long iters_arg = cb_arg_ll(argc, argv, "iters", 0);
+    const char *isa_s = "auto", *prec = "dp", *cpus_s = NULL;
+    double seconds = 0.2;
+    int samples = 3, corrupt = 0;
+    double clock_s = 0.1;
+    long iters_arg = 0;
+    CB_OPTIONS(argc, argv, CB_OPT("isa", isa_s), CB_OPT("precision", prec), CB_OPT("cpus", cpus_s),
+               CB_OPT("seconds", seconds), CB_OPT("samples", samples), CB_OPT("corrupt", corrupt),
+               CB_OPT("clock-seconds", clock_s), CB_OPT("iters", iters_arg));
 
     int sp;
     if (!strcmp(prec, "dp")) sp = 0;
@@ -369,19 +369,13 @@ int main(int argc, char **argv) {
     }
 
     static int cpus[MAXT];
-    int nthreads = 1;
-    if (cpus_s) nthreads = cb_parse_cpulist(cpus_s, cpus, MAXT);
-    else cpus[0] = -1;
-    if (nthreads < 1) cb_fail("empty --cpus");
+    int nthreads = cb_team_cpus(cpus_s, cpus, MAXT);
 
     int lanes = isa_lanes(isa, sp), nacc = isa_nacc(isa);
     double flops_per_iter = 2.0 * nacc * lanes;
 
     /* clock and calibration on the first thread's cpu */
-    {
-        int err = cb_pin_self(cpus[0]);
-        if (err) cb_fail("cannot pin to cpu %d: %s", cpus[0], strerror(err));
-    }
+    cb_pin_or_fail(cpus[0]);
     double tres = cb_timer_resolution();
     /* Clock and a short-burst FMA rate measured alternately in ~1 ms slices, best of each:
      * flops/cycle = burst rate / clock survives a time-shared (VM) core that long samples do not. */
@@ -462,11 +456,7 @@ int main(int argc, char **argv) {
     int *bound = calloc((size_t)nthreads, sizeof(int));
     for (int i = 0; i < nthreads; i++) bound[i] = th[i].bound_cpu;
 
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", nthreads);
-    cb_json_ints("cpus", cpus[0] < 0 ? bound : cpus, nthreads);
-    cb_json_ints("cpus_actual", bound, nthreads);
+    cb_info_begin_team(tres, nthreads, cpus[0] < 0 ? bound : cpus, bound);
     cb_json_int("warmup_samples", 1);
     cb_json_str("isa", isa_names[isa]);
     cb_json_str("isa_best", isa_names[isa_best()]);
@@ -540,9 +530,7 @@ int main(int argc, char **argv) {
                  "thread %d sample %d chain %d: got %.17g, closed form after %ld steps differs by %.3g x the rounding bound",
                  wt, wt >= 0 ? th[wt].bad_sample : -1, wt >= 0 ? th[wt].bad_idx : -1,
                  wt >= 0 ? th[wt].bad_got : NAN, iters, worst);
-    cb_json_begin("validation");
-    cb_json_bool("ok", ok);
-    cb_json_str("detail", detail);
+    cb_validation_begin(ok, detail);
     cb_json_num("worst_relative_to_bound", worst);
     cb_json_end();
     if (!ok) return 1; /* results only after a successful validation */

@@ -31,91 +31,7 @@
 #include <numa.h>
 #endif
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#define ISA "avx512"
-#define VL 8
-typedef __m512d vd;
-#define LD(p) _mm512_load_pd(p)
-#define ST(p, v) _mm512_store_pd((p), (v))
-#define STNT(p, v) _mm512_stream_pd((p), (v))
-#define SET1(x) _mm512_set1_pd(x)
-#define ADD(x, y) _mm512_add_pd(x, y)
-#define MUL(x, y) _mm512_mul_pd(x, y)
-#define FMA(x, y, z) _mm512_fmadd_pd(x, y, z)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__AVX__)
-#include <immintrin.h>
-#define ISA "avx"
-#define VL 4
-typedef __m256d vd;
-#define LD(p) _mm256_load_pd(p)
-#define ST(p, v) _mm256_store_pd((p), (v))
-#define STNT(p, v) _mm256_stream_pd((p), (v))
-#define SET1(x) _mm256_set1_pd(x)
-#define ADD(x, y) _mm256_add_pd(x, y)
-#define MUL(x, y) _mm256_mul_pd(x, y)
-#ifdef __FMA__
-#define FMA(x, y, z) _mm256_fmadd_pd(x, y, z)
-#else
-#define FMA(x, y, z) _mm256_add_pd(_mm256_mul_pd(x, y), z)
-#endif
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__SSE2__)
-#include <emmintrin.h>
-#define ISA "sse2"
-#define VL 2
-typedef __m128d vd;
-#define LD(p) _mm_load_pd(p)
-#define ST(p, v) _mm_store_pd((p), (v))
-#define STNT(p, v) _mm_stream_pd((p), (v))
-#define SET1(x) _mm_set1_pd(x)
-#define ADD(x, y) _mm_add_pd(x, y)
-#define MUL(x, y) _mm_mul_pd(x, y)
-#define FMA(x, y, z) _mm_add_pd(_mm_mul_pd(x, y), z)
-#define FENCE() _mm_sfence()
-#define NT_NATIVE 1
-#elif defined(__aarch64__)
-#include <arm_neon.h>
-#define ISA "neon"
-#define VL 2
-typedef float64x2_t vd;
-#define LD(p) vld1q_f64(p)
-#define ST(p, v) vst1q_f64((p), (v))
-/* stnp stores a pair of registers; the unrolled loops below always store pairs (STNT2). */
-#define STNT2(p, v0, v1) __asm__ volatile("stnp %q0, %q1, [%2]" : : "w"(v0), "w"(v1), "r"(p) : "memory")
-#define SET1(x) vdupq_n_f64(x)
-#define ADD(x, y) vaddq_f64(x, y)
-#define MUL(x, y) vmulq_f64(x, y)
-#define FMA(x, y, z) vfmaq_f64(z, x, y)
-#define FENCE() __asm__ volatile("dmb ishst" ::: "memory")
-#define NT_NATIVE 1
-#else
-#define ISA "generic"
-#define VL 1
-typedef double vd;
-#define LD(p) (*(p))
-#define ST(p, v) (*(p) = (v))
-#if defined(__clang__)
-#define STNT(p, v) __builtin_nontemporal_store((v), (p))
-#define NT_NATIVE 1
-#else
-#define STNT(p, v) (*(p) = (v))
-#define NT_NATIVE 0
-#endif
-#define SET1(x) (x)
-#define ADD(x, y) ((x) + (y))
-#define MUL(x, y) ((x) * (y))
-#define FMA(x, y, z) ((x) * (y) + (z))
-#define FENCE() __sync_synchronize()
-#endif
-
-#ifndef STNT2
-#define STNT2(p, v0, v1) do { STNT((p), (v0)); STNT((p) + VL, (v1)); } while (0)
-#endif
-#define ST2(p, v0, v1) do { ST((p), (v0)); ST((p) + VL, (v1)); } while (0)
+#include "cb_simd.h"
 
 #define UNROLL (4 * VL) /* elements per loop step: 4 vectors (4 cache lines with AVX-512) */
 #define SCALAR 3.0
@@ -188,13 +104,6 @@ static void run_kernel(int k, int nt, double *a, double *b, double *c, size_t lo
     if (nt) FENCE();
 }
 
-#define PAGE_ELEMS 512 /* 4 KiB of doubles */
-static void chunk(size_t n, int T, int t, size_t *lo, size_t *hi) {
-    size_t pages = n / PAGE_ELEMS;
-    *lo = pages * (size_t)t / (size_t)T * PAGE_ELEMS;
-    *hi = (t == T - 1) ? n : pages * (size_t)(t + 1) / (size_t)T * PAGE_ELEMS;
-}
-
 #define MAXT 4096
 static int cpus[MAXT], actual[MAXT];
 
@@ -255,15 +164,18 @@ static void expected(int ntimes, int triad_only, double *ea, double *eb, double 
 }
 
 int main(int argc, char **argv) {
-    int T = cb_parse_cpulist(cb_arg(argc, argv, "cpus", "0"), cpus, MAXT);
-    long long nel = cb_arg_ll(argc, argv, "elements", 10000000);
-    int ntimes = (int)cb_arg_ll(argc, argv, "ntimes", 10);
-    const char *variant = cb_arg(argc, argv, "variant", "both");
-    int corrupt = (int)cb_arg_ll(argc, argv, "corrupt", 0);
-    int skip_stores = (int)cb_arg_ll(argc, argv, "skip_stores", 0);
-    const char *mem_nodes_s = cb_arg(argc, argv, "mem_nodes", NULL);
-    int cpu_node = (int)cb_arg_ll(argc, argv, "cpu_node", -1);
-    const char *kernels = cb_arg(argc, argv, "kernels", "all");
+    const char *cpus_s = "0";
+    long long nel = 10000000;
+    int ntimes = 10;
+    const char *variant = "both";
+    int corrupt = 0, skip_stores = 0;
+    const char *mem_nodes_s = NULL;
+    int cpu_node = -1;
+    const char *kernels = "all";
+    CB_OPTIONS(argc, argv, CB_OPT("cpus", cpus_s), CB_OPT("elements", nel), CB_OPT("ntimes", ntimes),
+               CB_OPT("variant", variant), CB_OPT("corrupt", corrupt), CB_OPT("skip_stores", skip_stores),
+               CB_OPT("mem_nodes", mem_nodes_s), CB_OPT("cpu_node", cpu_node), CB_OPT("kernels", kernels));
+    int T = cb_parse_cpulist(cpus_s, cpus, MAXT);
     if (strcmp(kernels, "all") && strcmp(kernels, "triad")) cb_fail("--kernels must be all or triad");
     if (T < 1) cb_fail("no cpus given");
     if (nel < 1) cb_fail("--elements must be positive");
@@ -288,20 +200,7 @@ int main(int argc, char **argv) {
     }
 
     size_t n = (size_t)nel, bytes = n * sizeof(double);
-    double tres = cb_timer_resolution();
-
-    cb_pin_team(T, cpus, actual);
-
-    cb_json_begin("info");
-    cb_json_num("timer_resolution_s", tres);
-    cb_json_int("threads", T);
-    cb_json_ints("cpus", cpus, T);
-    cb_json_ints("cpus_actual", actual, T);
-    cb_json_int("array_elements", (long long)n);
-    cb_json_int("array_bytes", (long long)bytes);
-    cb_json_int("ntimes", ntimes);
-    cb_json_str("isa", ISA);
-    cb_json_bool("nt_native", NT_NATIVE);
+    cb_simd_team_start(T, cpus, actual, n, ntimes);
     cb_json_int("vector_doubles", VL);
     cb_json_int("numa_nodes", numa_nodes);
     cb_json_bool("libnuma", libnuma);
@@ -331,7 +230,7 @@ int main(int argc, char **argv) {
             {
                 int t = omp_get_thread_num();
                 size_t lo, hi;
-                chunk(n, T, t, &lo, &hi);
+                cb_chunk_pages(n, T, t, &lo, &hi);
                 /* first touch (first variant) / reset: same partition as the kernels */
                 /* a = 1, b = 2, c = 0, then a = 2a (STREAM), in one pass; c = 1 for Triad alone */
                 for (size_t j = lo; j < hi; j++) { a[j] = INIT_A; b[j] = INIT_B; c[j] = init_c; }
@@ -375,9 +274,7 @@ int main(int argc, char **argv) {
                      "(tolerance %.0e) after %d iterations",
                      nt ? "non-temporal" : "regular", nmem ? " (NUMA triad)" : "", avg_a, avg_b, avg_c,
                      worst, eps, ntimes);
-            cb_json_begin("validation");
-            cb_json_bool("ok", ok);
-            cb_json_str("detail", detail);
+            cb_validation_begin(ok, detail);
             cb_json_num("init_s", t_init);
             cb_json_num("section_s", cb_now() - t_init0);
             cb_json_end();
@@ -392,12 +289,7 @@ int main(int argc, char **argv) {
                              nt ? "nt" : "regular", cpu_node, mem_node);
                 else
                     snprintf(params, sizeof params, "{\"variant\":\"%s\"}", nt ? "nt" : "regular");
-                cb_json_begin("result");
-                cb_json_str("metric", nmem ? "triad_numa" : KNAME[kk]);
-                cb_json_str("unit", "MB/s");
-                cb_json_raw("params", params);
-                cb_json_nums("samples", rate, ntimes);
-                cb_json_nums("times_s", times + kk * ntimes, ntimes);
+                cb_result_begin(nmem ? "triad_numa" : KNAME[kk], "MB/s", params, rate, times + kk * ntimes, ntimes);
                 cb_json_num("bytes_per_element", KBYTES[kk]);
                 cb_json_end();
             }

@@ -48,7 +48,7 @@ ITEMS = (
 NIC_ITEMS = ("mtu", "max_mtu", "rx_queues", "rps_cpus", "rfs_flow_cnt", "coalescing", "speed_mbps", "driver")
 
 #: prints gather()'s document as one JSON line (run on each node by launch.remote.gather)
-SNIPPET = ("import json; from clusterbench.probe.evidence import gather; "
+SNIPPET = ("import json; from clusterbench.doctor.evidence import gather; "
            "print(json.dumps(gather()))")
 
 

@@ -1,6 +1,6 @@
 """Energy over an interval from power samples or cumulative counters (pure: no I/O).
 
-Two kinds of readings come from the power sources (:mod:`clusterbench.probe.power`):
+Two kinds of readings come from the power sources (:mod:`clusterbench.energy.spec` and the kinds' modules):
 
 * **power** (watts at an instant: a meter command, IPMI, a CSV log): the energy over [t0, t1] is the
   trapezoid rule over the samples, the power at t0 and t1 interpolated linearly between the samples
@@ -65,7 +65,7 @@ def implausible_power(joules: float, avg_watts: float, nodes: int = 1, peak_watt
     return None
 
 
-def _check_interval(t0: float, t1: float) -> None:
+def require_interval(t0: float, t1: float) -> None:
     if not (math.isfinite(t0) and math.isfinite(t1)) or t1 <= t0:
         raise NotCovered(f"the interval [{t0!r}, {t1!r}] is empty or not finite")
 
@@ -110,7 +110,7 @@ def integrate_power(times: Sequence[float], watts: Sequence[float], t0: float, t
     """Joules over [t0, t1] from power samples (W at each time, any order): the trapezoid rule over
     the samples inside, the power at t0 and t1 interpolated. Raises :class:`NotCovered` when the
     samples do not reach back to t0 and on to t1, or a power is negative."""
-    _check_interval(t0, t1)
+    require_interval(t0, t1)
     ts, ws = _sorted(times, watts)
     if any(w < 0 for w in ws):
         raise NotCovered(f"a power sample is negative ({min(ws):g} W)")
@@ -149,7 +149,7 @@ def counter_energy(times: Sequence[float], values: Sequence[float], t0: float, t
                    wrap: float | None = None) -> float:
     """Joules over [t0, t1] from a cumulative counter in joules (any order of samples; ``wrap``: the
     counter's range in joules, None when it is not known to wrap)."""
-    _check_interval(t0, t1)
+    require_interval(t0, t1)
     ts, vs = _sorted(times, values)
     _covers(ts, t0, t1, "counter reading")
     cum = unwrap(vs, wrap)
@@ -167,7 +167,7 @@ def largest_gap(times: Sequence[float], t0: float, t1: float) -> float:
 
 
 def average_power(joules: float, t0: float, t1: float) -> float:
-    _check_interval(t0, t1)
+    require_interval(t0, t1)
     return joules / (t1 - t0)
 
 
@@ -186,56 +186,3 @@ def cluster_total(per_node: Mapping[str, Mapping[str, object]]) -> tuple[float |
             return None, f"{node}: {e['missing']}"
         total += float(e["joules"])  # type: ignore[arg-type]
     return total, None
-
-
-def _source_text(label: str, s: Mapping[str, object]) -> str:
-    rate = s.get("rate_hz")
-    how = "declared, not measured" if s.get("declared") else (f"{float(rate):g} Hz" if rate else "read after the run")  # type: ignore[arg-type]
-    covers = s.get("covers")
-    return f"{label} {s.get('spec')} ({how}" + (f"; all of {', '.join(covers)}" if covers else "") + ")"  # type: ignore[arg-type]
-
-
-def energy_lines(run_energy: Mapping[str, object], results: Sequence[Mapping[str, object]]) -> list[str]:
-    """What ``run`` prints about energy: the sources, each figure's energy over its timed phase (with
-    Gflops/W) or why it is missing, every benchmark's whole energy, and the method's level."""
-    srcs = run_energy.get("sources") or {}
-    lines = ["energy: sources " + "; ".join(_source_text(k, v) for k, v in srcs.items())  # type: ignore[union-attr]
-             + f" [{run_energy.get('basis')}]"]
-    per_watt = {(r["benchmark"], json_key(r)): r for r in results if str(r.get("unit")) == "Gflop/s/W"}
-    shown: set[tuple[object, str]] = set()
-    for r in results:
-        e = (r.get("params") or {}).get("energy")  # type: ignore[union-attr]
-        if not isinstance(e, Mapping) or str(r.get("unit")) == "Gflop/s/W":
-            continue
-        key = (r["benchmark"], json_key(r))
-        if "missing" in e:
-            if (r["benchmark"], "missing") not in shown:
-                shown.add((r["benchmark"], "missing"))
-                lines.append(f"energy: {r['benchmark']} timed phase: missing ({e['missing']}); the figures are kept")
-            continue
-        pw = per_watt.get(key)
-        if pw is None or key in shown:
-            continue
-        shown.add(key)
-        res = f" (phase ends to {e['phase_resolution_s']:g} s)" if e.get("phase_resolution_s") else ""
-        declared = " [declared power, not measured]" if e.get("declared") else ""
-        lines.append(f"energy: {r['benchmark']} {r['metric']} {float(r['value']):.4g} {r['unit']} over its timed "  # type: ignore[arg-type]
-                     f"phase of {float(e['phase_s']):.3f} s{res}: {float(e['joules']):.4g} J, "
-                     f"{float(e['avg_watts']):.4g} W average over {len(e.get('per_node') or {})} meter(s) "
-                     f"-> {float(pw['value']):.4g} Gflop/s/W{declared}")  # type: ignore[arg-type]
-    for b in run_energy.get("benchmarks") or []:  # type: ignore[union-attr]
-        head = f"energy: {b['benchmark']} whole benchmark ({float(b['phase_s']):.2f} s"
-        head += f", within {b['within']})" if b.get("within") else ")"
-        if "missing" in b:
-            lines.append(f"{head}: missing ({b['missing']})")
-        else:
-            lines.append(f"{head}: {float(b['joules']):.4g} J, {float(b['avg_watts']):.4g} W average")
-    lines.append("energy: method " + LEVEL.split(". Level 2/3")[0]
-                 + ("; here the power is declared, not measured" if "declared" in str(run_energy.get("basis")) else ""))
-    return lines
-
-
-def json_key(r: Mapping[str, object]) -> str:
-    """What tells one figure's parameter point from another's (its phase), to pair it with its per-watt figure."""
-    e = (r.get("params") or {}).get("energy") or {}  # type: ignore[union-attr]
-    return repr(e.get("phase_unix"))

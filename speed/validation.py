@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""docs/validation.md's tables, rendered from the raw speed logs so that a figure cannot drift from its log.
+
+The claims live in speed/claims.toml. Each table names its log file (speed/results-*.txt) and, optionally, a
+regular expression that starts a session (a log may hold several runs of its script); each row is a list of
+cells, a cell being either literal text or a figure:
+
+    {expr = "max(ours)/max(ref)", fmt = ".2f", printed = "1.08"}
+
+``expr`` is a small expression over the log: ``grep(PATTERN[, GROUP])`` (every match of a regular expression in
+the session's text, multiline, as numbers: the capture group, 1 by default, commas dropped; with no group, one
+1.0 per match), the table's named series (``[table.series]``: name = pattern), ``max min median mean sum len
+first last``, ``ratios(a, b)`` (a[i] / b[i], the per-round ratios) and arithmetic. ``fmt`` is a Python format
+spec; ``unit`` is appended; ``printed`` is the figure as the docs print it, checked against the log. A cell
+``{check = "EXPR >= 0.97", printed = "met"}`` renders met / not met.
+
+    python3 speed/validation.py            # rewrite the tables in docs/validation.md
+    python3 speed/validation.py --check    # exit 1 when docs/validation.md or a claim disagrees with the logs
+
+The tables sit in docs/validation.md between ``<!-- validation:ID -->`` and ``<!-- /validation:ID -->``;
+everything outside the markers is prose, kept as written.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import operator
+import re
+import statistics
+import sys
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CLAIMS = HERE / "claims.toml"
+DOC = ROOT / "docs" / "validation.md"
+_NUM = re.compile(r"^[-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?$")
+
+
+class ClaimError(Exception):
+    """A claim that cannot be evaluated or disagrees with its log."""
+
+
+# -- the expression language -----------------------------------------------------------------------------
+
+def _series(values) -> list[float]:
+    if isinstance(values, (int, float)):
+        return [float(values)]
+    return [float(v) for v in values]
+
+
+def _nonempty(name, f):
+    def g(values):
+        v = _series(values)
+        if not v:
+            raise ClaimError(f"{name}() of an empty series (the pattern matched nothing)")
+        return f(v)
+    return g
+
+
+def _ratios(a, b) -> list[float]:
+    a, b = _series(a), _series(b)
+    if len(a) != len(b):
+        raise ClaimError(f"ratios(): {len(a)} values against {len(b)}: the rounds do not pair up")
+    return [x / y for x, y in zip(a, b)]
+
+
+FUNCTIONS = {
+    "max": _nonempty("max", max), "min": _nonempty("min", min),
+    "median": _nonempty("median", statistics.median), "mean": _nonempty("mean", statistics.fmean),
+    "first": _nonempty("first", lambda v: v[0]), "last": _nonempty("last", lambda v: v[-1]),
+    "sum": lambda v: math.fsum(_series(v)), "len": lambda v: float(len(_series(v))),
+    "ratios": _ratios, "pmin": lambda a, b: [min(x, y) for x, y in zip(_series(a), _series(b), strict=True)],
+}
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_CMPOPS = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Gt: operator.gt, ast.Lt: operator.lt}
+
+
+def grep(text: str, pattern: str, group: int | None = 1) -> list[float]:
+    """Every match of ``pattern`` in ``text`` as a number (its ``group``; no group: 1.0 per match)."""
+    rx = re.compile(pattern, re.M)
+    out = []
+    for m in rx.finditer(text):
+        if rx.groups == 0:
+            out.append(1.0)
+            continue
+        s = m.group(group).replace(",", "")
+        if not _NUM.match(s):
+            raise ClaimError(f"pattern {pattern!r} captured {s!r}, not a number")
+        out.append(float(s))
+    return out
+
+
+def evaluate(expr: str, text: str, series: dict[str, str]):
+    """The value of ``expr`` over a session's ``text``; ``series`` maps a name to its pattern."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as e:
+        raise ClaimError(f"cannot parse {expr!r}: {e.msg}") from None
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+            return node.value
+        if isinstance(node, ast.List):
+            return [float(ev(e)) for e in node.elts]
+        if isinstance(node, ast.Name):
+            if node.id not in series:
+                raise ClaimError(f"unknown series {node.id!r} in {expr!r}")
+            return grep(text, series[node.id])
+        if isinstance(node, ast.Subscript):
+            return _series(ev(node.value))[int(ev(node.slice))]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
+            return _CMPOPS[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            args = [ev(a) for a in node.args]
+            if node.func.id == "grep":
+                return grep(text, *args)
+            if node.func.id in FUNCTIONS:
+                return FUNCTIONS[node.func.id](*args)
+        raise ClaimError(f"{expr!r}: {ast.unparse(node)} is not allowed")
+
+    try:
+        return ev(tree)
+    except (ZeroDivisionError, TypeError, IndexError, ValueError, re.error) as e:
+        raise ClaimError(f"{expr!r}: {e}") from None
+
+
+# -- the tables ------------------------------------------------------------------------------------------
+
+def sessions(text: str, start: str | None) -> list[str]:
+    """The log split at each line matching ``start`` (the whole log when none)."""
+    if not start:
+        return [text]
+    starts = [m.start() for m in re.finditer(start, text, re.M)]
+    if not starts:
+        raise ClaimError(f"no session starts with {start!r}")
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+
+
+def render_cell(cell, text: str, series: dict[str, str], where: str, problems: list[str]) -> str:
+    if isinstance(cell, str):
+        return cell
+    try:
+        if "check" in cell:
+            value = evaluate(cell["check"], text, series)
+            if not isinstance(value, bool):
+                raise ClaimError(f"check {cell['check']!r} is not a comparison")
+            shown = "met" if value else "not met"
+        elif "exprs" in cell:
+            values = []
+            for e in cell["exprs"]:
+                v = evaluate(e, text, series)
+                values.extend(v if isinstance(v, list) else [v])
+            shown = cell["template"].format(*values)
+        else:
+            value = evaluate(cell["expr"], text, series)
+            if isinstance(value, list):
+                if len(value) != 1:
+                    raise ClaimError(f"{cell['expr']!r} gives {len(value)} values, not one figure")
+                value = value[0]
+            shown = format(value, cell.get("fmt", ".2f"))
+    except ClaimError as e:
+        problems.append(f"{where}: {e}")
+        return "?"
+    printed = cell.get("printed")
+    if printed is None:
+        problems.append(f"{where}: no printed figure declared (the log gives {shown})")
+    elif printed != shown:
+        problems.append(f"{where}: the claim prints {printed!r}, the log gives {shown!r}"
+                        f" ({cell.get('expr') or cell.get('check')})")
+    return shown + cell.get("unit", "")
+
+
+def _substitute(series: dict[str, str], vars_: dict[str, str]) -> dict[str, str]:
+    """The table's series with a row's ``vars`` put in (``{name}``; other braces are the regex's own)."""
+    out = {}
+    for name, pattern in series.items():
+        for k, v in vars_.items():
+            pattern = pattern.replace("{" + k + "}", re.escape(str(v)))
+        out[name] = pattern
+    return out
+
+
+def render_table(table: dict, logdir: Path, problems: list[str]) -> str:
+    tid = table["id"]
+    cache: dict[str, list[str]] = {}
+
+    def parts_of(log: str) -> list[str]:
+        if log not in cache:
+            try:
+                cache[log] = sessions((logdir / log).read_text(), table.get("sessions"))
+            except OSError as e:
+                raise ClaimError(f"cannot read its log {log}: {e.strerror}") from None
+        return cache[log]
+
+    header = table["header"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    logs = []
+    for i, row in enumerate(table.get("row", [])):
+        log = row.get("log", table["log"])
+        if log not in logs:
+            logs.append(log)
+        series = _substitute(table.get("series", {}), row.get("vars", {}))
+        cells = []
+        for j, c in enumerate(row["cells"]):
+            where = f"table {tid}, row {i + 1}, column {j + 1}"
+            s = c.get("session", row.get("session", 0)) if isinstance(c, dict) else 0
+            try:
+                parts = parts_of(log)
+                if not -len(parts) <= s < len(parts):
+                    raise ClaimError(f"session {s}, the log {log} has {len(parts)}")
+            except ClaimError as e:
+                problems.append(f"{where}: {e}")
+                cells.append("?")
+                continue
+            cells.append(render_cell(c, parts[s], series, where, problems))
+        if len(cells) != len(header):
+            problems.append(f"table {tid}, row {i + 1}: {len(cells)} cells for {len(header)} columns")
+        lines.append("| " + " | ".join(cells) + " |")
+    names = ", ".join(f"`speed/{log}`" for log in logs)
+    source = f"Generated by `speed/validation.py` from {names} (claims: `speed/claims.toml`, table `{tid}`)."
+    return "\n".join([source, "", *lines])
+
+
+def load_claims(path: Path = CLAIMS) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def render_doc(doc: str, claims: dict, logdir: Path = HERE) -> tuple[str, list[str]]:
+    """``doc`` with every marked table rendered afresh, and the problems found."""
+    problems: list[str] = []
+    out = doc
+    ids = []
+    for table in claims.get("table", []):
+        tid = table["id"]
+        ids.append(tid)
+        body = render_table(table, logdir, problems)
+        rx = re.compile(rf"(<!-- validation:{re.escape(tid)} -->\n).*?(<!-- /validation:{re.escape(tid)} -->)", re.S)
+        if not rx.search(out):
+            problems.append(f"table {tid}: docs/validation.md has no <!-- validation:{tid} --> markers")
+            continue
+        out = rx.sub(lambda m: m.group(1) + body + "\n" + m.group(2), out)
+    for tid in re.findall(r"<!-- validation:([\w.-]+) -->", doc):
+        if tid not in ids:
+            problems.append(f"docs/validation.md marks a table {tid!r} that speed/claims.toml does not declare")
+    return out, problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if the docs or a claim disagree with the logs")
+    ap.add_argument("--claims", type=Path, default=CLAIMS)
+    ap.add_argument("--doc", type=Path, default=DOC)
+    args = ap.parse_args(argv)
+    claims = load_claims(args.claims)
+    doc = args.doc.read_text()
+    new, problems = render_doc(doc, claims)
+    for p in problems:
+        print(f"validation: {p}", file=sys.stderr)
+    if args.check:
+        if new != doc:
+            print(f"validation: {args.doc} differs from what the logs give (run speed/validation.py)", file=sys.stderr)
+            return 1
+        return 1 if problems else 0
+    if new != doc:
+        args.doc.write_text(new)
+        print(f"validation: {args.doc} rewritten")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
