@@ -1,0 +1,78 @@
+"""The command line: parse, call the library, print. No measuring logic lives here.
+
+One module per command (its parser and its handler); :data:`COMMANDS` maps each command's name to
+it, and a command with sub-commands maps those to their handlers in the same way. The option groups
+several commands share are declared once, in :mod:`clusterbench.cli.options`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+
+from clusterbench import __version__
+from clusterbench.cli import cluster, compare, doctor, listing, probe, report, results, run, sim_cluster, sweep, tune
+from clusterbench.cli.options import Parser, db_option, subcommands
+from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.text import terminal_text
+
+#: command name -> its module (``add_parser(cmds)``, ``handle(args) -> exit code`` and ``INTERRUPTED``:
+#: what an interruption leaves behind, None where the command records no run), in --help's order
+COMMANDS = {cmd.NAME: cmd for cmd in (probe, run, listing, tune, cluster, sim_cluster, compare, doctor, sweep, report,
+                                      results)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="clusterbench", description="Characterise, tune and compare HPC clusters.")
+    ap.add_argument("--version", action="version", version=f"clusterbench {__version__}")
+    db_option(ap)
+    cmds = subcommands(ap, "command")
+    for cmd in COMMANDS.values():
+        cmd.add_parser(cmds)
+    return ap
+
+
+def check_command_line(argv: Sequence[str], what: str) -> argparse.Namespace:
+    """Parse ``clusterbench ARGV`` as the command line would, without running it: a bad option or
+    value is a UsageError naming ``what`` (the option that carried the command line)."""
+    Parser.nested = what
+    try:
+        return build_parser().parse_args(list(argv))
+    except SystemExit:  # --help or --version inside the nested command line
+        raise UsageError(f"{what}: {shlex.join(argv)} is not a command to run", "drop --help/--version") from None
+    finally:
+        Parser.nested = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from clusterbench import config
+    config.set_argv(sys.argv[1:] if argv is None else argv)  # an error can show the command to retype
+    from clusterbench.session import interrupt_status, terminate_as_interrupt
+
+    command = COMMANDS[args.command]
+    try:
+        with terminate_as_interrupt():
+            return command.handle(args)
+    except ClusterbenchError as exc:
+        sys.stderr.write(f"clusterbench: error: {terminal_text(exc)}\n")
+        return exc.exit_code
+    except KeyboardInterrupt as exc:
+        if argv is None:  # the command itself is exiting: a further Ctrl-C changes nothing
+            import signal
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        what = getattr(exc, "outcome", None) or command.INTERRUPTED  # a command may say what it left
+        sys.stderr.write(f"clusterbench: interrupted ({terminal_text(exc) or 'Ctrl-C'}){'; ' + what if what else ''}\n")
+        return interrupt_status(exc)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: still one line, with a way to get the traceback
+        if os.environ.get("CLUSTERBENCH_DEBUG"):
+            raise
+        sys.stderr.write(f"clusterbench: internal error: {type(exc).__name__}: {terminal_text(exc)}; "
+                         "rerun with CLUSTERBENCH_DEBUG=1 for a traceback and report it\n")
+        return 1
+    finally:
+        config.set_argv([])

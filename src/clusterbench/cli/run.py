@@ -1,0 +1,111 @@
+"""clusterbench run BENCHMARK: run a benchmark and store its results (`run cluster`: see cluster)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from clusterbench.benchmarks import all_benchmarks
+from clusterbench.cli import cluster
+from clusterbench.cli.options import add_param, common_run_options, subcommands
+from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.store import Store
+
+NAME = "run"
+INTERRUPTED = "finished results were kept, the run is marked incomplete"
+
+
+def add_parser(cmds: Any) -> None:
+    run = cmds.add_parser(NAME, help="run a benchmark and store its results")
+    benches = subcommands(run, "benchmark", metavar="BENCHMARK")
+    for name, cls in all_benchmarks().items():
+        sub = benches.add_parser(name, aliases=list(cls.aliases), help=cls.describe(), description=cls.describe())
+        common_run_options(sub)
+        for p in cls.params:
+            add_param(sub, p)
+
+    # not a benchmark: the whole cluster characterised, the same command as `cluster run`
+    cluster.add_run_cluster_parser(benches, "cluster")
+
+
+def handle(args: argparse.Namespace) -> int:
+    return NOT_BENCHMARKS.get(args.benchmark, run_benchmark)(args)
+
+
+def run_benchmark(args: argparse.Namespace) -> int:
+    from clusterbench import session
+    from clusterbench.ui import RichProgress, dump_json, print_results, print_summary, write_lines
+
+    from clusterbench.benchmarks import ALIASES
+    from clusterbench.benchmarks.base import Composite
+
+    args.benchmark = ALIASES.get(args.benchmark, args.benchmark)  # an old name still runs
+    cls = all_benchmarks()[args.benchmark]
+    is_suite = issubclass(cls, Composite)
+    given = {p.name: getattr(args, p.name) for p in cls.params if getattr(args, p.name, None) is not None}
+    store = None if args.no_store else Store(args.db)
+    use_bar = sys.stderr.isatty() and not args.json
+    progress = RichProgress() if use_bar else None
+    argv = ["clusterbench", *sys.argv[1:]]
+    kwargs = dict(profile=args.profile or "default", store=store, use_store=not args.no_store, argv=argv,
+                  timeout=args.timeout, oversubscribe=args.oversubscribe, progress=progress, tags=args.tags,
+                  note=args.note, power=args.power, watts=args.watts, power_interval=args.power_interval)
+    try:
+        if progress is not None:
+            with progress:
+                report = session.run([args.benchmark], {args.benchmark: given}, **kwargs)  # type: ignore[arg-type]
+        else:
+            report = session.run([args.benchmark], {args.benchmark: given}, **kwargs)  # type: ignore[arg-type]
+    except (ClusterbenchError, KeyboardInterrupt) as exc:
+        with session.shielded(discard=True):  # a second Ctrl-C must not swallow what was kept
+            last = getattr(exc, "report", None)
+            if last and last.results and not args.json:
+                print_results([r.as_json() for r in last.results])
+            if last and store is not None:
+                sys.stderr.write(f"clusterbench: run {last.run['id']} kept {_kept(store, last.run['id'])}, "
+                                 "marked incomplete\n")
+        raise
+    if args.json:
+        doc = report.document()
+        if is_suite:
+            from clusterbench.benchmarks import summarize_results
+            doc["summary"] = summarize_results(doc["results"])
+        dump_json(doc)
+    else:
+        print_results([r.as_json() for r in report.results])
+        if is_suite:
+            print_summary([r.as_json() for r in report.results])
+        write_lines(f"note: {note}" for note in report.run.get("notes") or [])
+        write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in report.run.get("warnings") or [])
+        if report.run.get("energy"):
+            from clusterbench.energy.text import energy_lines
+            write_lines(energy_lines(report.run["energy"], [r.as_json() for r in report.results]))
+            write_lines(_cost_lines(report))
+        if store is not None:
+            write_lines([f"run {report.run['id']} stored in {store.path}"])
+    return 0
+
+
+#: `run` sub-commands that are not benchmarks, and their handlers
+NOT_BENCHMARKS = {"cluster": cluster.run_cluster}
+
+
+def _cost_lines(report: Any) -> list[str]:
+    """Per-price figures and the energy cost of a metered run, when [cost] is configured (a bad [cost]
+    table is one warning line here: the run is already stored)."""
+    from clusterbench import config
+    from clusterbench.report.energy import cost_lines, energy_cost
+
+    try:
+        model = config.cost_model()
+    except UsageError as exc:
+        return [f"warning [cost]: {exc}"]
+    return cost_lines(energy_cost([report.run], [r.as_json() for r in report.results], model))
+
+
+def _kept(store: Store, run_id: str) -> str:
+    """How many results the store really holds for the run (a full disk may have refused some)."""
+    try:
+        return f"{store.count_results(run_id)} result(s)"
+    except ClusterbenchError:
+        return "an unknown number of results (the store cannot be read)"
