@@ -24,7 +24,7 @@ from clusterbench.errors import UsageError
 from clusterbench.probe import power as P
 from clusterbench.probe.sysfs import FsRoot
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- analysis/energy.py ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ from clusterbench.analysis import energy as E
 from clusterbench.errors import UsageError
 from clusterbench.probe import power as P
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the bounded reader ------------------------------------------------------------------------

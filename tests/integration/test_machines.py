@@ -19,7 +19,7 @@ from machinekit import leftovers, on
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, db: Path, timeout: float = 300) -> subprocess.CompletedProcess:
