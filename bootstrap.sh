@@ -15,10 +15,10 @@ shift || true
 
 APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv
           openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc libfftw3-dev libfftw3-mpi-dev)
-# the test suite also runs MPICH beside Open MPI and a real one-node Slurm (tests/test_mpich.py,
-# tests/test_slurm.py); slurm-wlm pulls slurmctld, slurmd, slurm-client and the PMIx/PMI-2 plugins;
-# the HTML report is checked in headless Chromium (tests/test_report.py); the virtual cluster of
-# machines runs an sshd per node and reaches it with ssh (tests/test_machines.py)
+# the test suite also runs MPICH beside Open MPI and a real one-node Slurm (tests/integration/test_mpich.py,
+# tests/integration/test_slurm.py); slurm-wlm pulls slurmctld, slurmd, slurm-client and the PMIx/PMI-2 plugins;
+# the HTML report is checked in headless Chromium (tests/integration/test_report.py); the virtual cluster of
+# machines runs an sshd per node and reaches it with ssh (tests/integration/test_machines.py)
 [ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge chromium fonts-dejavu-core openssh-server openssh-client)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"

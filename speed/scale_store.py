@@ -14,7 +14,7 @@ runs are not. Then, ROUNDS times each (wall time of the whole command, Python st
 
 Uses a temporary folder, never the user's store. The raw timings go to --log (default
 speed/results-2026-11-26-amd-epyc-2vcpu-scale.txt, appended). `build_store` is also what
-tests/test_scale.py uses to build its few-hundred-run store.
+tests/integration/test_scale.py uses to build its few-hundred-run store.
 """
 from __future__ import annotations
 

@@ -1,9 +1,13 @@
 """Shared fixtures: the live probe (real hwloc/sysfs) and a run context with a real SQLite store.
 
-Two tiers. Tests marked ``integration`` start real processes (compilers, kernels, Open MPI, MPICH,
-Slurm, network namespaces, hpcc, hwloc's tools); the rest are unit tests of pure functions and
-fixtures: ``pytest -m "not integration"`` runs them in seconds. In that tier a test that starts a
-process fails, naming the marker it lacks, so the split cannot drift.
+Two tiers, by folder. ``tests/unit/`` holds pure tests; ``tests/integration/`` holds the tests that
+start real processes (compilers, kernels, Open MPI, MPICH, Slurm, network namespaces, hpcc, hwloc's
+tools), and every test there is marked ``integration`` automatically, except in the files of
+``MIXED`` (not yet split), where each test's own ``@pytest.mark.integration`` decides, as it does
+for a file left directly in tests/ (put it in one of the two folders).
+``pytest -m "not integration"`` runs the unit tier in seconds. In that tier a test that starts a
+process fails, naming the marker it lacks, so the split cannot drift. The shared kits
+(machinekit.py, slurmkit.py) are importable from both folders: pyproject's ``pythonpath``.
 """
 from __future__ import annotations
 
@@ -30,12 +34,70 @@ def pytest_configure(config: pytest.Config) -> None:
     import matplotlib.font_manager  # noqa: F401
 
 
+TESTS = Path(__file__).resolve().parent
+
+#: files of tests/integration/ that still hold pure tests beside the ones that start processes: there
+#: a test is integration only if it says so (``@pytest.mark.integration``). Split a file (its pure
+#: tests to tests/unit/) and take it off this list; a file listed here that holds no pure test, or a
+#: test of tests/unit/ marked integration, is a collection error, so the list cannot go stale.
+MIXED = frozenset({
+    "test_allocation.py", "test_bw.py", "test_cli.py", "test_cluster_check.py", "test_coretype.py",
+    "test_dgemm.py", "test_doctor.py", "test_doctor_fix.py", "test_energy.py", "test_fft.py",
+    "test_fpu.py", "test_history.py", "test_hostile.py", "test_hpcg.py", "test_hpl.py",
+    "test_hpl_engines.py", "test_hpl_tune.py", "test_intcpu.py", "test_membw.py", "test_memlat.py",
+    "test_mpi_launch.py", "test_mpi_suite.py", "test_pdes.py", "test_peak.py", "test_pingpong.py",
+    "test_placement.py", "test_probe.py", "test_probe_amd_cu.py", "test_probe_fixtures.py",
+    "test_process.py", "test_ptrans.py", "test_randomaccess.py", "test_report.py",
+    "test_report_energy.py", "test_ring.py", "test_root_consent.py", "test_run_cluster.py",
+    "test_simcluster.py", "test_store.py", "test_store_faults.py", "test_stream.py",
+    "test_sweep_network.py", "test_sweep_node.py", "test_tcp.py", "test_terminal_text.py",
+})
+
+
+def _marked_integration(obj: object) -> bool:
+    marks = getattr(obj, "pytestmark", [])
+    return any(m.name == "integration" for m in (marks if isinstance(marks, list) else [marks]))
+
+
+def _holds_a_pure_test(module: object) -> bool:
+    if _marked_integration(module):
+        return False
+    return any(name.startswith("test_") and callable(f) and not _marked_integration(f)
+               for name, f in vars(module).items())
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect by the markers set here
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tier of a test is its folder's (see the module's docstring)."""
+    errors: list[str] = []
+    stale: set[str] = set()
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        folder = path.parent
+        if folder == TESTS / "integration":
+            if path.name not in MIXED:
+                item.add_marker(pytest.mark.integration)
+            elif not _holds_a_pure_test(getattr(item, "module", None)):
+                stale.add(path.name)
+        elif folder == TESTS / "unit":
+            if item.get_closest_marker("integration"):
+                errors.append(f"{item.nodeid} is marked integration in tests/unit/: move it to tests/integration/")
+        # elsewhere (a file just added to tests/ by a branch made before the split): its own marks decide
+    errors += [f"tests/integration/{n} is in conftest's MIXED but holds no pure test: take it off the list"
+               for n in sorted(stale)]
+    if errors:
+        pytest.exit("\n".join(errors), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 def _unit_tier(config: pytest.Config) -> bool:
     expr = (config.getoption("markexpr", "") or "").replace(" ", "")
     return expr == "notintegration"
 
 
 _REAL_POPEN_INIT = subprocess.Popen.__init__
+#: the other ways Python starts a process without subprocess.Popen (multiprocessing, pty, os.system)
+_OS_STARTERS = {n: getattr(os, n) for n in ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp",
+                                           "execv", "execve") if hasattr(os, n)}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -46,11 +108,21 @@ def pytest_runtest_setup(item: pytest.Item):
         if "live_probe" in getattr(item, "fixturenames", ()):
             _probe_once()  # the machine is read once per session (hwloc's tools), before the guard
 
+        def refused(what: object) -> AssertionError:
+            return AssertionError(f"{item.nodeid} starts a process ({what!r}) in the unit tier, in the test or "
+                                  "one of its fixtures: mark it @pytest.mark.integration")
+
         def refuse(self: subprocess.Popen, args: object, *a: object, **k: object) -> None:
-            raise AssertionError(f"{item.nodeid} starts a process ({args!r}) in the unit tier, in the test or "
-                                 "one of its fixtures: mark it @pytest.mark.integration")
+            raise refused(args)
+
+        def refuse_os(name: str):
+            def refuse(*a: object, **k: object) -> None:
+                raise refused((f"os.{name}", *a))
+            return refuse
 
         subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+        for name in _OS_STARTERS:
+            setattr(os, name, refuse_os(name))
     yield
 
 
@@ -58,6 +130,8 @@ def pytest_runtest_setup(item: pytest.Item):
 def pytest_runtest_teardown(item: pytest.Item):
     yield
     subprocess.Popen.__init__ = _REAL_POPEN_INIT  # type: ignore[method-assign]
+    for name, real in _OS_STARTERS.items():
+        setattr(os, name, real)
 
 
 _PROBE: list[dict] = []
@@ -76,26 +150,59 @@ def live_probe() -> dict:
     return _probe_once()
 
 
+def _extract(tb: Path, dest: Path) -> None:
+    """A sysfs snapshot's directories, files (with their modes) and relative symlinks that stay inside
+    it, and nothing else (what tarfile's "data" filter allows, at half its cost: no realpath a member)."""
+    import tarfile
+
+    with tarfile.open(tb) as t:
+        for m in t:
+            name = os.path.normpath(m.name)
+            link = os.path.normpath(os.path.join(os.path.dirname(name), m.linkname)) if m.issym() else name
+            if (os.path.isabs(name) or name.startswith("..") or os.path.isabs(m.linkname or "")
+                    or link.startswith("..") or not (m.isdir() or m.isfile() or m.issym())):
+                raise AssertionError(f"{tb.name}: {m.name!r} is not a plain file, folder or inner link")
+            path = dest / name
+            if m.isdir():
+                path.mkdir(parents=True, exist_ok=True)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if m.issym():
+                os.symlink(m.linkname, path)
+                continue
+            path.write_bytes(t.extractfile(m).read())  # type: ignore[union-attr]
+            if m.mode & 0o777 != 0o644:
+                os.chmod(path, m.mode & 0o777)
+
+
 @pytest.fixture(scope="session")
 def sysfs_snapshot(tmp_path_factory: pytest.TempPathFactory):
     """``get(tarball)``: the top directory of a tests/data/sysfs snapshot, extracted once per
-    session for every module that reads it (the large ones take seconds to unpack); tests only read it."""
-    import tarfile
+    session for every module that reads it; tests only read it. Extracted to memory (/dev/shm) when
+    there is one: the large snapshots are ~10 000 small files, twice as slow to write to a disk."""
+    import shutil
+    import tempfile
 
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="cb-test-sysfs-", dir=shm)) if os.access(shm, os.W_OK) else None
     done: dict[Path, Path] = {}
 
     def get(tb: Path) -> Path:
         tb = Path(tb)
         if tb not in done:
-            dest = tmp_path_factory.mktemp(tb.name[: -len(".tar.bz2")].replace("+", "_"))
-            with tarfile.open(tb) as t:
-                t.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            name = tb.name[: -len(".tar.bz2")].replace("+", "_")
+            dest = Path(tempfile.mkdtemp(prefix=name, dir=base)) if base else tmp_path_factory.mktemp(name)
+            _extract(tb, dest)
             tops = [p for p in dest.iterdir() if p.is_dir()]
             assert len(tops) == 1, tops
             done[tb] = tops[0]
         return done[tb]
 
-    return get
+    try:
+        yield get
+    finally:
+        if base:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

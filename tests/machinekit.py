@@ -1,8 +1,27 @@
 """Helpers for tests on a cluster of separate machines (sim-cluster --machines): run a command inside
-a machine, and list what a test left on the machines (test_machines.py, test_run_cluster.py)."""
+a machine, list what a test left on the machines (test_machines.py, test_run_cluster.py), and set
+the environment of a module's virtual machines for its fixture (test_machines*.py, test_slurm_machines.py)."""
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Callable
+
+
+def set_env(**values: str) -> Callable[[], None]:
+    """Set these environment variables (a module-scoped fixture's sim-cluster prefix and state, which
+    monkeypatch cannot set for a module); returns what puts every one back as it was, unset or not."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+
+    def restore() -> None:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    return restore
 
 
 def on(c, node: str, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess:

@@ -184,7 +184,7 @@ def test_declared_metrics_and_limits():
     assert not bench.metric("time_s").higher_is_better and not bench.metric("residual").higher_is_better
     assert "2/3" in (get_benchmark("hpl").__module__ and __import__("clusterbench.benchmarks.hpl.hpl",
                                                                       fromlist=["x"]).__doc__)
-    assert os.path.isfile(Path(__file__).resolve().parents[1] / "src/clusterbench/kernels/hpl/hpl.c")
+    assert os.path.isfile(Path(__file__).resolve().parents[2] / "src/clusterbench/kernels/hpl/hpl.c")
 
 
 @pytest.mark.integration

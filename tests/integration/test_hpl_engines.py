@@ -26,7 +26,7 @@ from clusterbench.benchmarks.hpl.engines import (HplCase, find_engine, hpcc_inpu
                                                   parse_hpl_output, run_external, xhpl_input)
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 
-DATA = Path(__file__).parent / "data" / "hpcc"
+DATA = Path(__file__).resolve().parents[1] / "data" / "hpcc"
 PASS_1x2 = DATA / "hpccoutf-1x2-n1000-nb64.txt"
 PASS_1x1 = DATA / "hpccoutf-1x1-n800-nb64-col.txt"
 FAILED = DATA / "hpccoutf-1x2-n1000-failed-threshold.txt"

@@ -33,7 +33,7 @@ from clusterbench.benchmarks.base import RunContext
 from clusterbench.errors import UsageError
 from clusterbench.probe.sysfs import FsRoot
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- energy/figures.py -----------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.integration  # every test here starts real processes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _env() -> dict[str, str]:

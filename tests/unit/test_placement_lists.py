@@ -17,7 +17,7 @@ from clusterbench.cli import main
 from clusterbench.store import Store
 from clusterbench.session import new_run_record
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LISTS_DIR = REPO / "src" / "clusterbench" / "data" / "lists"
 
 

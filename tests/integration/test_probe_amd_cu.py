@@ -84,6 +84,21 @@ def opteron_6276_x4(root: Path, *, same_core_id: bool = False, vendor: str = "Au
     return root
 
 
+@pytest.fixture(scope="module")
+def opteron(tmp_path_factory: pytest.TempPathFactory):
+    """``opteron(**layout)``: the tree of :func:`opteron_6276_x4`, written once per layout for the
+    module (some 3000 files each); tests only read it."""
+    made: dict[tuple, Path] = {}
+
+    def get(**layout) -> str:
+        key = tuple(sorted(layout.items()))
+        if key not in made:
+            made[key] = opteron_6276_x4(tmp_path_factory.mktemp("opteron"), **layout)
+        return str(made[key])
+
+    return get
+
+
 def _cache_sizes(topo: dict) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {}
     for c in topo["caches"]:
@@ -91,8 +106,8 @@ def _cache_sizes(topo: dict) -> dict[str, set[int]]:
     return out
 
 
-def test_compute_unit_cores_counted_as_hwloc_does(tmp_path):
-    p = probe(sysfs_root=str(opteron_6276_x4(tmp_path)), use_hwloc=False)
+def test_compute_unit_cores_counted_as_hwloc_does(opteron):
+    p = probe(sysfs_root=opteron(), use_hwloc=False)
     t = p["topology"]
     assert {k: t[k] for k in HWLOC_READING} == HWLOC_READING
     assert t["smt_per_core"] == 1
@@ -102,9 +117,9 @@ def test_compute_unit_cores_counted_as_hwloc_does(tmp_path):
     assert any("AMD compute units" in n and "32 modules" in n for n in p["notes"])
 
 
-def test_rpeak_counts_one_fpu_per_module(tmp_path):
+def test_rpeak_counts_one_fpu_per_module(opteron):
     """147.2 Gflop/s per Opteron 6276 (8 modules x 2.3 GHz x 8), not twice that."""
-    rp = probe(sysfs_root=str(opteron_6276_x4(tmp_path)), use_hwloc=False)["rpeak"]
+    rp = probe(sysfs_root=opteron(), use_hwloc=False)["rpeak"]
     assert rp["node"]["dp_gflops_nominal"] == pytest.approx(4 * 8 * MHZ * 8 / 1000)  # 588.8
     assert rp["per_core"]["dp_gflops_nominal"] == pytest.approx(MHZ * 4 / 1000)
     assert rp["dp_flops_per_cycle_per_core"] == {"Bulldozer": 4}
@@ -113,10 +128,10 @@ def test_rpeak_counts_one_fpu_per_module(tmp_path):
     assert (kind["cores"], kind["fpus"], kind["cores_per_fpu"]) == (64, 32, 2)
 
 
-def test_cu_aware_kernel_layout_gives_the_same_rpeak(tmp_path):
+def test_cu_aware_kernel_layout_gives_the_same_rpeak(opteron):
     """Kernels that give both cores of a module one core id show it as a core of two threads:
     no split (hwloc does not split either), and Rpeak still counts 32 FPUs."""
-    p = probe(sysfs_root=str(opteron_6276_x4(tmp_path, same_core_id=True)), use_hwloc=False)
+    p = probe(sysfs_root=opteron(same_core_id=True), use_hwloc=False)
     t = p["topology"]
     assert (t["cores"], t["pus"], t["smt_per_core"]) == (32, 64, 2)
     assert not any("AMD compute units" in n for n in p["notes"])
@@ -124,9 +139,9 @@ def test_cu_aware_kernel_layout_gives_the_same_rpeak(tmp_path):
 
 
 @pytest.mark.parametrize("vendor,family", [("GenuineIntel", 6), ("AuthenticAMD", 23)])
-def test_distinct_core_ids_split_only_on_amd_compute_unit_families(tmp_path, vendor, family):
+def test_distinct_core_ids_split_only_on_amd_compute_unit_families(opteron, vendor, family):
     """hwloc applies the rule to AMD families 21 and 22 only; elsewhere siblings are threads."""
-    t = probe(sysfs_root=str(opteron_6276_x4(tmp_path, vendor=vendor, family=family)), use_hwloc=False)["topology"]
+    t = probe(sysfs_root=opteron(vendor=vendor, family=family), use_hwloc=False)["topology"]
     assert (t["cores"], t["pus"]) == (32, 64)
 
 

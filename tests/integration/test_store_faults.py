@@ -156,7 +156,7 @@ def _as_nobody(*args: str, hidepid: bool = False) -> subprocess.CompletedProcess
     import site
     import sysconfig
 
-    paths = [str(Path(__file__).resolve().parents[1] / "src"), sysconfig.get_paths()["purelib"],
+    paths = [str(Path(__file__).resolve().parents[2] / "src"), sysconfig.get_paths()["purelib"],
              *site.getsitepackages()]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(paths), "HOME": "/nonexistent"}
     cmd = ["/usr/bin/python3", "-m", "clusterbench", *args]

@@ -24,7 +24,7 @@ from slurmkit import alive, common_conf, ours, skip_unless_slurm, slurmd_node_li
 
 pytestmark = pytest.mark.integration  # every test here starts real processes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "salloc", "sinfo")
 PARTITION = "cbtest"
 

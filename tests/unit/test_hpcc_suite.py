@@ -9,7 +9,7 @@ from clusterbench.benchmarks.base import HpccKey, RunContext
 from clusterbench.benchmarks.hpcc.suite import from_hpcc_summary
 from clusterbench.benchmarks.hpl.engines import parse_hpcc_output
 
-DATA = Path(__file__).parent / "data" / "hpcc"
+DATA = Path(__file__).resolve().parents[1] / "data" / "hpcc"
 
 
 def test_emit_puts_hpccs_key_and_value_in_hpccs_unit_on_the_figure() -> None:

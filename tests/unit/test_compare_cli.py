@@ -40,10 +40,12 @@ def _samples(rng: random.Random, centre: float, n: int = 10, spread: float = 0.0
     return [centre * (1 + rng.gauss(0, spread)) for _ in range(n)]
 
 
-@pytest.fixture()
-def db(tmp_path: Path) -> str:
+@pytest.fixture(scope="session")
+def _db_made_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store of ``db``, written once a session (nine runs' commits took a second under load)."""
+    path = tmp_path_factory.mktemp("compare-cli") / "c.db"
     rng = random.Random(7)
-    st = Store(tmp_path / "c.db")
+    st = Store(path)
     for i in range(3):
         _run(st, [_fig("triad", _samples(rng, 10000)), _fig("copy", _samples(rng, 9000))], tags=["before"])
     for i in range(3):
@@ -51,6 +53,16 @@ def db(tmp_path: Path) -> str:
     for i in range(3):
         _run(st, [_fig("triad", _samples(rng, 8000)), _fig("copy", _samples(rng, 9000))], tags=["slower"])
     st.close()
+    return path
+
+
+@pytest.fixture()
+def db(_db_made_once: Path, tmp_path: Path) -> str:
+    """Three runs each tagged before, after (triad +20%) and slower (triad -20%): this test's own copy."""
+    import shutil
+
+    for f in _db_made_once.parent.iterdir():
+        shutil.copy2(f, tmp_path / f.name)
     return str(tmp_path / "c.db")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from clusterbench.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _runs(db: str) -> int:

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "adding-a-benchmark.md"
 PKG = ROOT / "src" / "clusterbench"
 

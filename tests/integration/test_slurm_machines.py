@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import pytest
-from machinekit import leftovers, on
+from machinekit import leftovers, on, set_env
 from slurmkit import common_conf, ours, skip_unless_slurm
 
 pytestmark = pytest.mark.integration  # every test here starts real processes
@@ -105,9 +105,7 @@ def slurm_machines(tmp_path_factory: pytest.TempPathFactory):
     from clusterbench.errors import EnvironmentProblem
     from clusterbench.launch import simcluster
 
-    saved = {k: os.environ.get(k) for k in ("CLUSTERBENCH_SIM_STATE", "CLUSTERBENCH_SIM_PREFIX")}
-    os.environ["CLUSTERBENCH_SIM_STATE"] = str(tmp_path_factory.mktemp("sim"))
-    os.environ["CLUSTERBENCH_SIM_PREFIX"] = PREFIX
+    restore_env = set_env(CLUSTERBENCH_SIM_STATE=str(tmp_path_factory.mktemp("sim")), CLUSTERBENCH_SIM_PREFIX=PREFIX)
     logs = tmp_path_factory.mktemp("slurm-logs")
     # one path for the daemons' files on every machine; the head's is this host's /run: unique
     d = tempfile.mkdtemp(prefix=PREFIX, dir="/run")
@@ -192,11 +190,7 @@ def slurm_machines(tmp_path_factory: pytest.TempPathFactory):
                        timeout=60, env={**os.environ})
         shutil.rmtree(d, ignore_errors=True)
         down_left = simcluster.list_namespaces(PREFIX)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env()
     assert not slurm_left and not left, f"left behind: {slurm_left}, in the machines: {left}"
     assert not down_left, down_left
 

@@ -24,7 +24,7 @@ from clusterbench.energy.source import Sample
 from clusterbench.energy.spec import check_specs
 from clusterbench.errors import UsageError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the bounded reader ------------------------------------------------------------------------

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from machinekit import leftovers, on
+from machinekit import leftovers, on, set_env
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, db: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -47,20 +47,16 @@ def machines(tmp_path_factory):
     if not (hasattr(os, "geteuid") and os.geteuid() == 0):
         pytest.skip("the virtual cluster needs root")
     state = tmp_path_factory.mktemp("sim-machines")
-    old = os.environ.get("CLUSTERBENCH_SIM_STATE")
-    os.environ["CLUSTERBENCH_SIM_STATE"] = str(state)
+    restore_env = set_env(CLUSTERBENCH_SIM_STATE=str(state))
     try:
-        c = simcluster.up(3, machines=True)
-    except EnvironmentProblem as exc:
-        pytest.skip(f"machines unusable here: {exc}")
-    try:
+        try:
+            c = simcluster.up(3, machines=True)
+        except EnvironmentProblem as exc:
+            pytest.skip(f"machines unusable here: {exc}")
         yield c
     finally:
         simcluster.down()
-        if old is None:
-            os.environ.pop("CLUSTERBENCH_SIM_STATE", None)
-        else:
-            os.environ["CLUSTERBENCH_SIM_STATE"] = old
+        restore_env()
 
 
 def test_each_machine_is_a_machine_of_its_own(machines):

@@ -14,7 +14,7 @@ from clusterbench.probe.rpeak import compute_rpeak, dp_rate, skx_fma_units
 from clusterbench.probe.topology import cache_sizes, cpu_order, l1d_bytes, llc_total_bytes
 
 #: hwloc's snapshots of real machines, vendored with hwloc's licence (tests/data/sysfs/README.md)
-FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parent / "data" / "sysfs"))
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parents[1] / "data" / "sysfs"))
 
 
 def _write(root: Path, rel: str, text: str) -> None:

@@ -149,7 +149,7 @@ def test_a_real_run_with_a_hostile_note_prints_no_control_characters(tmp_path):
 def test_the_stored_command_line_is_shown_shell_quoted(tmp_path, capsys):
     marker = tmp_path / "pwned"
     argv = ["clusterbench", "--db", str(tmp_path / "r.db"), "run", "stream", "--note", f"$(touch {marker})",
-            "--tag", "a", "--note", "it's; rm -rf ~ `id` \"q\""]
+            "--tag", "pre", "--note", "it's; rm -rf ~ `id` \"q\""]
     st = Store(tmp_path / "r.db")
     rid = st.begin_run(new_run_record(argv, {"hostname": "h"}, "default"))
     old = new_run_record(argv, {"hostname": "h"}, "default")  # a run stored before: command space-joined

@@ -451,7 +451,7 @@ def test_failures_are_one_line_and_leave_nothing(four_nodes, tmp_path, live_prob
 def _cli(*args: str) -> subprocess.Popen:
     """``clusterbench ARGS`` as a process of its own (the test session's sim-cluster prefix, state
     directory and store are in the environment)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     return subprocess.Popen([sys.executable, "-m", "clusterbench.cli", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 

@@ -17,7 +17,7 @@ from clusterbench.probe import probe
 from clusterbench.probe import hwloc as hw
 
 #: hwloc's snapshots of real machines, vendored with hwloc's licence (tests/data/sysfs/README.md)
-FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parent / "data" / "sysfs"))
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parents[1] / "data" / "sysfs"))
 TARBALLS = sorted(FIXTURES.glob("*.tar.bz2")) if FIXTURES.is_dir() else []
 
 #: Where hwloc's recorded reading is known to be wrong, with the reason.

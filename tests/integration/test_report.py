@@ -26,7 +26,7 @@ from clusterbench.errors import UsageError
 from clusterbench.report import html as H
 from clusterbench.report.plots import Source, comparison_rows, plan
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- hand-made data -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from machinekit import leftovers, on
+from machinekit import leftovers, on, set_env
 
 pytestmark = pytest.mark.integration
 
@@ -64,15 +64,13 @@ def machines(tmp_path_factory):
     if not (hasattr(os, "geteuid") and os.geteuid() == 0):
         pytest.skip("the virtual cluster needs root")
     prefix = f"m{os.getpid() % 10_000_000}-"
-    saved = {k: os.environ.get(k) for k in ("CLUSTERBENCH_SIM_PREFIX", "CLUSTERBENCH_SIM_STATE")}
     state = tmp_path_factory.mktemp("sim-machines-commands")
     # leftovers of an earlier run of this module that was killed (its pid is gone)
     if os.path.isdir("/run/netns"):
         for m in {m.group(0) for m in map(re.compile(r"^m(\d+)-").match, os.listdir("/run/netns"))
                   if m and not os.path.exists(f"/proc/{m.group(1)}")}:
             simcluster.down(prefix=m, state=state)
-    os.environ["CLUSTERBENCH_SIM_PREFIX"] = prefix
-    os.environ["CLUSTERBENCH_SIM_STATE"] = str(state)
+    restore_env = set_env(CLUSTERBENCH_SIM_PREFIX=prefix, CLUSTERBENCH_SIM_STATE=str(state))
     try:
         try:
             c = simcluster.up(len(HOSTS), machines=True)
@@ -88,11 +86,7 @@ def machines(tmp_path_factory):
     finally:
         simcluster.down()
         left = simcluster.list_namespaces(prefix)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env()
         assert not left, left
 
 

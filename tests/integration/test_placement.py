@@ -14,7 +14,7 @@ from clusterbench.errors import UsageError
 from clusterbench.probe import probe
 
 #: hwloc's snapshots of real machines, vendored with hwloc's licence (tests/data/sysfs/README.md)
-FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parent / "data" / "sysfs"))
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parents[1] / "data" / "sysfs"))
 IS_ROOT = os.geteuid() == 0
 
 

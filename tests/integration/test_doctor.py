@@ -15,7 +15,7 @@ from clusterbench.doctor import engine as D
 from clusterbench.doctor import evidence as E
 
 #: hwloc's snapshots of real machines, vendored with hwloc's licence (tests/data/sysfs/README.md)
-FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parent / "data" / "sysfs"))
+FIXTURES = Path(os.environ.get("CLUSTERBENCH_FIXTURES", Path(__file__).resolve().parents[1] / "data" / "sysfs"))
 TARBALLS = sorted(FIXTURES.glob("*.tar.bz2")) if FIXTURES.is_dir() else []
 
 
