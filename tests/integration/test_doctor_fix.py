@@ -16,7 +16,7 @@ from clusterbench.doctor import engine as D
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.store import Store
 
-from test_doctor import bad, healthy, ok, with_items  # noqa: E402  (the hand-made evidence)
+from doctorkit import bad, healthy, ok, with_items  # the hand-made evidence
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -45,7 +45,7 @@ def test_tcp_buffers_apply_holds_the_values_read_and_skips_read_only_globals() -
 
 def test_cluster_rule_apply_names_the_odd_node() -> None:
     a, b, c = healthy(), healthy(), healthy()
-    from test_doctor import _nic
+    from doctorkit import _nic
     c["nics"]["eno1"] = _nic(mtu=1500)
     (f,) = [x for x in _doc({"a": a, "b": b, "c": c})["findings"] if x["rule"] == "mtu-mismatch"]
     assert f["apply"] == {"c": {"do": ["ip link set dev eno1 mtu 9000"], "undo": ["ip link set dev eno1 mtu 1500"]}}

@@ -13,9 +13,9 @@ import pytest
 from clusterbench.doctor import engine, rules
 from clusterbench.doctor.rule import CannotTell, Hit
 
-from test_doctor import bad, healthy, ok, with_items  # noqa: E402  (the hand-made evidence)
+from doctorkit import bad, healthy, ok, with_items  # the hand-made evidence
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "adding-a-doctor-rule.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-doctor-rule.md"
 NAME = "thp_defrag"
 SHIPPED = [r.id for r in engine.RULES]
 

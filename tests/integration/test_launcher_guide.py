@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "adding-a-launcher.md"
 LAUNCHERS = ROOT / "src" / "clusterbench" / "launch" / "mpi" / "launchers"
 REL = "launch/mpi/launchers/flux.py"

@@ -13,7 +13,6 @@ import pytest
 
 from clusterbench.kernels import build
 
-pytestmark = pytest.mark.integration
 
 PROGRAM = r"""
 #include "cb_common.h"
