@@ -222,16 +222,18 @@ def format_probe(p: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_summary(results: list[dict], out: IO[str] | None = None) -> None:
-    """The run's headline (see :mod:`clusterbench.analysis.summary`): the rules its benchmarks declare."""
+def print_summary(results: list[dict], out: IO[str] | None = None) -> bool:
+    """The run's headline (see :mod:`clusterbench.analysis.summary`): the rules its benchmarks declare.
+    False when it has nothing to say (nothing printed)."""
     from clusterbench.benchmarks import summarize_results
 
     out = out or sys.stdout
     summ = summarize_results(results)
     if not summ["lines"] and not summ["findings"]:
-        return
+        return False
     out.write("\nsummary\n")
     write_lines([f"  {line}" for line in summ["lines"]], out)
     if summ["findings"]:
         out.write("what holds it back / what to check\n")
         write_lines([f"  - {f}" for f in summ["findings"]], out)
+    return True

@@ -169,5 +169,7 @@ def common_run_options(sub: argparse.ArgumentParser) -> None:
                      help=f"seconds before a kernel is killed (default {DEFAULT_TIMEOUT:.0f}, or longer when a "
                      "benchmark such as a large hpl needs it)")
     sub.add_argument("--no-store", action="store_true", help="do not write the results store")
+    sub.add_argument("-v", "--verbose", action="store_true",
+                     help="a suite (node, mpi, hpcc) prints every figure's row too, not only its summary")
     tag_options(sub)
     power_options(sub)

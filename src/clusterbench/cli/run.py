@@ -72,9 +72,17 @@ def run_benchmark(args: argparse.Namespace) -> int:
             doc["summary"] = summarize_results(doc["results"])
         dump_json(doc)
     else:
-        print_results([r.as_json() for r in report.results])
-        if is_suite:
-            print_summary([r.as_json() for r in report.results])
+        results = [r.as_json() for r in report.results]
+        if is_suite and not getattr(args, "verbose", False) and print_summary(results):
+            ref = (f"clusterbench results show {report.run['id'][:8]} (or --verbose)" if store is not None
+                   else "rerun with --verbose")
+            benches = len({r["benchmark"] for r in results})
+            write_lines([f"{len(results)} figures from {benches} benchmark{'s' if benches != 1 else ''}; "
+                         f"every figure's row: {ref}"])
+        else:
+            print_results(results)
+            if is_suite:
+                print_summary(results)
         write_lines(f"note: {note}" for note in report.run.get("notes") or [])
         write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in report.run.get("warnings") or [])
         if report.run.get("energy"):
