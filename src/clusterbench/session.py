@@ -194,8 +194,8 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
         ctx.meter = meter
         record["energy"] = energy.run_record(meter, ctx.energy_log)
     if hosts:  # a run across hosts: every node's probe and NIC settings, before anything is stored
-        from clusterbench.probe import cluster as consistency
-        record["cluster"] = consistency.provenance(hosts, timeout=min(60.0, timeout))
+        from clusterbench.cluster.check import provenance
+        record["cluster"] = provenance(hosts, timeout=min(60.0, timeout))
         n = len(record["cluster"]["differences"])
         if n:
             ctx.note(f"cluster: {n} setting(s) differ between the nodes "

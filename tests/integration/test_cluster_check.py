@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from clusterbench.probe import cluster as consistency
+from clusterbench.analysis import consistency
+from clusterbench.cluster import check as cluster_check
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch import remote
 from clusterbench.probe import network
@@ -217,7 +218,7 @@ def test_check_on_the_virtual_cluster(sim_cluster) -> None:
 
     c = sim_cluster(2)
     names = [n.name for n in c.nodes]
-    first = consistency.check(names, timeout=60)
+    first = cluster_check.check(names, timeout=60)
     assert first["hosts"] == names and first["errors"] == {}
     for h in names:
         nics = {n["name"]: n for n in first["probes"][h]["network"]["nics"]}
@@ -227,7 +228,7 @@ def test_check_on_the_virtual_cluster(sim_cluster) -> None:
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
     if p.returncode != 0:
         pytest.skip(f"net.ipv4.tcp_rmem is not per network namespace here: {p.stderr.strip()}")
-    second = consistency.check(names, timeout=60)
+    second = cluster_check.check(names, timeout=60)
     diffs = {d["key"]: d for d in second["differences"]}
     assert set(diffs) == {"network.sysctls.net.ipv4.tcp_rmem"}
     assert diffs["network.sysctls.net.ipv4.tcp_rmem"]["values"][names[1]] == [4096, 65536, 1048576]
@@ -309,7 +310,7 @@ def _res(probes: dict, asked: list[str]) -> dict:
 
 
 def test_keep_going_one_answered_claims_nothing() -> None:
-    lines = consistency.format_check(_res({"n1": _host(), "n2": {"error": "n2: ssh timed out"}}, ["n1", "n2"]))
+    lines = cluster_check.format_check(_res({"n1": _host(), "n2": {"error": "n2: ssh timed out"}}, ["n1", "n2"]))
     text = "\n".join(lines)
     assert lines[0] == "1 of 2 hosts answered: n1"
     assert "did not answer: n2: n2: ssh timed out" in text
@@ -318,12 +319,12 @@ def test_keep_going_one_answered_claims_nothing() -> None:
 
 def test_keep_going_partial_comparison_names_its_scope() -> None:
     probes = {"n1": _host(), "n2": _host(), "n3": {"error": "n3: unreachable"}}
-    lines = consistency.format_check(_res(probes, ["n1", "n2", "n3"]))
+    lines = cluster_check.format_check(_res(probes, ["n1", "n2", "n3"]))
     assert lines[0] == "2 of 3 hosts answered: n1, n2"
     assert "no differences that change results across the 2 hosts that answered" in lines
     probes["n2"] = _host(mtu=9000)
     assert any(ln.startswith("NIC eno1 MTU") or "mtu" in ln.lower() for ln in
-               consistency.format_check(_res(probes, ["n1", "n2", "n3"])))
+               cluster_check.format_check(_res(probes, ["n1", "n2", "n3"])))
 
 
 @pytest.mark.integration

@@ -127,7 +127,7 @@ def preflight(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     from clusterbench.launch.mpi.hosts import host_names
-    from clusterbench.probe.cluster import check as check_nodes
+    from clusterbench.cluster.check import check as check_nodes
     from clusterbench.ui import dump_json, write_lines
 
     hosts = list(dict.fromkeys(host_names(args.hosts)))
@@ -138,7 +138,7 @@ def check(args: argparse.Namespace) -> int:
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, **res})
         return 0 if compared else 3
-    from clusterbench.probe.cluster import format_check
+    from clusterbench.cluster.check import format_check
     write_lines(format_check(res))
     return 0 if compared else 3
 

@@ -830,7 +830,7 @@ def _diagnose(doc: dict, hosts: list[str], timeout: float, python: str | None) -
 def _store_run(store: Any, doc: dict, g: Gather, name: str, profile: str, probe_data: dict, ctx: Any, sim: Any,
                tags: list[str], note: str | None, argv: Sequence[str] | None) -> str:
     from clusterbench.benchmarks.base import Result
-    from clusterbench.probe import cluster as consistency
+    from clusterbench.analysis import consistency
     from clusterbench.session import new_run_record
     from clusterbench.store.db import now_iso
 

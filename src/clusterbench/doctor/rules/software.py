@@ -7,7 +7,7 @@ from clusterbench.doctor.rule import CannotTell, Hit, Rule, get
 
 
 def check_software_differs(evs: Mapping[str, Mapping[str, Any]]) -> Any:
-    from clusterbench.probe.cluster import diff  # pure
+    from clusterbench.analysis.consistency import diff  # pure
 
     if len(evs) < 2:
         return CannotTell("a cluster rule: needs --hosts with two or more nodes")

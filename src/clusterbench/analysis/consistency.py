@@ -1,9 +1,10 @@
 """Cluster consistency: which settings differ between nodes in a way that changes results.
 
 A cluster whose nodes differ in CPU, clock policy, THP, kernel, MPI, BLAS, compilers or network
-settings gives results that depend on where ranks land; seed 000 checked the BLAS on every node by
-hand. :func:`diff` compares the probes of several hosts (pure, no I/O); :func:`check` gathers them
-first (``launch.remote.gather_probes``) and is what ``clusterbench cluster check --hosts ...`` runs.
+settings gives results that depend on where ranks land (Duffy 2020 checked the BLAS on every node by
+hand). :func:`diff` compares the probes of several hosts (pure, no I/O);
+:func:`clusterbench.cluster.check.check` gathers them first and is what ``clusterbench cluster check
+--hosts ...`` runs.
 
 Input of :func:`diff`: ``{host: data}`` where ``data`` is what ``gather_probes`` returns per host,
 ``{"probe": <probe document>, "network": <nic_settings()>}``, or a bare probe document (NICs then
@@ -21,7 +22,7 @@ the global ones, e.g. ``net.core.netdev_max_backlog``, are not visible).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 MEMORY_TOLERANCE = 0.05
 
@@ -153,7 +154,7 @@ NIC_CHECKS: list[tuple[str, str, str]] = [
 ]
 
 
-def _unwrap(data: Any) -> tuple[dict, dict] | None:
+def unwrap(data: Any) -> tuple[dict, dict] | None:
     """(probe, network) from one host's data, or None for a failed host."""
     if not isinstance(data, Mapping) or "error" in data:
         return None
@@ -196,7 +197,7 @@ def diff(probes: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Settings that differ between hosts and change results (see the module docstring)."""
     hosts: dict[str, tuple[dict, dict]] = {}
     for h, data in probes.items():
-        u = _unwrap(data)
+        u = unwrap(data)
         if u is not None:
             hosts[h] = u
     if len(hosts) < 2:
@@ -238,66 +239,3 @@ def diff(probes: Mapping[str, Any]) -> list[dict[str, Any]]:
                         for h, v in vals.items()}
             add(f"NIC {ifname} {what}", f"network.nics.{ifname}.{fld}", vals, why)
     return out
-
-
-def check(hosts: Sequence[str], *, timeout: float | None = None, keep_going: bool = False,
-          python: str | None = None) -> dict[str, Any]:
-    """Gather the probe and network settings of every host and compare them.
-
-    Returns ``{"hosts": [names], "differences": diff(...), "probes": {host: {"probe", "network"}},
-    "errors": {host: one-line message}}`` (``errors`` is only non-empty with ``keep_going``;
-    otherwise an unreachable host raises a one-line :class:`EnvironmentProblem` naming it).
-    """
-    from clusterbench.launch import remote  # I/O lives there; diff() stays pure
-
-    kw: dict[str, Any] = {"keep_going": keep_going, "python": python}
-    if timeout is not None:
-        kw["timeout"] = timeout
-    probes = remote.gather_probes(list(hosts), **kw)
-    errors = {h: d["error"] for h, d in probes.items() if isinstance(d, Mapping) and "error" in d}
-    answered = [h for h in probes if h not in errors and _unwrap(probes[h]) is not None]
-    return {"hosts": list(probes), "asked": list(hosts), "answered": answered,
-            "differences": diff(probes), "probes": probes, "errors": errors}
-
-
-def format_check(res: Mapping[str, Any]) -> list[str]:
-    """The printed report of :func:`check`: how many answered of how many asked, those that did
-    not, and differences only across the hosts that were compared (never "no differences" when
-    fewer than two answered)."""
-    asked = list(res.get("asked") or res["hosts"])
-    errors = dict(res.get("errors") or {})
-    answered = list(res.get("answered") or [h for h in res["hosts"] if h not in errors])
-    lines = [f"{len(answered)} of {len(asked)} hosts answered: {', '.join(answered) or 'none'}"]
-    lines += [f"did not answer: {h}: {errors.get(h, 'no probe data')}" for h in asked if h not in answered]
-    if len(answered) < 2:
-        lines.append("nothing compared: at least two hosts must answer")
-        return lines
-    diffs = res["differences"]
-    scope = f"the {len(answered)} hosts that answered" if len(answered) < len(asked) else f"{len(answered)} hosts"
-    if not diffs:
-        lines.append(f"no differences that change results across {scope}")
-    for d in diffs:
-        vals = ", ".join(f"{h}={v}" for h, v in d["values"].items())
-        lines.append(f"{d['what']}: {vals} - {d['why']}")
-    return lines
-
-
-def provenance(hosts: Sequence[str], *, timeout: float | None = None) -> dict[str, Any]:
-    """What a run across ``hosts`` stores beside its figures (``runs.cluster`` in the store, the
-    ``run.cluster`` of ``--json``): ``{"hosts": [names as given], "sim_cluster": <the virtual
-    cluster's definition, when every host is one of its nodes, else None>, "nodes": {host: {"probe",
-    "network"}}, "differences": diff(...)}``. The probes are gathered the way the MPI launcher
-    reaches the hosts (``ip netns exec`` on the virtual cluster, ssh otherwise); an unreachable host
-    raises a one-line :class:`EnvironmentProblem` naming it, before anything is measured."""
-    from clusterbench.launch import simcluster
-
-    data = check(hosts, timeout=timeout)
-    sim = simcluster.load()
-    if sim is not None:
-        try:
-            for h in hosts:
-                sim.node(h)
-        except Exception:  # a host that is not one of its nodes: a real cluster
-            sim = None
-    return {"hosts": list(hosts), "sim_cluster": sim.to_json() if sim is not None else None,
-            "nodes": data["probes"], "differences": data["differences"]}
