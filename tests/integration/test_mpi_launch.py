@@ -285,7 +285,7 @@ def test_explain_gives_advice_that_fits_the_cause(monkeypatch: pytest.MonkeyPatc
     smaller size or report it". The launcher's report names the rank, node and signal; a SIGKILL is the
     out-of-memory killer's only when /proc/vmstat's oom_kill count rose during the run (or memory is
     nearly exhausted), and only then is a smaller size the advice."""
-    from clusterbench.launch import process
+    from clusterbench import process
 
     fine = {"oom_kills": 7, "available_bytes": 20 << 30, "total_bytes": 24 << 30}
     monkeypatch.setattr(process, "memory_state", lambda: dict(fine))

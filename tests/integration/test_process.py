@@ -1,4 +1,4 @@
-"""The process-and-records layer (launch/process.py) and launch-layer input handling."""
+"""The process-and-records layer (process.py) and launch-layer input handling."""
 import os
 
 import pytest
@@ -89,7 +89,7 @@ def test_ending_a_session_reaches_children_in_process_groups_of_their_own():
     Spawned.end() kills it (killpg of the leader's group alone would miss it)."""
     import time
 
-    from clusterbench.launch import process
+    from clusterbench import process
 
     import sys
 
@@ -107,7 +107,7 @@ def test_ending_a_session_reaches_children_in_process_groups_of_their_own():
 
 @pytest.mark.integration
 def test_read_lines_yields_both_streams_and_the_last_unterminated_stderr_line():
-    from clusterbench.launch import process
+    from clusterbench import process
 
     run = process.spawn(["sh", "-c", "echo out1; echo err1 >&2; printf 'out-partial'; printf 'err-last' >&2"])
     try:
@@ -124,7 +124,7 @@ def test_a_tick_that_raises_bounds_the_read_and_end_leaves_nothing():
     import time
 
     from clusterbench.errors import KernelFailed
-    from clusterbench.launch import process
+    from clusterbench import process
 
     run = process.spawn(["sh", "-c", "sleep 60"])
     deadline = time.monotonic() + 0.3
@@ -145,7 +145,7 @@ def test_a_tick_that_raises_bounds_the_read_and_end_leaves_nothing():
 
 def test_records_keep_chatter_and_enforce_validate_before_result():
     from clusterbench.errors import KernelFailed
-    from clusterbench.launch.process import Records
+    from clusterbench.process import Records
 
     r = Records("k")
     assert r.feed_out(b"UCX WARN something") is None

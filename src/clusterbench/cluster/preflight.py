@@ -74,7 +74,9 @@ def clock_offset(host: str, rounds: int = CLOCK_ROUNDS, timeout: float = NODE_TI
     import selectors
     import subprocess
 
-    from clusterbench.launch import process, remote
+    from clusterbench import process
+
+    from clusterbench.launch import remote
 
     t = remote.transport(host)
     argv = ["python3", "-u", "-c", _CLOCK]
@@ -207,7 +209,8 @@ def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kin
 
     from clusterbench.benchmarks.mpi.common import sim_cluster_of
     from clusterbench.launch import mpi as M
-    from clusterbench.launch import process, simcluster
+    from clusterbench import process
+    from clusterbench.launch import simcluster
 
     out: dict[str, Any] = {}
     mpi = M.detect_mpi(kind=mpi_kind)

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from clusterbench.probe.sysfs import FsRoot, parse_cpulist
-from clusterbench.launch import process
+from clusterbench import process
 
 EVIDENCE_SCHEMA = 1
 TIMEOUT = 5.0

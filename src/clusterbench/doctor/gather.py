@@ -149,7 +149,7 @@ def root_hint(allow_root: bool) -> str:
 def run_clusterbench(argv: Sequence[str], *, allow_root: bool, db: str | None, timeout: float, what: str) -> str:
     """Run ``clusterbench ARGV`` as a child (bounded, its process group killed on timeout or Ctrl-C);
     a failure is one line naming ``what`` and the child's last error line."""
-    from clusterbench.launch import process
+    from clusterbench import process
 
     cmd = [sys.executable, "-m", "clusterbench", *(["--db", db] if db else []), *argv]
     env = dict(os.environ)

@@ -49,7 +49,7 @@ def parse_reading(text: str) -> tuple[float, str]:
 def run_bounded(argv: Sequence[str], timeout: float) -> str:
     """Run ``argv`` in a session of its own, bounded by ``timeout`` (its whole process group is
     killed after that); its stdout, or SampleFailed (cannot start, timeout, non-zero exit)."""
-    from clusterbench.launch import process
+    from clusterbench import process
 
     try:
         run = process.spawn(list(argv))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.launch import process
+from clusterbench import process
 
 KERNEL_DIR = Path(__file__).resolve().parent
 #: headers shared by the kernels (cb_common.h, cb_mpi.h, cb_blas.h)

@@ -1,7 +1,7 @@
 """Run kernels as local processes: stream their JSON lines, bound them in time, leave no orphans.
 
 Processes are started, read and ended by the process-and-records layer
-(:mod:`clusterbench.launch.process`): each kernel runs in its own session so that a timeout, a
+(:mod:`clusterbench.process`): each kernel runs in its own session so that a timeout, a
 Ctrl-C or a failure of a sibling kills it and every thread or child it made.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from clusterbench.errors import KernelFailed
 from clusterbench.kernels.build import Build
-from clusterbench.launch import process
-from clusterbench.launch.process import Record, Watchdog, die_with_parent, is_record_line  # noqa: F401 (re-exported)
+from clusterbench import process
+from clusterbench.process import Record, Watchdog, die_with_parent, is_record_line  # noqa: F401 (re-exported)
 
 OnRecord = Callable[[int, Record], None]
 

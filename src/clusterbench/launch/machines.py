@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import process
+from clusterbench import process
 
 if TYPE_CHECKING:
     from clusterbench.launch.simcluster import SimCluster, SimNode

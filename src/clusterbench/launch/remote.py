@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import process, simcluster
+from clusterbench import process
+from clusterbench.launch import simcluster
 
 TIMEOUT = 60.0
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")

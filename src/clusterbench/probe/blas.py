@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import process
+from clusterbench import process
 
 #: name -> (candidate paths, {lib} = a multiarch library directory; Debian package to install)
 BLAS_CANDIDATES: dict[str, tuple[tuple[str, ...], str]] = {

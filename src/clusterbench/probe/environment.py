@@ -15,7 +15,7 @@ import subprocess
 from typing import Any
 
 from clusterbench.probe.sysfs import FsRoot
-from clusterbench.launch import process
+from clusterbench import process
 
 TIMEOUT = 5.0
 NOT_IN_SNAPSHOT = "not in snapshot (live-only information)"

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from clusterbench.probe.topology import build_topology
-from clusterbench.launch import process
+from clusterbench import process
 
 LSTOPO = "lstopo-no-graphics"
 _CACHE_TYPES = {"0": "unified", "1": "data", "2": "instruction"}

@@ -33,7 +33,7 @@ import subprocess
 from typing import Any
 
 from clusterbench.probe.sysfs import FsRoot
-from clusterbench.launch import process
+from clusterbench import process
 
 NETWORK_SCHEMA = 1
 TIMEOUT = 5.0

@@ -181,7 +181,7 @@ def _spinners(cpus: list[int], seconds: float) -> list:
     loops end with their leader; the leader ends with the agent (parent-death signal)."""
     import subprocess
 
-    from clusterbench.launch.process import die_with_parent
+    from clusterbench.process import die_with_parent
 
     death = die_with_parent(9)
     proc = subprocess.Popen([sys.executable, "-c", _SPIN, f"{seconds:.1f}", ",".join(map(str, cpus))],
@@ -272,13 +272,13 @@ def _supervise(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_di
                t0: float) -> int:
     """Run the benchmarks in a forked worker and relay its lines; beat every :data:`BEAT_S` seconds;
     if the worker dies before its ``done`` or ``error`` record, say how (the signal, and for SIGKILL
-    whether the out-of-memory killer struck: :func:`clusterbench.launch.process.death_cause`), end
+    whether the out-of-memory killer struck: :func:`clusterbench.process.death_cause`), end
     what it left, and exit 0, so that the launcher (in recovery mode) keeps the other nodes running.
 
     Killing one node's agent must lose that node only (issue 23: it lost the whole sweep)."""
     import select
 
-    from clusterbench.launch.process import death_cause, die_with_parent, memory_state
+    from clusterbench.process import death_cause, die_with_parent, memory_state
 
     memory = memory_state()
     _become_subreaper()

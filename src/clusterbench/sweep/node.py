@@ -184,7 +184,7 @@ def sharing_note(node_cpus: dict[str, list[int]], fillers: dict[int, int] | None
 def start_fillers(fillers: dict[int, int], seconds: float) -> list[subprocess.Popen]:
     """The busy loops of :func:`filler_loops`, each pinned, in a session of its own (as a node's
     kernel: the same weight with autogroups), ended with this process however it ends."""
-    from clusterbench.launch.process import die_with_parent
+    from clusterbench.process import die_with_parent
 
     code = f"import time\nend = time.monotonic() + {seconds:.1f}\nwhile time.monotonic() < end:\n    pass\n"
     procs: list[subprocess.Popen] = []
@@ -432,7 +432,7 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
     the others go on; when the launcher itself ends early, the nodes that reported are kept and the
     others failed with the reason (a rank killed and by what, the virtual cluster taken down, a node
     lost)."""
-    from clusterbench.launch import process
+    from clusterbench import process
     from clusterbench.launch.mpi.run import GENERIC_FIX, GONE_FIX, LaunchHung, _explain, cluster_gone
 
     started = time.monotonic()

@@ -41,7 +41,7 @@ from typing import Any
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
-from clusterbench.launch import process
+from clusterbench import process
 from clusterbench.text import seconds
 
 ENGINES = ("hpcc", "xhpl")

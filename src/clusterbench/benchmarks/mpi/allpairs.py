@@ -50,7 +50,7 @@ from clusterbench.benchmarks.mpi.common import (MiB, KernelSession, MpiBenchmark
                                                 shares_cores, sim_cluster_of)
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as mpimod
-from clusterbench.launch import process
+from clusterbench import process
 
 #: the kernel's bounds (allpairs.c)
 MAX_SAMPLES = 256

@@ -15,7 +15,7 @@ from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.launch import allocation
 from clusterbench.launch import mpi as mpimod
 from clusterbench.launch import simcluster
-from clusterbench.launch import process
+from clusterbench import process
 
 MiB = 1 << 20
 

@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.kernels.build import Build
-from clusterbench.launch import process
+from clusterbench import process
 from clusterbench.launch import simcluster as sc
 from clusterbench.launch.local import KernelJob, job_argv
 from clusterbench.text import seconds

@@ -53,7 +53,7 @@ from typing import Any
 from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import EnvironmentProblem
 from clusterbench.kernels.build import Build, compiler
-from clusterbench.launch import process
+from clusterbench import process
 from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import register
 from clusterbench.benchmarks.node._memory import PAGE_ELEMS, fitting_elements, size_arrays, small_array_warning

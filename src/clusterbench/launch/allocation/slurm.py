@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Mapping
 
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.launch import process
+from clusterbench import process
 from clusterbench.launch.allocation import Allocation, register_allocation
 
 

@@ -4,7 +4,7 @@ One module per concern: :mod:`.detect` (which MPI), :mod:`.hosts`, :mod:`.spec` 
 for), :mod:`.launchers` (the registry; its modules :mod:`.launchers.openmpi`, :mod:`.launchers.mpich`,
 :mod:`.launchers.srun` are found there and register themselves), :mod:`.transport` (transports and
 their proof), :mod:`.placement` (verification), :mod:`.run` (a bounded run, through
-:mod:`clusterbench.launch.process`) and :mod:`.pernode` (one tagged process per node, through the
+:mod:`clusterbench.process`) and :mod:`.pernode` (one tagged process per node, through the
 same launchers: ``sweep node``'s agents). Everything is re-exported
 here: ``from clusterbench.launch import mpi`` is the public interface.
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.launch import process
+from clusterbench import process
 
 INSTALL_FIX = "install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or load an MPI module"
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from clusterbench.errors import EnvironmentProblem, KernelFailed
-from clusterbench.launch import process
+from clusterbench import process
 from clusterbench.launch.mpi.detect import INSTALL_FIX, MpiInstall
 from clusterbench.launch.mpi.launchers import build_command
 from clusterbench.launch.mpi.spec import LaunchSpec

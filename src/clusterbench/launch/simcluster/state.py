@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch import process
+from clusterbench import process
 
 DEFAULT_PREFIX = "cbsim-"  # $CLUSTERBENCH_SIM_PREFIX overrides it (see default_prefix)
 SUBNET = "198.18.0.0/24"
