@@ -58,5 +58,5 @@ def render(spec: PlotSpec, path: str) -> None:
     fig.savefig(path, format="png")
 
 
-__all__ = ["KINDS", "STREAM_INTENSITY", "STREAM_KERNELS", "PlotKind", "PlotSpec", "Source", "comparison_rows",
+__all__ = ["KINDS", "REGISTRY", "STREAM_INTENSITY", "STREAM_KERNELS", "PlotKind", "PlotSpec", "Source", "comparison_rows",
            "human_bytes", "plan", "register", "registered", "render"]
