@@ -129,4 +129,6 @@ def size_panel(ax, series: list[dict], ylabel: str, title: str, limits: tuple[di
         ax.legend(fontsize=7)
 
 
-__all__ = ["STREAM_INTENSITY", "STREAM_KERNELS", "best_by", "better", "core_count", "hlines", "human_bytes", "is_square", "limit_lines", "log2_bytes_axis", "node_rpeak", "number", "of", "plural", "prefix", "rpeak_lines", "size_of", "size_panel"]
+__all__ = ["STREAM_INTENSITY", "STREAM_KERNELS", "best_by", "better", "core_count", "hlines", "human_bytes",
+           "is_square", "limit_lines", "log2_bytes_axis", "node_rpeak", "number", "of", "plural", "prefix",
+           "rpeak_lines", "size_of", "size_panel"]

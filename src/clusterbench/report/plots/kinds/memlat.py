@@ -5,7 +5,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterbench.report.plots.base import PlotKind, PlotSpec, Source, register
-from clusterbench.report.plots.common import best_by, human_bytes, log2_bytes_axis, number, of, prefix
+from clusterbench.report.plots.common import best_by, log2_bytes_axis, number, of, prefix
+from clusterbench.units import human_bytes
 
 
 def _caches(probe: Mapping) -> list[dict]:
