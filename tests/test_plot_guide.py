@@ -116,3 +116,13 @@ def test_the_guides_plot_is_drawn(guide_kind, tmp_path):
     assert "Not drawn" not in index.read_text()
     png = imread(tmp_path / "rep" / "plots" / "01-intcpu-threads.png")
     assert png.shape[0] > 100 and float(png.var()) > 1e-3
+
+
+def test_every_file_in_kinds_is_a_registered_kind_in_page_order():
+    from clusterbench.report.plots import KINDS
+
+    folder = ROOT / "src" / "clusterbench" / "report" / "plots" / "kinds"
+    files = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert {type(k).__module__.rsplit(".", 1)[1] for k in registered()} >= files
+    assert KINDS == ("stream_threads", "stream_numa", "memlat", "fpu", "compute_rpeak", "roofline", "pingpong",
+                     "multipair", "hpl_nb", "hpl_grid", "hpl_scaling", "comparison")
