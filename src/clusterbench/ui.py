@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from clusterbench.benchmarks.base import Progress
 from clusterbench.text import terminal_text
+from clusterbench.units import format_value, human_bytes
 
 
 def _key_params(benchmark: str) -> tuple[str, ...]:
@@ -64,30 +65,10 @@ class RichProgress(Progress):
             self._rp.update(self._total, completed=seconds)
 
 
-def human_bytes(n: float) -> str:
-    if isinstance(n, int) and n % 1024 and n < 10 * 2**20:
-        return f"{n} B"  # e.g. NetPIPE's perturbed sizes: 16387 B, not "16.0 KiB"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _fmt_param(k: str, v: Any) -> str:
     if k.endswith("_bytes") and isinstance(v, (int, float)):
         return f"{k.replace('_bytes', '')}={human_bytes(v)}"
     return f"{k}={v}"
-
-
-def _fmt_value(v: float) -> str:
-    if v == 0:
-        return "0"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    return f"{v:.3g}"
 
 
 def value_kind(r: dict) -> str:
@@ -108,12 +89,12 @@ def result_rows(results: Iterable[dict]) -> list[list[str]]:
         params = " ".join(_fmt_param(k, p[k]) for k in _key_params(r["benchmark"]) if k in p and p[k] is not None)
         s = r.get("summary") or {}
         lim = r.get("limit")
-        lim_s = f"{lim['fraction']:.1%} of {lim['name']} {_fmt_value(lim['value'])}" if lim else ""
+        lim_s = f"{lim['fraction']:.1%} of {lim['name']} {format_value(lim['value'])}" if lim else ""
         warn = ",".join(w["code"] for w in r.get("warnings") or [])
         kind = value_kind(r)
         mark = "" if kind == "best" else f" ({kind})"
-        rows.append([r["benchmark"], r["metric"], params, f"{_fmt_value(r['value'])} {r['unit']}{mark}",
-                     _fmt_value(s.get("median", r["value"])), f"{s.get('cv', 0):.1%}", lim_s, warn])
+        rows.append([r["benchmark"], r["metric"], params, f"{format_value(r['value'])} {r['unit']}{mark}",
+                     format_value(s.get("median", r["value"])), f"{s.get('cv', 0):.1%}", lim_s, warn])
     return rows
 
 

@@ -124,7 +124,7 @@ def test_the_results_table_does_not_call_a_whole_run_rate_best() -> None:
                    res("intcpu", "latency", 5.0, "ms", [5.5, 4.5]), peak], out)
     header, *rows = out.getvalue().splitlines()
     assert header.split()[3] == "value" and "best" not in header.split()
-    assert "200.0 events/s (whole run)" in rows[0] and "5 ms (mean of the run)" in rows[1]
+    assert "200.0 events/s (whole run)" in rows[0] and "5.00 ms (mean of the run)" in rows[1]  # clusterbench.units: 3 digits shown
     assert "40.0 Gflop/s" in rows[2] and "(" not in rows[2].split("Gflop/s")[1].split()[0]
 
 

@@ -580,7 +580,7 @@ def test_comparison_chart_from_analysis_compare():
     (row,) = spec.data["rows"]
     assert row["ratio"] == pytest.approx(2.0, rel=0.01) and row["lo"] <= row["ratio"] <= row["hi"]
     assert row["verdict"] in compare.VERDICTS and row["label"].startswith("stream triad")
-    from clusterbench.report.plots import _verdict_color
+    from clusterbench.report.plots.kinds.comparison import verdict_color as _verdict_color
 
     assert [_verdict_color(v) for v in (compare.BETTER, compare.WORSE, compare.SAME, compare.UNKNOWN)] == [
         "#2ca02c", "#d62728", "#7f7f7f", "#7f7f7f"]

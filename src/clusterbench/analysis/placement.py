@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, Sequence
 
+from clusterbench.units import format_value
+
 LIST_NAMES = {"green500": "Green500", "top500": "TOP500", "hpcg": "HPCG list"}
 #: the list's column and its unit; our figures are converted into it (:func:`to_list_units`)
 UNITS = {"green500": "Gflop/s/W", "top500": "TFlop/s", "hpcg": "TFlop/s"}
@@ -85,13 +87,9 @@ def _ranges(ranks: Sequence[int]) -> str:
     return ", ".join(out)
 
 
-def _num(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
-
-
 def _row_text(row: dict, metric: str, unit: str) -> str:
     name = f" {row['system']}" if row.get("system") else ""
-    return f"#{row['rank']}{name} {_num(row[metric])} {unit}"
+    return f"#{row['rank']}{name} {format_value(row[metric])} {unit}"
 
 
 def place(value: float, edition: EditionLike, edition_name: str | None = None) -> Placement:

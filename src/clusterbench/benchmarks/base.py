@@ -19,6 +19,7 @@ from clusterbench.analysis.stats import summarize
 from clusterbench.energy.phase import Ledger, Phase
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.text import seconds
+from clusterbench.units import plain_number
 from clusterbench.kernels.build import Build, build_kernel
 from clusterbench.launch.local import KernelJob, Record, run_jobs
 
@@ -96,7 +97,7 @@ class Param:
         return "--" + self.name.replace("_", "-")
 
     def bounds_text(self) -> str:
-        lo, hi = _num(self.min), _num(self.max)
+        lo, hi = plain_number(self.min), plain_number(self.max)
         if self.min is not None and self.max is not None:
             text = f"({lo}, {hi}]" if self.min_open else f"{lo} to {hi}"
         elif self.min is not None:
@@ -137,17 +138,8 @@ class Param:
         low = self.min is not None and (v <= self.min if self.min_open else v < self.min)
         high = self.max is not None and v > self.max
         if low or high:
-            shown = repr(v) if isinstance(v, float) and len(repr(v)) < 12 else _num(v)  # as the user typed it
+            shown = repr(v) if isinstance(v, float) and len(repr(v)) < 12 else plain_number(v)  # as the user typed it
             raise UsageError(f"{self.flag} {shown} is not allowed", f"use {self.bounds_text()}")
-
-
-def _num(v: float | None) -> str:
-    """A bound or value as a person writes it: 1073741824, not 1.07374e+09; 0.5, not 0.500000."""
-    if v is None:
-        return ""
-    if float(v).is_integer() and abs(v) < 1e15:
-        return str(int(v))
-    return f"{v:g}"
 
 
 @dataclass(frozen=True)

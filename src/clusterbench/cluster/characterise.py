@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.units import clock_duration
 
 RUN_CLUSTER_SCHEMA = 1
 DEFAULT_BUDGET = "15m"
@@ -134,11 +135,6 @@ def node_rate(node_doc: dict[str, Any]) -> tuple[float | None, str]:
 
 # --------------------------------------------------------------------------- the run
 
-def _fmt_s(s: float) -> str:
-    s = max(0, int(round(s)))
-    return f"{s // 60}m{s % 60:02d}s"
-
-
 def _remote_python(pre: dict[str, Any], hosts: Sequence[str]) -> str | None:
     """The installed clusterbench's python on separate machines (``cluster install``'s venv in the
     nodes' home, the same path on all), or None (nodes sharing this filesystem run this Python)."""
@@ -197,8 +193,8 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
 
     def begin(stage: str) -> float:
         sec = allot(stage)
-        say(f"[{order.index(stage) + 1}/{len(order)} {stage}] {_fmt_s(sec)} for this stage, "
-            f"{_fmt_s(left())} of the {_fmt_s(budget_s)} budget left")
+        say(f"[{order.index(stage) + 1}/{len(order)} {stage}] {clock_duration(sec)} for this stage, "
+            f"{clock_duration(left())} of the {clock_duration(budget_s)} budget left")
         return sec
 
     stage = "preflight"

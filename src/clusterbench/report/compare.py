@@ -17,6 +17,7 @@ from clusterbench.benchmarks import all_benchmarks
 from clusterbench.errors import UsageError
 from clusterbench.store import Store
 from clusterbench.text import terminal_text
+from clusterbench.units import format_value
 
 #: what makes a left-out run count (the option of compare and report)
 INCLUDE_FLAG = "--include-incomplete"
@@ -167,12 +168,6 @@ def side_lines(doc: dict) -> list[str]:
     return out
 
 
-def _num(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
-
-
 def format_comparison(doc: dict, show_all: bool = False) -> str:
     """The comparison as text: the sides, the judged figures (significant ones first; with ``show_all``
     also those without a significant difference), what else changed, and the method. Safe for a
@@ -199,11 +194,12 @@ def format_comparison(doc: dict, show_all: bool = False) -> str:
         if verdict == cmp.SAME and not show_all:
             hidden += 1
             continue
-        ci = f"[{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]" if c.get("ci_low") is not None else ""
+        ci = (f"[{format_value(c.get('ci_low'))}, {format_value(c.get('ci_high'))}]"
+              if c.get("ci_low") is not None else "")
         change = f"{c['change_pct']:+.1f}%" if c.get("change_pct") is not None else "-"
         p = c.get("p_adjusted") if c.get("p_adjusted") is not None else c.get("p_value")
-        rows.append([m["label"], f"{_num(c.get('median_a'))}", f"{_num(c.get('median_b'))}", m.get("unit") or "",
-                     f"{_num(c.get('ratio'))} {ci}", change, verdict, f"{p:.2g}" if p is not None else "-",
+        rows.append([m["label"], format_value(c.get("median_a")), format_value(c.get("median_b")), m.get("unit") or "",
+                     f"{format_value(c.get('ratio'))} {ci}", change, verdict, f"{p:.2g}" if p is not None else "-",
                      f"{c.get('n_a', 0)}/{c.get('n_b', 0)}"])
     if rows:
         print_table(rows, ["figure", "A", "B", "unit", "B/A [95% CI]", "change", "verdict", "p", "n"], out)

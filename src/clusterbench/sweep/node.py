@@ -870,10 +870,11 @@ def _store_run(store: Any, doc: dict, g: Gather, name: str, profile: str, probe_
 
 # --------------------------------------------------------------------------- printing
 
-def _num(v: float | None) -> str:
-    from clusterbench.ui import _fmt_value
+def _num(*values: float | None) -> list[str]:
+    """Figures of one unit as text with one precision for all (:func:`clusterbench.units.format_values`)."""
+    from clusterbench.units import format_values
 
-    return "-" if v is None else _fmt_value(v)
+    return format_values(None, values)
 
 
 #: above this many nodes the figures are listed one per line instead of as a node table
@@ -902,17 +903,19 @@ def format_sweep_node(doc: dict) -> list[str]:
     if len(ok) <= WIDE_MAX:
         header = ["figure", "unit", "median", "MAD", *ok]
         for f in doc["metrics"]:
-            rows.append([f["label"], f["unit"] or "", _num(f["median"]), _num(f["mad"]),
-                         *[(_num(f["values"].get(h)) + (" !" if h in f["flags"] else "")) if h in f["values"] else "-"
-                           for h in ok]])
+            med, mad, *vals = _num(f["median"], f["mad"], *(f["values"].get(h) for h in ok))
+            rows.append([f["label"], f["unit"] or "", med, mad,
+                         *[(v + (" !" if h in f["flags"] else "")) if h in f["values"] else "-"
+                           for h, v in zip(ok, vals)]])
     else:
         header = ["figure", "unit", "median", "MAD", "worst node", "flagged"]
         for f in doc["metrics"]:
             vals = f["values"]
             worst = (min if f["higher_is_better"] else max)(vals, key=vals.get) if vals else None
-            rows.append([f["label"], f["unit"] or "", _num(f["median"]), _num(f["mad"]),
-                         f"{worst} {_num(vals[worst])}" if worst else "-",
-                         ", ".join(f"{h} {_num(fl['value'])}" for h, fl in f["flags"].items()) or "-"])
+            med, mad, worst_v, *flagged = _num(f["median"], f["mad"], vals[worst] if worst else None,
+                                               *(fl["value"] for fl in f["flags"].values()))
+            rows.append([f["label"], f["unit"] or "", med, mad, f"{worst} {worst_v}" if worst else "-",
+                         ", ".join(f"{h} {v}" for h, v in zip(f["flags"], flagged)) or "-"])
     buf = StringIO()
     print_table(rows, header, buf)
     lines += buf.getvalue().rstrip("\n").splitlines()
@@ -921,8 +924,9 @@ def format_sweep_node(doc: dict) -> list[str]:
         lines.append(f"outliers ({len(doc['outliers'])}):")
         for o in doc["outliers"]:
             z = "" if o["z"] is None else f", z {o['z']:+.1f}"
-            lines.append(f"  {o['node']}: {o['label']} {_num(o['value'])} {o['unit']}, {abs(o['rel']):.0%} "
-                         f"{'below' if o['rel'] < 0 else 'above'} the median {_num(o['median'])}{z}")
+            value, median = _num(o["value"], o["median"])
+            lines.append(f"  {o['node']}: {o['label']} {value} {o['unit']}, {abs(o['rel']):.0%} "
+                         f"{'below' if o['rel'] < 0 else 'above'} the median {median}{z}")
         lines.append("likely causes (doctor's findings on the node alone that bear on those figures):")
         d = doc.get("doctor")
         for node in dict.fromkeys(o["node"] for o in doc["outliers"]):
