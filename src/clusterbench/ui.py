@@ -65,7 +65,7 @@ class RichProgress(Progress):
             self._rp.update(self._total, completed=seconds)
 
 
-def _fmt_param(k: str, v: Any) -> str:
+def param_text(k: str, v: Any) -> str:
     if k.endswith("_bytes") and isinstance(v, (int, float)):
         return f"{k.replace('_bytes', '')}={human_bytes(v)}"
     return f"{k}={v}"
@@ -86,7 +86,7 @@ def result_rows(results: Iterable[dict]) -> list[list[str]]:
     rows = []
     for r in results:
         p = r.get("params") or {}
-        params = " ".join(_fmt_param(k, p[k]) for k in _key_params(r["benchmark"]) if k in p and p[k] is not None)
+        params = " ".join(param_text(k, p[k]) for k in _key_params(r["benchmark"]) if k in p and p[k] is not None)
         s = r.get("summary") or {}
         lim = r.get("limit")
         lim_s = f"{lim['fraction']:.1%} of {lim['name']} {format_value(lim['value'])}" if lim else ""

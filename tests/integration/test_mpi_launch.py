@@ -269,9 +269,9 @@ def test_verify_placement() -> None:
 
 
 def test_explain_known_errors() -> None:
-    msg, fix = M._explain("------\nThere are not enough slots available in the system to satisfy the 3\n", 1, "k")
+    msg, fix = M.explain_failure("------\nThere are not enough slots available in the system to satisfy the 3\n", 1, "k")
     assert "not enough slots" in msg and "oversubscribe" in fix
-    msg, fix = M._explain("[vm:1] mca: base: noise\nsomething broke\n", 3, "k")
+    msg, fix = M.explain_failure("[vm:1] mca: base: noise\nsomething broke\n", 3, "k")
     assert msg == "k exited with status 3: something broke" and "smaller size" not in fix
 
 
@@ -289,31 +289,31 @@ def test_explain_gives_advice_that_fits_the_cause(monkeypatch: pytest.MonkeyPatc
 
     fine = {"oom_kills": 7, "available_bytes": 20 << 30, "total_bytes": 24 << 30}
     monkeypatch.setattr(process, "memory_state", lambda: dict(fine))
-    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
+    msg, fix = M.explain_failure(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
     assert msg.startswith("pingpong: rank 1 on vm was killed by SIGKILL from outside"), msg
     assert "no out-of-memory kill" in msg and "smaller size" not in fix and "the size is not the cause" in fix
-    msg, fix = M._explain(OMPI_KILLED.format(sig=11, name="Segmentation fault"), 139, "pingpong", local=True)
+    msg, fix = M.explain_failure(OMPI_KILLED.format(sig=11, name="Segmentation fault"), 139, "pingpong", local=True)
     assert "rank 1 on vm crashed with SIGSEGV" in msg and "smaller size" not in fix and "report it" in fix
-    msg, fix = M._explain(OMPI_KILLED.format(sig=15, name="Terminated"), 143, "pingpong", local=True)
+    msg, fix = M.explain_failure(OMPI_KILLED.format(sig=15, name="Terminated"), 143, "pingpong", local=True)
     assert "SIGTERM, a signal from outside" in msg and "smaller size" not in fix
     monkeypatch.setattr(process, "memory_state", lambda: {**fine, "oom_kills": 8})  # the OOM killer struck
-    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
+    msg, fix = M.explain_failure(OMPI_KILLED.format(sig=9, name="Killed"), 137, "pingpong", local=True, before=fine)
     assert "out-of-memory killer" in msg and "oom_kill 7 -> 8" in msg and "smaller size" in fix
     monkeypatch.setattr(process, "memory_state", lambda: {**fine, "available_bytes": 100 << 20})  # nearly full
-    assert "nearly exhausted" in M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=True,
+    assert "nearly exhausted" in M.explain_failure(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=True,
                                             before=fine)[0]
     # on another machine this one's memory says nothing: both causes named, its kernel log to read
-    msg, fix = M._explain(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=False, before=fine)
+    msg, fix = M.explain_failure(OMPI_KILLED.format(sig=9, name="Killed"), 137, "k", local=False, before=fine)
     assert "out-of-memory killer or a signal from outside" in msg and "dmesg" in fix
     # srun's and MPICH's words for the same
-    msg, _ = M._explain("srun: error: node2: task 1: Killed\n", 137, "k", local=True, before=fine)
+    msg, _ = M.explain_failure("srun: error: node2: task 1: Killed\n", 137, "k", local=True, before=fine)
     assert "rank 1 on node2 was killed by SIGKILL" in msg
-    msg, _ = M._explain("=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   KILLED BY SIGNAL: 6 (Aborted)\n",
+    msg, _ = M.explain_failure("=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   KILLED BY SIGNAL: 6 (Aborted)\n",
                         134, "k", local=True)
     assert "crashed with SIGABRT" in msg
     # the launcher itself killed; a local kernel (exit_problem shares the causes)
     monkeypatch.setattr(process, "memory_state", lambda: dict(fine))
-    assert "the launcher was killed by SIGTERM" in M._explain("", -15, "mpirun")[0]
+    assert "the launcher was killed by SIGTERM" in M.explain_failure("", -15, "mpirun")[0]
     err = process.exit_problem("peak", -9, "", before=fine)
     assert "killed by SIGKILL from outside" in str(err) and "smaller size" not in str(err)
     assert "smaller size" not in str(process.exit_problem("peak", 3, "boom"))

@@ -233,7 +233,7 @@ def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kin
     launch = {"command": " ".join(cmd), "seconds": round(time.monotonic() - t0, 3), "ok": rc == 0,
               "ranks": len(names), "hosts": sorted(set(names))}
     if rc != 0:
-        problem, fix = M._explain(text, rc, "MPI launch of `hostname`")
+        problem, fix = M.explain_failure(text, rc, "MPI launch of `hostname`")
         launch.update(problem=problem if rc is not None else f"MPI launch did not finish within {MPI_TIMEOUT:g} s",
                       fix=fix)
     out["launch"] = launch

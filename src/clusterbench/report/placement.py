@@ -58,7 +58,7 @@ def place_run(results: Iterable[Mapping[str, Any]], *, lists: Iterable[str] | No
                 bench, metric = FIGURES[lst]
                 how = " (run it with --power SPEC or --watts W)" if metric == "gflops_per_watt" else ""
                 raise UsageError(f"the run has no {bench} {metric} figure to place on the {LIST_NAMES[lst]}{how}",
-                                 f"choose a run with one, or another --list")
+                                 "choose a run with one, or another --list")
     todo = asked or [lst for lst in FIGURES if lst in figs]
     if not asked and edition not in (None, "", "latest", "all"):  # only the lists that have this edition
         with_ed = [lst for lst in todo if (lst, edition) in D.editions(lst)]

@@ -475,7 +475,7 @@ def _run_in(engine: str, case: HplCase, exe: str, text: str, threshold: float, m
     what = f"{engine} (N={case.n}, NB={case.nb}, {case.p}x{case.q})"
     if proc.returncode != 0:
         # a rank that died is named with its cause (out-of-memory killer: a smaller N; from outside: not)
-        problem, fix = mpimod._explain(err + "\n" + out, proc.returncode, what,
+        problem, fix = mpimod.explain_failure(err + "\n" + out, proc.returncode, what,
                                        local=not spec.hosts or spec.sim is not None, before=memory)
         errors = hpl_errors(output)
         raise KernelFailed(problem + (f" ({errors[0]})" if errors else ""), fix)

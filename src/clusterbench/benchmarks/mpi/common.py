@@ -149,7 +149,7 @@ def check_tcp_include(p: dict[str, Any]) -> None:
     value = p.get("tcp_include")
     if not value:
         return
-    mpimod._check_cidr(value)  # a malformed CIDR is a UsageError
+    mpimod.check_cidr(value)  # a malformed CIDR is a UsageError
     have = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
     for part in value.split(","):
         if "/" not in part and _local_only(p) and part not in have:

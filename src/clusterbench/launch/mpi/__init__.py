@@ -47,9 +47,9 @@ from clusterbench.launch.mpi.launchers.mpich import (  # noqa: F401
 from clusterbench.launch.mpi.launchers.openmpi import mpirun_command  # noqa: F401
 from clusterbench.launch.mpi.placement import node_key, verify_placement  # noqa: F401
 from clusterbench.launch.mpi.run import (  # noqa: F401
-    FINALIZE_GRACE, LAUNCH_TIMEOUT, SIM_LAUNCH_ATTEMPTS, SIM_LAUNCH_TIMEOUT, LaunchHung, MpiRun, _explain, run_mpi)
+    FINALIZE_GRACE, LAUNCH_TIMEOUT, SIM_LAUNCH_ATTEMPTS, SIM_LAUNCH_TIMEOUT, LaunchHung, MpiRun, explain_failure, run_mpi)
 from clusterbench.launch.mpi.pernode import Demux, PerNode, build_per_node, per_node_spec  # noqa: F401
-from clusterbench.launch.mpi.spec import LaunchSpec, RankPlace, _check_cidr  # noqa: F401
+from clusterbench.launch.mpi.spec import LaunchSpec, RankPlace, check_cidr  # noqa: F401
 from clusterbench.launch.mpi.launchers.srun import srun_mpi_plugins, srun_pmi  # noqa: F401
 from clusterbench.launch.mpi.transport import (  # noqa: F401
     OMPI_TRANSPORT_MCA, PROOF_ARGS, TRANSPORTS, TransportProof, check_transport, parse_transport_proof,

@@ -21,7 +21,7 @@ class Host:
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:@]+$")
 
 
-def _check_name(name: str, where: str) -> str:
+def check_name(name: str, where: str) -> str:
     if not name or not _HOST_RE.match(name):
         from clusterbench.files import printable
 
@@ -55,12 +55,12 @@ def _entries(spec: str | None, option: str = "--hosts") -> list[Host]:
             raise UsageError(f"{option} '{spec}' has an empty entry", "give hosts like node1:4,node2:4")
         name, sep, count = item.rpartition(":") if ":" in item else (item, "", "")
         if not sep:
-            hosts.append(Host(_check_name(item, f"{option} entry '{item}'"), 1))
+            hosts.append(Host(check_name(item, f"{option} entry '{item}'"), 1))
             continue
         if not count.isdigit() or int(count) < 1:
             raise UsageError(f"{option} entry '{item}': slot count '{count}' is not a positive integer",
                              "write host:N with N >= 1, e.g. node1:4")
-        hosts.append(Host(_check_name(name, f"{option} entry '{item}'"), int(count)))
+        hosts.append(Host(check_name(name, f"{option} entry '{item}'"), int(count)))
     return hosts
 
 
@@ -89,7 +89,7 @@ def parse_hostfile(path: str | os.PathLike) -> list[Host]:
             continue
         where = f"hostfile {p.name} line {lineno} '{printable(raw.strip())}'"
         toks = line.split()
-        name = _check_name(toks[0], where)
+        name = check_name(toks[0], where)
         if "=" in name:
             raise UsageError(f"{where}: the line must start with a host name", "write: node1 slots=4")
         slots, max_slots = 1, None

@@ -64,7 +64,7 @@ _KNOWN_ERRORS = (
 )
 
 
-#: _explain's advice when nothing tells the cause
+#: explain_failure's advice when nothing tells the cause
 GENERIC_FIX = "rerun; report it with its output if it persists"
 #: what a rank other than 0 says before it aborts the job (cb_mpi_die: "<kernel> rank N: message")
 _RANK_SAYS_RE = re.compile(r"^\S+ rank (\d+): (.+)$")
@@ -107,7 +107,7 @@ def rank_death(stderr: str) -> tuple[str, str | None, int] | None:
     return None
 
 
-def _explain(stderr: str, rc: int | None, what: str, *, local: bool = False,
+def explain_failure(stderr: str, rc: int | None, what: str, *, local: bool = False,
              before: dict | None = None) -> tuple[str, str]:
     """(problem, fix) for a launch that failed, from the launcher's stderr and exit code. The fix fits
     the cause: a rank that crashed, one the out-of-memory killer took, one killed from outside
@@ -240,7 +240,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
     * ``proof_out``: a TransportProof to fill (so ``on_record`` can read it as records arrive).
     """
     started = time.monotonic()
-    memory = process.memory_state()  # a rank's SIGKILL: the out-of-memory killer or someone (_explain)
+    memory = process.memory_state()  # a rank's SIGKILL: the out-of-memory killer or someone (explain_failure)
     with tempfile.TemporaryDirectory(prefix="cb-mpi-") as wd:
         cmd, env_add = build_command(mpi, spec, program, wd)
         cmd = [*spec.prefix, *cmd]
@@ -274,7 +274,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
             if done_at is not None and now >= done_at + FINALIZE_GRACE:
                 return None  # finished and validated: a teardown that hangs is killed, not waited for
             if not out.records and now >= launch_deadline:
-                msg, fix = _explain(out.tail_text, None, name)
+                msg, fix = explain_failure(out.tail_text, None, name)
                 raise LaunchHung(f"MPI did not start '{name}' within {seconds(launch_timeout)} s",
                                  "check the hosts and the launch agent" if "exited" in msg else fix)
             if now >= deadline:
@@ -317,7 +317,7 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                 gone = cluster_gone(spec.sim)
                 if gone:
                     raise KernelFailed(f"MPI kernel '{name}' stopped: {gone}", GONE_FIX)
-                msg, fix = _explain(err_text, proc.returncode, f"MPI kernel '{name}'",
+                msg, fix = explain_failure(err_text, proc.returncode, f"MPI kernel '{name}'",
                                     local=not spec.hosts or spec.sim is not None, before=memory)
                 raise KernelFailed(msg, fix)
             if not released:

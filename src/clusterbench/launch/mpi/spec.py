@@ -58,7 +58,7 @@ class LaunchSpec:
 _IFACE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$")
 
 
-def _check_cidr(value: str) -> None:
+def check_cidr(value: str) -> None:
     """``--tcp-include``: comma-separated networks (CIDR) or interface names; a UsageError otherwise."""
     for part in str(value).split(","):
         if "/" in part:

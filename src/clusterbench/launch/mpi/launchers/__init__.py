@@ -25,7 +25,7 @@ from clusterbench.errors import UsageError
 from clusterbench.launch import allocation
 from clusterbench.launch.mpi.detect import MpiInstall
 from clusterbench.launch.mpi.hosts import check_slots
-from clusterbench.launch.mpi.spec import LaunchSpec, _check_cidr
+from clusterbench.launch.mpi.spec import LaunchSpec, check_cidr
 from clusterbench.launch.mpi.transport import TRANSPORTS
 
 #: the command for ``program`` (files it needs written into the work folder; ``env`` updated with
@@ -144,7 +144,7 @@ def build_command(mpi: MpiInstall | None, spec: LaunchSpec, program: Sequence[st
     if spec.hosts:
         check_slots(spec.hosts, spec.nranks, spec.oversubscribe)
     if spec.tcp_include:
-        _check_cidr(spec.tcp_include)
+        check_cidr(spec.tcp_include)
     launcher = launcher_for(mpi, spec)
     if spec.tagged and launcher.tag is None:
         raise UsageError(f"{launcher.name} cannot start one tagged process per node", "use another --launcher")

@@ -1,0 +1,118 @@
+"""The layout's rules (docs/architecture.md), checked on the source: a rule the tree breaks fails here.
+
+Pure (reads the source files with :mod:`ast`), so it runs in the unit tier.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "clusterbench"
+
+#: the most lines a Python module may have
+MAX_LINES = 600
+#: modules still over the limit, with the size they may not grow past (shrink the entry, then drop it)
+OVER_LIMIT: dict[str, int] = {
+    "benchmarks/hpl/hpl.py": 629,
+}
+
+#: what analysis/ may not import: anything that reads or writes outside its arguments
+IO_MODULES = ("clusterbench.store", "clusterbench.launch", "clusterbench.probe", "clusterbench.kernels",
+              "clusterbench.session", "clusterbench.sweep", "clusterbench.cluster", "clusterbench.files",
+              "clusterbench.config", "subprocess", "socket", "sqlite3", "shutil", "urllib", "http")
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _rel(p: Path) -> str:
+    return p.relative_to(SRC).as_posix()
+
+
+def _imports(p: Path) -> list[tuple[str, str | None, int]]:
+    """(module, imported name or None, line) for every import in ``p``, relative imports resolved."""
+    rel = p.relative_to(SRC)
+    package = ["clusterbench", *rel.parts[:-1]]
+    out = []
+    for node in ast.walk(ast.parse(p.read_text(), str(p))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = ".".join(base + ([mod] if mod else []))
+            out += [(mod, a.name, node.lineno) for a in node.names]
+    return out
+
+
+def _top(module: str) -> str | None:
+    """The package of clusterbench a module belongs to (``clusterbench.store.db`` -> ``store``)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "clusterbench" and len(parts) > 1 else None
+
+
+def test_no_module_is_over_the_line_limit():
+    assert _modules(), f"no modules under {SRC}"
+    sizes = {_rel(p): len(p.read_text().splitlines()) for p in _modules()}
+    over = {f: n for f, n in sizes.items() if n > MAX_LINES and n > OVER_LIMIT.get(f, 0)}
+    assert not over, f"modules over {MAX_LINES} lines (split them by concern): {over}"
+    stale = {f: sizes.get(f) for f in OVER_LIMIT if sizes.get(f, 0) <= MAX_LINES}
+    assert not stale, f"no longer over the limit (drop them from OVER_LIMIT): {stale}"
+
+
+def test_analysis_does_no_io():
+    bad = [f"{_rel(p)}:{line} imports {mod}" for p in _modules() if _rel(p).startswith("analysis/")
+           for mod, _name, line in _imports(p) if mod.startswith(IO_MODULES)]
+    assert not bad, "analysis/ must stay pure (no store, launch, probe, processes, files): " + "; ".join(bad)
+
+
+def _private(name: str | None) -> bool:
+    return bool(name) and name.startswith("_") and not name.startswith("__")
+
+
+def test_no_private_name_is_imported_across_packages():
+    """Neither ``from clusterbench.x import _name`` nor ``x._name`` on a module imported from another
+    package."""
+    bad = []
+    for p in _modules():
+        here = _rel(p).split("/")[0].removesuffix(".py")
+        aliases = {}
+        for mod, name, line in _imports(p):
+            there = _top(f"{mod}.{name}" if name else mod)
+            if _private(name) and there and there != here:
+                bad.append(f"{_rel(p)}:{line} takes {name} from {mod}")
+            elif there and there != here:
+                aliases[name or mod.split(".")[-1]] = f"{mod}.{name}" if name else mod
+        for node in ast.walk(ast.parse(p.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr)
+                    and node.value.id in aliases):
+                bad.append(f"{_rel(p)}:{node.lineno} reads {node.value.id}.{node.attr} ({aliases[node.value.id]})")
+    assert not bad, "make the name public, or move it where it is used: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("rule", ["sizes", "io", "private", "private-attribute"])
+def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
+    """Each rule fails on a tree that breaks it (a check that cannot fail is no check)."""
+    pkg = tmp_path / "clusterbench"
+    (pkg / "analysis").mkdir(parents=True)
+    (pkg / "store").mkdir()
+    if rule == "sizes":
+        (pkg / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
+        check = test_no_module_is_over_the_line_limit
+    elif rule == "io":
+        (pkg / "analysis" / "a.py").write_text("from clusterbench.store import Store\n")
+        check = test_analysis_does_no_io
+    elif rule == "private":
+        (pkg / "analysis" / "a.py").write_text("from clusterbench.store.db import _secret\n")
+        check = test_no_private_name_is_imported_across_packages
+    else:
+        (pkg / "analysis" / "a.py").write_text("from clusterbench.store import db\nx = db._secret\n")
+        check = test_no_private_name_is_imported_across_packages
+    monkeypatch.setattr(f"{__name__}.SRC", pkg)
+    monkeypatch.setattr(f"{__name__}.OVER_LIMIT", {})
+    with pytest.raises(AssertionError):
+        check()
