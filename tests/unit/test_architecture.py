@@ -5,6 +5,7 @@ Pure (reads the source files with :mod:`ast`), so it runs in the unit tier.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,17 @@ def _rel(p: Path) -> str:
     return p.relative_to(SRC).as_posix()
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(p: Path) -> ast.Module:
+    return ast.parse(p.read_text(), str(p))
+
+
 def _imports(p: Path) -> list[tuple[str, str | None, int]]:
     """(module, imported name or None, line) for every import in ``p``, relative imports resolved."""
     rel = p.relative_to(SRC)
     package = ["clusterbench", *rel.parts[:-1]]
     out = []
-    for node in ast.walk(ast.parse(p.read_text(), str(p))):
+    for node in ast.walk(_tree(p)):
         if isinstance(node, ast.Import):
             out += [(a.name, None, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -87,7 +93,10 @@ def test_no_private_name_is_imported_across_packages():
                 bad.append(f"{_rel(p)}:{line} takes {name} from {mod}")
             elif there and there != here:
                 aliases[name or mod.split(".")[-1]] = f"{mod}.{name}" if name else mod
-        for node in ast.walk(ast.parse(p.read_text())):
+        text = p.read_text()
+        if not any(f"{alias}._" in text for alias in aliases):
+            continue
+        for node in ast.walk(_tree(p)):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr)
                     and node.value.id in aliases):
                 bad.append(f"{_rel(p)}:{node.lineno} reads {node.value.id}.{node.attr} ({aliases[node.value.id]})")
