@@ -108,3 +108,15 @@ def test_user_docs_cite_public_sources_not_internal_numbers():
         text = path.read_text()
         assert not re.search(r"\bseed 00\d", text), path.name
         assert not re.search(r"\bissue \d+", text), path.name
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    """A page moved or renamed must not leave a link behind (the README and docs/ link to each other and
+    to the tree)."""
+    broken = []
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for m in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
+            target = m.group(1)
+            if not re.match(r"[a-z]+:", target) and not (path.parent / target).exists():
+                broken.append(f"{path.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
