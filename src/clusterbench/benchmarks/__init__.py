@@ -5,10 +5,9 @@ else is edited. ``REGISTRY`` maps the name used on the command line to the class
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 
 from clusterbench.errors import UsageError
+from clusterbench.plugins import import_package_modules
 from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext
 
 REGISTRY: dict[str, type[Benchmark]] = {}
@@ -42,9 +41,7 @@ def register(cls: type[Benchmark]) -> type[Benchmark]:
 def _load_all() -> None:
     """Import every benchmark module of every family folder (``node/``, ``mpi/``, ...); a module
     registers itself. Private modules (``_x``) and shared helpers are imported by their users."""
-    for mod in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
-        if not mod.name.rsplit(".", 1)[-1].startswith("_"):
-            importlib.import_module(mod.name)
+    import_package_modules(__path__, __name__, recursive=True)
 
 
 def get_benchmark(name: str) -> Benchmark:

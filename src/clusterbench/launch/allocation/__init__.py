@@ -16,12 +16,12 @@ group :data:`ENTRY_POINTS`.
 """
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from clusterbench.plugins import import_package_modules, load_entry_points
 
 
 @dataclass(frozen=True)
@@ -110,18 +110,7 @@ def discover() -> None:
     """Import every scheduler module of this package (each registers itself; ``_x`` modules are
     helpers) and those named in the :data:`ENTRY_POINTS` group (a broken plug-in is left out with a
     warning)."""
-    for mod in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
-        if not mod.name.rsplit(".", 1)[-1].startswith("_"):
-            importlib.import_module(mod.name)
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINTS):
-        try:
-            ep.load()
-        except Exception as exc:  # a broken plug-in must not take the built-in schedulers with it
-            import warnings
-
-            warnings.warn(f"scheduler plug-in {ep.name} ({ep.value}) failed to load: {exc}", stacklevel=2)
-
+    import_package_modules(__path__, __name__)
+    load_entry_points(ENTRY_POINTS, "scheduler plug-in")
 
 discover()

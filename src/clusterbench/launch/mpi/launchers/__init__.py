@@ -13,9 +13,7 @@ by the process layer directly (:mod:`clusterbench.launch.local`).
 """
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from clusterbench.launch.mpi.detect import MpiInstall
 from clusterbench.launch.mpi.hosts import check_slots
 from clusterbench.launch.mpi.spec import LaunchSpec, check_cidr
 from clusterbench.launch.mpi.transport import TRANSPORTS
+from clusterbench.plugins import import_package_modules, load_entry_points
 
 #: the command for ``program`` (files it needs written into the work folder; ``env`` updated with
 #: the variables the ranks must see). The MPI is None only for a ``tagged`` spec (the program is not
@@ -159,18 +158,7 @@ def discover() -> None:
     """Import every launcher module: this package's own (each registers itself on import; a private
     module ``_x`` is a helper, imported by its users) and those named in the :data:`ENTRY_POINTS`
     group. A plug-in that fails to import is left out with a warning, never the whole launch."""
-    for mod in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
-        if not mod.name.rsplit(".", 1)[-1].startswith("_"):
-            importlib.import_module(mod.name)
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINTS):
-        try:
-            ep.load()
-        except Exception as exc:  # a broken plug-in must not take the built-in launchers with it
-            import warnings
-
-            warnings.warn(f"launcher plug-in {ep.name} ({ep.value}) failed to load: {exc}", stacklevel=2)
-
+    import_package_modules(__path__, __name__)
+    load_entry_points(ENTRY_POINTS, "launcher plug-in")
 
 discover()
