@@ -29,7 +29,8 @@ MEMORY_TOLERANCE = 0.05
 Getter = Callable[[dict, dict], Any]  # (probe, network) -> value
 
 
-def _get(d: Any, path: str) -> Any:
+def dotted_get(d: Any, path: str) -> Any:
+    """``d["a"]["b"]`` for ``"a.b"``, or None where a level is missing or not a dict."""
     for part in path.split("."):
         if not isinstance(d, dict):
             return None
@@ -38,7 +39,7 @@ def _get(d: Any, path: str) -> Any:
 
 
 def _p(path: str) -> Getter:
-    return lambda probe, net: _get(probe, path)
+    return lambda probe, net: dotted_get(probe, path)
 
 
 def _sorted_set(items: Any, fmt: Callable[[dict], str]) -> list[str] | None:
@@ -48,16 +49,16 @@ def _sorted_set(items: Any, fmt: Callable[[dict], str]) -> list[str] | None:
 
 
 def _mpi(probe: dict, net: dict) -> Any:
-    return _sorted_set(_get(probe, "environment.mpi"), lambda m: f"{m.get('name')} {m.get('version')}")
+    return _sorted_set(dotted_get(probe, "environment.mpi"), lambda m: f"{m.get('name')} {m.get('version')}")
 
 
 def _blas(probe: dict, net: dict) -> Any:
-    return _sorted_set(_get(probe, "environment.blas"),
+    return _sorted_set(dotted_get(probe, "environment.blas"),
                        lambda b: os.path.basename(b.get("path") or "") or str(b.get("name")))
 
 
 def _compilers(probe: dict, net: dict) -> Any:
-    return _sorted_set(_get(probe, "environment.compilers"), lambda c: f"{c.get('name')} {c.get('version')}")
+    return _sorted_set(dotted_get(probe, "environment.compilers"), lambda c: f"{c.get('name')} {c.get('version')}")
 
 
 def _sysctl(name: str) -> Getter:
@@ -166,7 +167,7 @@ def unwrap(data: Any) -> tuple[dict, dict] | None:
 def _nics(probe: dict, net: dict) -> dict[str, dict]:
     nics = net.get("nics") if net else None
     if nics is None:
-        nics = _get(probe, "environment.nics") or []
+        nics = dotted_get(probe, "environment.nics") or []
     return {n["name"]: dict(n) for n in nics if isinstance(n, Mapping) and n.get("name")}
 
 
@@ -212,7 +213,7 @@ def diff(probes: Mapping[str, Any]) -> list[dict[str, Any]]:
         add(what, key, {h: get(p, n) for h, (p, n) in hosts.items()}, why)
         if key == "topology.pus":  # memory right after the topology
             add("memory total (bytes)", "memory.total_bytes",
-                {h: _get(p, "memory.total_bytes") for h, (p, _) in hosts.items()},
+                {h: dotted_get(p, "memory.total_bytes") for h, (p, _) in hosts.items()},
                 f"more than {MEMORY_TOLERANCE:.0%} apart: different DIMM population, so different memory "
                 "bandwidth and the largest problem (HPL N) that fits", _memory_differs)
     # network stack (only hosts whose network settings were gathered)

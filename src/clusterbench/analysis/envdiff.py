@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clusterbench.analysis.consistency import dotted_get
+
 @dataclass(frozen=True)
 class EnvChange:
     """A setting whose value differs between the sides. ``a``/``b`` are the sides' values as text
@@ -26,14 +28,6 @@ class EnvChange:
     def as_dict(self) -> dict[str, Any]:
         return {"what": self.what, "a": self.a, "b": self.b, "values_a": list(self.values_a),
                 "values_b": list(self.values_b), "label": self.label}
-
-
-def _get(d: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict):
-            return None
-        d = d.get(part)
-    return d
 
 
 def _text(v: Any) -> str:
@@ -69,19 +63,19 @@ def _hosts(run: dict) -> list[str]:
 RUN_SETTINGS: list[tuple[str, Any]] = [
     ("node count", lambda r: len(_hosts(r))),
     ("hosts", _hosts),
-    ("CPU model", lambda r: _get(r, "probe.cpu.model_name")),
-    ("CPU microarchitecture", lambda r: _get(r, "probe.cpu.microarchitecture")),
-    ("kernel", lambda r: _get(r, "probe.environment.kernel")),
-    ("preemption model", lambda r: _get(r, "probe.environment.preemption")),
-    ("CPU frequency governor", lambda r: _get(r, "probe.environment.governor")),
-    ("turbo", lambda r: _get(r, "probe.environment.turbo")),
-    ("SMT", lambda r: _get(r, "probe.environment.smt_active")),
-    ("transparent huge pages", lambda r: _get(r, "probe.environment.thp")),
-    ("NUMA balancing", lambda r: _get(r, "probe.environment.numa_balancing")),
-    ("hypervisor", lambda r: _get(r, "probe.environment.hypervisor")),
-    ("MPI", lambda r: _names(_get(r, "probe.environment.mpi"), lambda m: f"{m.get('name')} {m.get('version')}")),
-    ("BLAS libraries", lambda r: _names(_get(r, "probe.environment.blas"), _blas_name)),
-    ("compilers", lambda r: _names(_get(r, "probe.environment.compilers"),
+    ("CPU model", lambda r: dotted_get(r, "probe.cpu.model_name")),
+    ("CPU microarchitecture", lambda r: dotted_get(r, "probe.cpu.microarchitecture")),
+    ("kernel", lambda r: dotted_get(r, "probe.environment.kernel")),
+    ("preemption model", lambda r: dotted_get(r, "probe.environment.preemption")),
+    ("CPU frequency governor", lambda r: dotted_get(r, "probe.environment.governor")),
+    ("turbo", lambda r: dotted_get(r, "probe.environment.turbo")),
+    ("SMT", lambda r: dotted_get(r, "probe.environment.smt_active")),
+    ("transparent huge pages", lambda r: dotted_get(r, "probe.environment.thp")),
+    ("NUMA balancing", lambda r: dotted_get(r, "probe.environment.numa_balancing")),
+    ("hypervisor", lambda r: dotted_get(r, "probe.environment.hypervisor")),
+    ("MPI", lambda r: _names(dotted_get(r, "probe.environment.mpi"), lambda m: f"{m.get('name')} {m.get('version')}")),
+    ("BLAS libraries", lambda r: _names(dotted_get(r, "probe.environment.blas"), _blas_name)),
+    ("compilers", lambda r: _names(dotted_get(r, "probe.environment.compilers"),
                                    lambda c: f"{c.get('name')} {c.get('version')}")),
 ]
 
@@ -91,7 +85,7 @@ RESULT_PARAMS = ("transport", "transport_used", "mpi", "launcher", "blas", "open
 
 def _nic_settings(run: dict) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    nics = _get(run, "probe.environment.nics") or []
+    nics = dotted_get(run, "probe.environment.nics") or []
     for nic in nics:
         if not isinstance(nic, dict) or nic.get("name") in (None, "lo"):
             continue
@@ -101,7 +95,7 @@ def _nic_settings(run: dict) -> dict[str, Any]:
     # names may differ between the sides; a value that differs between nodes shows as a list)
     per_nic: dict[str, set] = {}
     for node in ((run.get("cluster") or {}).get("nodes") or {}).values():
-        for nic in _get(node, "network.nics") or []:
+        for nic in dotted_get(node, "network.nics") or []:
             if not isinstance(nic, dict) or nic.get("name") in (None, "lo"):
                 continue
             for k, label in (("mtu", "MTU"), ("speed_mbps", "speed (Mb/s)"), ("driver", "driver")):
