@@ -41,9 +41,6 @@ TESTS = Path(__file__).resolve().parent
 #: tests to tests/unit/) and take it off this list; a file listed here that holds no pure test, or a
 #: test of tests/unit/ marked integration, is a collection error, so the list cannot go stale.
 MIXED = frozenset({
-    "test_pingpong.py", "test_placement.py", "test_probe.py", "test_probe_amd_cu.py",
-    "test_probe_fixtures.py", "test_process.py", "test_ptrans.py", "test_randomaccess.py",
-    "test_report.py", "test_report_energy.py", "test_ring.py", "test_root_consent.py",
     "test_run_cluster.py", "test_simcluster.py", "test_store.py", "test_store_faults.py",
     "test_stream.py", "test_sweep_network.py", "test_sweep_node.py", "test_tcp.py",
     "test_terminal_text.py",
