@@ -2,12 +2,13 @@
 
 Two tiers, by folder. ``tests/unit/`` holds pure tests; ``tests/integration/`` holds the tests that
 start real processes (compilers, kernels, Open MPI, MPICH, Slurm, network namespaces, hpcc, hwloc's
-tools), and every test there is marked ``integration`` automatically, except in the files of
-``MIXED`` (not yet split), where each test's own ``@pytest.mark.integration`` decides, as it does
-for a file left directly in tests/ (put it in one of the two folders).
+tools), and every test there is marked ``integration`` automatically; for a file left directly in
+tests/ each test's own ``@pytest.mark.integration`` decides (put it in one of the two folders).
 ``pytest -m "not integration"`` runs the unit tier in seconds. In that tier a test that starts a
-process fails, naming the marker it lacks, so the split cannot drift. The shared kits
-(machinekit.py, slurmkit.py) are importable from both folders: pyproject's ``pythonpath``.
+process fails, naming the marker it lacks, so the split cannot drift. A file of either folder may
+have a namesake in the other (its pure half, its process half): both folders are packages. What
+the two halves share lives in a kit module of tests/ (machinekit.py, slurmkit.py, reportkit.py, ...),
+importable from both folders (pyproject's ``pythonpath``); a test module never imports another.
 """
 from __future__ import annotations
 
@@ -36,55 +37,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 TESTS = Path(__file__).resolve().parent
 
-#: files of tests/integration/ that still hold pure tests beside the ones that start processes: there
-#: a test is integration only if it says so (``@pytest.mark.integration``). Split a file (its pure
-#: tests to tests/unit/) and take it off this list; a file listed here that holds no pure test, or a
-#: test of tests/unit/ marked integration, is a collection error, so the list cannot go stale.
-MIXED = frozenset({
-    "test_allocation.py", "test_bw.py", "test_cli.py", "test_cluster_check.py", "test_coretype.py",
-    "test_dgemm.py", "test_doctor.py", "test_doctor_fix.py", "test_energy.py", "test_fft.py",
-    "test_fpu.py", "test_history.py", "test_hostile.py", "test_hpcg.py", "test_hpl.py",
-    "test_hpl_engines.py", "test_hpl_tune.py", "test_intcpu.py", "test_membw.py", "test_memlat.py",
-    "test_mpi_launch.py", "test_mpi_suite.py", "test_pdes.py", "test_peak.py", "test_pingpong.py",
-    "test_placement.py", "test_probe.py", "test_probe_amd_cu.py", "test_probe_fixtures.py",
-    "test_process.py", "test_ptrans.py", "test_randomaccess.py", "test_report.py",
-    "test_report_energy.py", "test_ring.py", "test_root_consent.py", "test_run_cluster.py",
-    "test_simcluster.py", "test_store.py", "test_store_faults.py", "test_stream.py",
-    "test_sweep_network.py", "test_sweep_node.py", "test_tcp.py", "test_terminal_text.py",
-})
-
-
-def _marked_integration(obj: object) -> bool:
-    marks = getattr(obj, "pytestmark", [])
-    return any(m.name == "integration" for m in (marks if isinstance(marks, list) else [marks]))
-
-
-def _holds_a_pure_test(module: object) -> bool:
-    if _marked_integration(module):
-        return False
-    return any(name.startswith("test_") and callable(f) and not _marked_integration(f)
-               for name, f in vars(module).items())
-
-
 @pytest.hookimpl(tryfirst=True)  # before -m and -k deselect by the markers set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tier of a test is its folder's (see the module's docstring)."""
     errors: list[str] = []
-    stale: set[str] = set()
     for item in items:
-        path = Path(str(item.path)).resolve()
-        folder = path.parent
+        folder = Path(str(item.path)).resolve().parent
         if folder == TESTS / "integration":
-            if path.name not in MIXED:
-                item.add_marker(pytest.mark.integration)
-            elif not _holds_a_pure_test(getattr(item, "module", None)):
-                stale.add(path.name)
+            item.add_marker(pytest.mark.integration)
         elif folder == TESTS / "unit":
             if item.get_closest_marker("integration"):
                 errors.append(f"{item.nodeid} is marked integration in tests/unit/: move it to tests/integration/")
         # elsewhere (a file just added to tests/ by a branch made before the split): its own marks decide
-    errors += [f"tests/integration/{n} is in conftest's MIXED but holds no pure test: take it off the list"
-               for n in sorted(stale)]
     if errors:
         pytest.exit("\n".join(errors), returncode=pytest.ExitCode.USAGE_ERROR)
 

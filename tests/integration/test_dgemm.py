@@ -6,7 +6,6 @@ import os
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.node.dgemm import LATE_FRACTION, late_warning
 from clusterbench.probe.blas import installed_blas, resolve_blas
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.session import run as session_run
@@ -115,16 +114,6 @@ def test_dgemm_pin_failure_is_fatal(ctx):
         ctx.run_kernel(b, [f"--lib={path}", "--n=50", "--samples=1", "--cpus=1022,1023"])
 
 
-def test_dgemm_star_late_warning():
-    results = {0: {"times_s": [0.2, 0.25]}, 1: {"times_s": [0.21, 0.3]}}
-    on_time = {0: {"late_s": 0.0}, 1: {"late_s": 0.5 * LATE_FRACTION * 0.2}}
-    assert late_warning(on_time, results) is None
-    late = {0: {"late_s": 0.0}, 1: {"late_s": 2 * LATE_FRACTION * 0.2}}
-    w = late_warning(late, results)
-    assert w and w.code == "star-not-concurrent" and "process 1" in w.message and "not fully concurrent" in w.message
-    assert w.remedy
-
-
 @pytest.mark.integration
 def test_dgemm_blas_threads_mismatch_warns(ctx):
     b = get_benchmark("dgemm")
@@ -164,13 +153,6 @@ def test_dgemm_unknown_blas(ctx):
         get_benchmark("dgemm").resolve(ctx, {"blas": "/nonexistent/libblas.so"})
 
 
-def test_dgemm_missing_known_blas_names_package(ctx, monkeypatch):
-    import clusterbench.probe.blas as b
-    monkeypatch.setattr(b, "installed_blas", lambda: {"openblas": "/x/libopenblas.so.0"})
-    with pytest.raises(EnvironmentProblem, match="apt-get install libmkl-rt"):
-        get_benchmark("dgemm").resolve(ctx, {"blas": "mkl"})
-
-
 @pytest.mark.integration
 def test_dgemm_not_a_blas_library(ctx):
     libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6",
@@ -179,21 +161,6 @@ def test_dgemm_not_a_blas_library(ctx):
         pytest.skip("no libm path known")
     with pytest.raises(EnvironmentProblem, match="without cblas_dgemm or dgemm_: not a BLAS"):
         _run(ctx, n=100, samples=1, blas=libm, mode="single")  # refused before the kernel starts
-
-
-@pytest.mark.parametrize("given", [{"threads": 0}, {"threads": 100000}, {"samples": 0}, {"n": 0},
-                                   {"n": 10**6}, {"mode": "bogus"}, {"cpus": [0], "threads": 2},
-                                   {"cpus": [0, 0]}, {"cpus": [100000]}])
-def test_dgemm_bad_input(ctx, given):
-    with pytest.raises(UsageError):
-        get_benchmark("dgemm").resolve(ctx, given)
-
-
-def test_dgemm_threads_cpus_mismatch(ctx):
-    with pytest.raises(UsageError, match="does not match"):
-        get_benchmark("dgemm").resolve(ctx, {"threads": 2, "cpus": [0]})
-    with pytest.raises(UsageError, match="twice"):
-        get_benchmark("dgemm").resolve(ctx, {"cpus": [0, 0]})
 
 
 @pytest.mark.integration

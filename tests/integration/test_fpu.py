@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.errors import KernelFailed, UsageError
+from clusterbench.errors import KernelFailed
 from clusterbench.kernels.build import build_kernel
 
 
@@ -58,18 +58,6 @@ def test_fpu_corrupted_result_is_caught(ctx):
     b = build_kernel("fpu")
     with pytest.raises(KernelFailed):
         ctx.run_kernel(b, ["--cpu=0", "--ops=add,div", "--samples=2", "--min_time=0.0005", "--corrupt=1"])
-
-
-def test_fpu_bad_input(ctx):
-    bench = get_benchmark("fpu")
-    with pytest.raises(UsageError):
-        bench.resolve(ctx, {"cpu": 10_000})
-    with pytest.raises(UsageError):
-        bench.resolve(ctx, {"ops": "add,pow"})
-    with pytest.raises(UsageError):
-        bench.resolve(ctx, {"samples": 0})
-    with pytest.raises(UsageError):
-        bench.resolve(ctx, {"threads": 2})  # single-threaded: no such parameter
 
 
 @pytest.mark.integration

@@ -6,7 +6,6 @@ a rank killed mid-run fails the run; bad input is refused before anything runs."
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -14,19 +13,17 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.hpl.hpl import ENGINES, grids, hpl_flops, largest_n, matrix_bytes
+from clusterbench.benchmarks.hpl.hpl import hpl_flops, largest_n, matrix_bytes
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.session import run as session_run
 from clusterbench.store.db import Store
+
+from hplkit import _ctx, _two_sockets
 
 
 @pytest.fixture(autouse=True)
 def _root_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
-
-
-def _ctx(probe: dict, oversubscribe: bool = False) -> RunContext:
-    return RunContext(probe=probe, profile="quick", timeout=120, oversubscribe=oversubscribe)
 
 
 def _solve(ctx: RunContext, tmp: Path, **given):
@@ -169,24 +166,6 @@ def test_n_from_memory_fraction_and_largest_n(live_probe):
         bench.resolve(ctx, {"n": fit + 1, "nb": 100, "ranks": 1})
 
 
-def test_grids_and_engine_registry():
-    assert grids(1) == [(1, 1)]
-    assert grids(4) == [(2, 2), (1, 4)]
-    assert sorted(grids(12)) == [(1, 12), (2, 6), (3, 4)]
-    assert all(p <= q and p * q == 36 for p, q in grids(36))
-    assert "builtin" in ENGINES and ENGINES["builtin"].name == "builtin"
-
-
-def test_declared_metrics_and_limits():
-    bench = get_benchmark("hpl")
-    m = bench.metric("rmax")
-    assert m.unit == "Gflop/s" and m.higher_is_better and m.limits[0] == "rpeak" and "measured_peak" in m.limits
-    assert not bench.metric("time_s").higher_is_better and not bench.metric("residual").higher_is_better
-    assert "2/3" in (get_benchmark("hpl").__module__ and __import__("clusterbench.benchmarks.hpl.hpl",
-                                                                      fromlist=["x"]).__doc__)
-    assert os.path.isfile(Path(__file__).resolve().parents[2] / "src/clusterbench/kernels/hpl/hpl.c")
-
-
 @pytest.mark.integration
 def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
     import shutil
@@ -219,19 +198,6 @@ def test_mem_counts_one_machine_once_on_the_virtual_cluster(mpi, live_probe, sim
     assert "this machine" in p["n_from"]
 
 
-def _two_sockets(probe: dict) -> dict:
-    """This machine's probe with its cpus split over two packages (sockets), as on a 2-socket node."""
-    import copy
-
-    p = copy.deepcopy(probe)
-    cpus = p["topology"]["cpus"]
-    half = len(cpus) // 2
-    for i, c in enumerate(cpus):
-        c["package"] = 0 if i < half else 1
-    p["topology"]["packages"] = 2
-    return p
-
-
 @pytest.mark.integration
 def test_hybrid_rank_per_socket(mpi, live_probe, tmp_path):
     """--hybrid-per socket: one rank per socket, each bound to its socket's cores (checked from
@@ -249,15 +215,3 @@ def test_hybrid_rank_per_socket(mpi, live_probe, tmp_path):
                                                           for g in groups]
 
 
-def test_hybrid_groups_refuses_uneven_sockets(live_probe):
-    from clusterbench.benchmarks.hpl.hpl import hybrid_groups
-
-    probe = _two_sockets(live_probe)
-    ctx = _ctx(probe)
-    cpus = [c["pu"] for c in probe["topology"]["cpus"]]
-    assert hybrid_groups(ctx, cpus, "node") == [cpus]
-    half = len(cpus) // 2
-    assert hybrid_groups(ctx, cpus, "socket") == [cpus[:half], cpus[half:]]
-    if len(cpus) >= 3:
-        with pytest.raises(UsageError, match="different numbers of usable cores"):
-            hybrid_groups(ctx, cpus[:-1], "socket")

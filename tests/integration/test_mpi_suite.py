@@ -6,15 +6,8 @@ import shutil
 import pytest
 
 from clusterbench import session
-from clusterbench.benchmarks import get_benchmark
-from clusterbench.errors import UsageError
 
 pytestmark = pytest.mark.skipif(not shutil.which("mpirun"), reason="no mpirun: install openmpi-bin")
-
-
-def test_unknown_part_is_refused(ctx):
-    with pytest.raises(UsageError, match="--skip nosuch"):
-        get_benchmark("mpi").resolve(ctx, {"skip": ["nosuch"]})
 
 
 @pytest.mark.integration

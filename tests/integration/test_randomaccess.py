@@ -8,7 +8,6 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.hpcc.randomaccess import default_log2
 from clusterbench.benchmarks.mpi.common import launch_spec
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as M
@@ -103,30 +102,6 @@ def test_corrupted_table_fails_and_stores_nothing(live_probe, mpi, tmp_path, mod
                     profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
     assert len(runs) == 1 and runs[0]["results"] == 0 and store.results(runs[0]["id"]) == []
-
-
-def test_default_size() -> None:
-    gib = 1 << 30
-    assert default_log2(1 * gib) == 25  # 8 B x 2^25 = 256 MiB, a quarter of 1 GiB
-    assert default_log2(3 * gib) == 26  # not a power of two: the largest table within a quarter
-    assert default_log2(64 * gib) == 27  # capped
-    assert default_log2(None) == 24
-    assert default_log2(1 << 14) == 10  # at least the smallest table
-
-
-def test_bad_input_is_one_line(ctx) -> None:
-    bench = get_benchmark("randomaccess")
-    for given, match in (({"log2_size": 9}, "log2-size 9 is not allowed"),
-                         ({"log2_size": 40, "mode": "single"}, "above 80% of the .* GiB available"),
-                         ({"mode": "lcg"}, "mode"),
-                         ({"variant": "xorshift"}, "variant"),
-                         ({"log2_size": 10, "mode": "mpi", "ranks": 100, "oversubscribe": True},
-                          "too small for 100 ranks"),
-                         ({"ranks": 1, "cpus": [0, 1]}, "one cpu per rank")):
-        c = RunContext(probe=ctx.probe, timeout=300, oversubscribe=bool(given.pop("oversubscribe", False)))
-        with pytest.raises(UsageError, match=match) as exc:
-            bench.resolve(c, {"allow_root": True, **given})
-        assert "\n" not in str(exc.value)
 
 
 @pytest.mark.integration

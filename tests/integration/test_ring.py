@@ -9,15 +9,12 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.mpi.ring import assign_ranks
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.launch import mpi as M
 
 IS_ROOT = os.geteuid() == 0
 FAST = {"random_rings": 3, "measurements": 2, "loop_time": 0.0005}
 METRICS = ("natural_ring_latency", "random_ring_latency", "natural_ring_bandwidth", "random_ring_bandwidth")
-
-
 
 
 def _run(ctx: RunContext, **given):
@@ -83,29 +80,6 @@ def test_four_ranks_oversubscribed(mpi, live_probe) -> None:
     assert len(rnd.params["placement"]) == 4 and rnd.value > 0
     rings = rnd.params["rings"]
     assert len(rings) == 3 and all(sorted(r) == [0, 1, 2, 3] for r in rings)
-
-
-def test_bad_input(ctx) -> None:
-    bench = get_benchmark("ring")
-    for given, match in (({"ranks": 1}, "ranks 1 is not allowed; use 2 to 4096 .a ring needs two ranks"),
-                         ({"ranks": 0}, "ranks 0 is not allowed"), ({"random_rings": 0}, "random-rings"),
-                         ({"measurements": 0}, "measurements"), ({"bw_size": 0}, "bw-size"),
-                         ({"ranks": 2, "cpus": [0]}, "one cpu per rank"), ({"hosts": "n1:1", "ranks": 2}, "slots"),
-                         ({"transport": "smoke"}, "not one of")):
-        with pytest.raises(UsageError, match=match):
-            bench.resolve(ctx, {**given, "allow_root": True})
-
-
-def test_rank_assignment_and_defaults(ctx) -> None:
-    hosts = M.parse_hosts("a:2,b:1")
-    assert assign_ranks(hosts, 3) == ["a", "a", "b"]
-    assert assign_ranks(hosts, 5) == ["a", "a", "b", "a", "b"]
-    bench = get_benchmark("ring")
-    p = bench.resolve(ctx, {"hosts": "a:2,b:2", "allow_root": True})  # real cluster: per-host cores
-    assert p["ranks"] == 4 and [h for h, _ in p["places"]] == ["a", "a", "b", "b"]
-    assert p["cpus"][0] == p["cpus"][2] and p["cpus"][0] != p["cpus"][1]
-    if len(allowed_cpus(ctx)) >= 2:
-        assert bench.resolve(ctx, {"allow_root": True})["ranks"] == min(ctx.n_cores, len(allowed_cpus(ctx)))
 
 
 @pytest.mark.integration

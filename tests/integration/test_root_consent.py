@@ -7,8 +7,10 @@ import sqlite3
 
 import pytest
 
-from clusterbench import config
 from clusterbench.cli import main
+
+import rootconsentkit
+as_root = rootconsentkit.as_root  # a fixture, shared with the other half of test_root_consent.py
 
 
 def _runs(db: str) -> int:
@@ -16,16 +18,6 @@ def _runs(db: str) -> int:
         return 0
     with sqlite3.connect(db) as con:
         return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-
-
-@pytest.fixture
-def as_root(monkeypatch, tmp_path):
-    monkeypatch.setattr(os, "geteuid", lambda: 0)
-    monkeypatch.delenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", raising=False)
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    return tmp_path / "xdg" / "clusterbench" / "config.toml"
 
 
 def _error(capsys) -> str:
@@ -49,23 +41,6 @@ def test_xdg_unset_uses_home_config(as_root, monkeypatch, capsys):
     monkeypatch.delenv("XDG_CONFIG_HOME")
     assert main(["run", "pingpong"]) == 2
     assert str(as_root.parents[2] / "home" / ".config" / "clusterbench" / "config.toml") in _error(capsys)
-
-
-def test_config_file_gives_consent(as_root):
-    as_root.parent.mkdir(parents=True)
-    as_root.write_text("allow_run_as_root = true\n")
-    assert config.allow_run_as_root() is True
-    as_root.write_text("allow_run_as_root = false\n")
-    assert config.allow_run_as_root() is False
-
-
-def test_env_gives_consent_and_overrides_file(as_root, monkeypatch):
-    monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
-    assert config.allow_run_as_root() is True
-    as_root.parent.mkdir(parents=True)
-    as_root.write_text("allow_run_as_root = true\n")
-    monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "0")
-    assert config.allow_run_as_root() is False
 
 
 @pytest.mark.integration  # cli run probes the machine (systemd-detect-virt)

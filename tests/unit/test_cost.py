@@ -11,7 +11,7 @@ from clusterbench.analysis import cost as C
 from clusterbench.cli import main
 from clusterbench.store import Store
 
-from test_compare_cli import _fig, _run, _samples  # noqa: E402
+from comparekit import _fig, _run, _samples
 
 
 def test_per_price_and_normalise_by_hand() -> None:
