@@ -62,6 +62,10 @@ case "$ACTION" in
     "$VENV/bin/clusterbench" run node --quick "$@"
     ;;
   test)
+    # Python's compiled files (__pycache__, git-ignored) are written even where the environment says not
+    # to: without them every `python -m clusterbench` a test starts compiles the package again, and
+    # collecting the suite takes 8 s instead of 1.
+    unset PYTHONDONTWRITEBYTECODE
     exec "$VENV/bin/python" -m pytest -q "$@"
     ;;
   speed)
