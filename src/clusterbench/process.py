@@ -19,6 +19,7 @@ with a timeout):
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -43,17 +44,47 @@ except (OSError, AttributeError):  # not Linux
 # ---------------------------------------------------------------------------------------------
 # Starting and ending
 # ---------------------------------------------------------------------------------------------
-def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+#: the signals that end clusterbench, held while a child is forked with a ``preexec_fn``
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP while a child is forked, and deliver them after: with a
+    ``preexec_fn`` Python runs its at-fork hooks in the parent, and an exception a signal handler
+    raises there is ignored ("Exception ignored in _releaseLock"), so a Ctrl-C landing in that instant
+    was lost and the run went on to the end. Held at Python's level (a handler that only notes the
+    signal), so it works whichever thread the kernel hands the signal to."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # handlers run in the main thread
+        yield
+        return
+    caught: list[int] = []
+    old = {s: signal.getsignal(s) for s in HELD_SIGNALS}
+    kept = {s: h for s, h in old.items() if h is not None}  # None: set outside Python, left alone
+    for s in kept:
+        signal.signal(s, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for s, h in kept.items():
+            signal.signal(s, h)
+        for s in dict.fromkeys(caught):
+            signal.raise_signal(s)  # now through the handler that was there
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
     """A ``preexec_fn`` that makes the child receive ``sig`` when this process dies, however it
-    dies (kill -9 included). SIGTERM for a launcher (mpirun, mpiexec, srun) so that it tears down
-    its daemons and ranks on every node. Call from the thread that lives as long as the child
-    (the kernel sends the signal when the spawning *thread* exits)."""
-    if _prctl is None:
-        return None
+    dies (kill -9 included), where the C library offers ``prctl``. SIGTERM for a launcher (mpirun,
+    mpiexec, srun) so that it tears down its daemons and ranks on every node. Call from the thread that
+    lives as long as the child (the kernel sends the signal when the spawning *thread* exits)."""
     parent = os.getpid()
     prctl = _prctl
 
     def preexec() -> None:
+        if prctl is None:
+            return
         prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl took effect
             os._exit(1)
@@ -196,10 +227,11 @@ def spawn(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | N
     clusterbench dies): an ``ssh`` to another machine whose remote command is tethered to it
     (:func:`clusterbench.launch.remote.tethered_argv`) ends there when it reads end-of-file.
     Raises OSError when ``cmd`` cannot be started (callers name the fix)."""
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.PIPE if hold_stdin else subprocess.DEVNULL,
-                            env=env, cwd=cwd, text=text, start_new_session=True,
-                            preexec_fn=die_with_parent(signal.SIGTERM if launcher else signal.SIGKILL))
+    with held_signals():
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.PIPE if hold_stdin else subprocess.DEVNULL,
+                                env=env, cwd=cwd, text=text, start_new_session=True,
+                                preexec_fn=die_with_parent(signal.SIGTERM if launcher else signal.SIGKILL))
     if not launcher:
         return Spawned(proc)
     try:
@@ -217,10 +249,11 @@ def run(cmd: Sequence[str], *, timeout: float, input: str | bytes | None = None,
     ``timeout``, :class:`subprocess.CalledProcessError` with ``check``), but the command runs in a
     session of its own that dies with clusterbench (a parent-death signal) and is killed whole on
     timeout (a compiler's ``cc1``, a shell's children), so nothing it started outlives it."""
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                            env=env, cwd=cwd, text=text, start_new_session=True,
-                            preexec_fn=die_with_parent(signal.SIGKILL))
+    with held_signals():
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                env=env, cwd=cwd, text=text, start_new_session=True,
+                                preexec_fn=die_with_parent(signal.SIGKILL))
     try:
         out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired as exc:

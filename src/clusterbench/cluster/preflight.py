@@ -81,8 +81,9 @@ def clock_offset(host: str, rounds: int = CLOCK_ROUNDS, timeout: float = NODE_TI
     t = remote.transport(host)
     argv = ["python3", "-u", "-c", _CLOCK]
     cmd = remote.command_argv(t, argv)
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=process.die_with_parent(9), text=True)
+    with process.held_signals():
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=process.die_with_parent(9), text=True)
     best: tuple[float, float] | None = None
     deadline = time.monotonic() + timeout
     sel = selectors.DefaultSelector()

@@ -95,7 +95,7 @@ def sharing_note(node_cpus: dict[str, list[int]], fillers: dict[int, int] | None
 def start_fillers(fillers: dict[int, int], seconds: float) -> list[subprocess.Popen]:
     """The busy loops of :func:`filler_loops`, each pinned, in a session of its own (as a node's
     kernel: the same weight with autogroups), ended with this process however it ends."""
-    from clusterbench.process import die_with_parent
+    from clusterbench.process import die_with_parent, held_signals
 
     code = f"import time\nend = time.monotonic() + {seconds:.1f}\nwhile time.monotonic() < end:\n    pass\n"
     procs: list[subprocess.Popen] = []
@@ -104,11 +104,11 @@ def start_fillers(fillers: dict[int, int], seconds: float) -> list[subprocess.Po
             death = die_with_parent(9)
 
             def pre(cpu: int = cpu, death: Any = death) -> None:
-                if death:
-                    death()
+                death()
                 os.sched_setaffinity(0, {cpu})
 
-            procs.append(subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          start_new_session=True, preexec_fn=pre))
+            with held_signals():
+                procs.append(subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                              start_new_session=True, preexec_fn=pre))
     return procs
