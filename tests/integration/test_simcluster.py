@@ -216,19 +216,8 @@ def test_end_to_end_network_and_mpi(live_env: Path, tmp_path: Path) -> None:
     rankfile.write_text(sc.rankfile_text([(n1.name, 0), (n2.name, 1 if two_cores else 0)]))
     cmd = [*sc.exec_prefix("head", c), "mpirun", *sc.mpirun_args(c, allow_root=True),
            "--host", sc.host_arg(c), "-np", "2", "--rankfile", str(rankfile), str(hello)]
-    # A launch through ip netns exec has been seen to hang now and then under the full suite (never
-    # alone; see launch.mpi.run_mpi): one retry, as clusterbench itself does on the virtual cluster.
-    for attempt in (1, 2):
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=15)
-            break
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate(timeout=10)
-            if attempt == 2:
-                raise AssertionError(f"mpirun on the sim-cluster hung twice for 15 s: {err}")
+    proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+    out, err = proc.stdout, proc.stderr
     assert proc.returncode == 0, err
     ranks = {}
     for line in out.splitlines():
@@ -248,6 +237,24 @@ def test_end_to_end_network_and_mpi(live_env: Path, tmp_path: Path) -> None:
     assert _sh(["pgrep", "-f", str(hello)], check=False).stdout == ""
     assert not Path(c.state_file).exists() and not Path(c.agent).exists()
     assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.integration
+def test_many_launches_in_a_row_none_hangs(live_env: Path) -> None:
+    """Every node's Open MPI daemon has this machine's host name, so one session folder: two daemons
+    racing on its files killed one, silently (--daemonize), and mpirun waited for it forever, about
+    one launch in eight on 2 nodes (in 40: 99.5 %; this test failed 2 of 2 so). The agent gives each
+    node its own folder; 40 launches of 3 daemons, none may hang."""
+    c = sc.up(3, prefix=PREFIX, state=live_env)
+    cmd = [*sc.exec_prefix("head", c), "mpirun", *sc.mpirun_args(c, allow_root=True),
+           "--host", sc.host_arg(c), "-np", "3", "true"]
+    for i in range(40):
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=20,
+                               start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"launch {i + 1} of 40 hung for 20 s") from None
+        assert p.returncode == 0, (i, p.stderr)
 
 
 @pytest.mark.integration

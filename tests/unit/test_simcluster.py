@@ -39,6 +39,10 @@ def test_launch_arguments_and_host_lists() -> None:
     assert sc.host_arg(c, slots=2) == "cbsim-n1:2,cbsim-n2:2"
     assert sc.hostfile_text(c) == "cbsim-n1 slots=1\ncbsim-n2 slots=1\n"
     assert [h["address"] for h in sc.hosts(c)] == ["198.18.0.11", "198.18.0.12"]
+    agent = sc.agent_script("cbsim-", "/run/cb/simcluster-tmp")
+    assert "TMPBASE='/run/cb/simcluster-tmp'" in agent and "OMPI_MCA_orte_tmpdir_base" in agent
+    with pytest.raises(UsageError):
+        sc.agent_script("cbsim-", "/tmp/it's")
     assert sc.rankfile_text([("cbsim-n1", 0), ("cbsim-n2", 1)]) == \
         "rank 0=cbsim-n1 slot=0\nrank 1=cbsim-n2 slot=1\n"
     assert sc.exec_prefix("n2", c) == ["ip", "netns", "exec", "cbsim-n2"]

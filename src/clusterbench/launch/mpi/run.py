@@ -195,12 +195,11 @@ def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: 
             proof_out: TransportProof | None = None) -> MpiRun:
     """Run ``program`` under MPI (see :func:`_run_mpi_once`).
 
-    On the virtual cluster (``spec.prefix`` set: launched from its head namespace) Open MPI's
-    daemon launch through ``ip netns exec`` has been seen to hang without calling back, about
-    one launch in twenty to sixty under the test suite (once caught: the node's orted had exited
-    silently and was left defunct while mpirun waited for its callback; cause unknown); such a
-    launch is given up after a few seconds (:func:`sim_launch_steps`, longer at each attempt) and
-    tried again, up to :data:`SIM_LAUNCH_ATTEMPTS` times. Nothing was measured before a retry.
+    On the virtual cluster (``spec.prefix`` set: launched from its head namespace) a launch that
+    starts no rank is given up after a few seconds (:func:`sim_launch_steps`, longer at each attempt)
+    and tried again, up to :data:`SIM_LAUNCH_ATTEMPTS` times; nothing was measured before a retry.
+    The hang once seen there one launch in eight (two nodes' daemons racing on one Open MPI session
+    folder, one dying) is prevented by the launch agent; this stays as a safety net.
 
     When some hosts are machines of their own (reached by ssh), a clusterbench kernel in
     ``program`` is first built on each of them for itself and launched by the path they share

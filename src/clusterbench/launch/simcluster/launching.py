@@ -20,6 +20,7 @@ AGENT_TEMPLATE = r"""#!/bin/sh
 # Runs the command inside the node's network namespace, with CB_SIM_NODE set to the node name.
 PREFIX='@PREFIX@'
 IP='@IP@'
+TMPBASE='@TMP@'
 while [ $# -gt 0 ]; do
     case "$1" in
         -[bcDEeFIiJLlmOopQRSWw]) shift 2 ;;  # ssh options that take a value
@@ -44,14 +45,26 @@ if [ ! -e "/run/netns/$ns" ]; then
 fi
 CB_SIM_NODE=$ns
 export CB_SIM_NODE
+# Open MPI keeps one session folder per host name and user, and every node here has this machine's
+# name: each node gets a folder of its own, else their daemons race on the same files and one dies
+# (a crash in hwloc_shmem_topology_write, mkdir: File exists) while mpirun waits for it forever.
+if [ -n "$TMPBASE" ]; then
+    mkdir -p "$TMPBASE/$ns" || exit 255
+    OMPI_MCA_orte_tmpdir_base=$TMPBASE/$ns
+    export OMPI_MCA_orte_tmpdir_base
+fi
 exec "$IP" netns exec "$ns" /bin/sh -c "$*"
 """
 
 
-def agent_script(prefix: str | None = None) -> str:
-    """The text of the launch agent for ``prefix``."""
+def agent_script(prefix: str | None = None, tmp: str | os.PathLike = "") -> str:
+    """The text of the launch agent for ``prefix``; ``tmp``: the folder under which each node gets
+    its own Open MPI session folder (none when empty)."""
     ip = shutil.which("ip") or "/usr/sbin/ip"
-    return AGENT_TEMPLATE.replace("@PREFIX@", _check_prefix(prefix)).replace("@IP@", ip)
+    if "'" in str(tmp):
+        raise UsageError(f"bad sim-cluster state folder {str(tmp)!r} (a quote in it)",
+                         "choose a CLUSTERBENCH_SIM_STATE folder without quotes")
+    return AGENT_TEMPLATE.replace("@PREFIX@", _check_prefix(prefix)).replace("@IP@", ip).replace("@TMP@", str(tmp))
 
 
 # --------------------------------------------------------------------------- launching

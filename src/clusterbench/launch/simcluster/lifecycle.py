@@ -15,7 +15,7 @@ from pathlib import Path
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch.simcluster.launching import agent_script
 from clusterbench.launch.simcluster.running import _kill_namespace_processes
-from clusterbench.launch.simcluster.state import HEAD_ADDRESS, MAX_NODES, NODE_BASE, SUBNET, SimCluster, SimNode, TBF_LATENCY, _check_names_do_not_resolve_locally, _check_prefix, _files, _locked, _require_root, _run, _write_atomic, list_namespaces, load, parse_delay, parse_rate, state_dir
+from clusterbench.launch.simcluster.state import HEAD_ADDRESS, MAX_NODES, NODE_BASE, SUBNET, SimCluster, SimNode, TBF_LATENCY, _check_names_do_not_resolve_locally, _check_prefix, _files, _locked, _require_root, _tmp_dir, _run, _write_atomic, list_namespaces, load, parse_delay, parse_rate, state_dir
 from clusterbench.launch.simcluster.describe import _status
 
 
@@ -153,7 +153,7 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
                 from clusterbench.launch import machines as M
 
                 M.bring_up(cluster)
-            _write_atomic(Path(cluster.agent), agent_script(prefix), mode=0o755)
+            _write_atomic(Path(cluster.agent), agent_script(prefix, _tmp_dir(sdir, prefix)), mode=0o755)
             cluster.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
             _write_atomic(Path(cluster.state_file), json.dumps(cluster.to_json(), indent=1) + "\n")
             st = _status(cluster)
@@ -169,10 +169,11 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
 
 
 def _remove_files(sdir: Path, prefix: str) -> None:
-    """The state file, the agent and the machines' ssh folder of ``prefix``."""
+    """The state file, the agent, the nodes' session folders and the machines' ssh folder of ``prefix``."""
     for path in _files(sdir, prefix):
         with contextlib.suppress(OSError):
             path.unlink()
+    shutil.rmtree(_tmp_dir(sdir, prefix), ignore_errors=True)
     shutil.rmtree(sdir / f"{prefix}machines", ignore_errors=True)
 
 

@@ -308,6 +308,11 @@ def _files(sdir: Path, prefix: str) -> tuple[Path, Path]:
     return sdir / f"simcluster{tag}.json", sdir / f"simcluster{tag}-agent.sh"
 
 
+def _tmp_dir(sdir: Path, prefix: str) -> Path:
+    """The folder under which the agent gives each node its own Open MPI session folder."""
+    return _files(sdir, prefix)[1].with_name(_files(sdir, prefix)[1].name.replace("-agent.sh", "-tmp"))
+
+
 def load(state: str | os.PathLike | None = None, *, prefix: str | None = None) -> SimCluster | None:
     """The recorded cluster, or None when there is no state file (does not need root)."""
     prefix = _check_prefix(prefix)
