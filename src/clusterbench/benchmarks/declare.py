@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from clusterbench.errors import UsageError
+from clusterbench.records import DictReading
 from clusterbench.units import plain_number
 
 
@@ -131,11 +132,12 @@ class Param:
 
 
 @dataclass(frozen=True)
-class Result:
+class Result(DictReading):
     """One metric at one parameter point, with its samples, summary, limit and warnings.
 
     Frozen: made once, complete, by :meth:`RunContext.emit` (judged and warned before it exists),
-    so what is stored, printed and compared is the same record."""
+    so what is stored, printed and compared is the same record. The store hands it back as it was
+    stored (with ``measured_at``, when it was committed); :meth:`from_json` reads :meth:`as_json`'s form."""
 
     benchmark: str
     metric: str
@@ -149,6 +151,19 @@ class Result:
     limits: list[dict] = field(default_factory=list)
     warnings: list[dict] = field(default_factory=list)
     kernel: str | None = None
+    measured_at: str | None = None
 
     def as_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["measured_at"] is None:  # not stored yet: the form `run --json` has always printed
+            del d["measured_at"]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Result:
+        """From :meth:`as_json`'s form (a ``--json`` file, a bundle, a node's agent); keys this version
+        does not know are ignored, missing optional ones take their defaults."""
+        return cls(**{k: v for k, v in d.items() if k in _RESULT_FIELDS})
+
+
+_RESULT_FIELDS = frozenset(Result.__dataclass_fields__)

@@ -67,7 +67,9 @@ from clusterbench.errors import StoreError, UsageError
 from clusterbench.store.liveness import _recorder_alive, boot_id, process_start
 from clusterbench.store.names import TAG_RE, _LAST_RE, _like_literal, _since, _tag_hint, check_note, check_tag
 from clusterbench.store.opening import _check_path, _fix_for, _store_error, busy_timeout, default_path
-from clusterbench.store.rows import _figure_dict, _fix_dict, _result_dict
+from clusterbench.benchmarks.declare import Result
+from clusterbench.records import Run
+from clusterbench.store.rows import StoredFigure, _figure_dict, _fix_dict, _result_dict, _stored_figure
 from clusterbench.store.schema import DDL, STORE_SCHEMA, UPGRADES
 
 #: run ids per query when many runs are read at once (SQLite's bound on ? parameters is 999 in old builds)
@@ -288,7 +290,7 @@ class Store:
     def _has_fixes(self) -> bool:
         return bool(self._read("SELECT name FROM sqlite_master WHERE type='table' AND name='fixes'"))
 
-    def fixes(self, status: str | None = None) -> list[dict]:
+    def fixes(self, status: str | None = None) -> list[Run]:
         """Every recorded fix, oldest first (an older store has none)."""
         if not self._has_fixes():
             return []
@@ -341,29 +343,27 @@ class Store:
                 self.db.execute("UPDATE runs SET energy=? WHERE id=?", (json.dumps(energy, default=str), run_id))
 
     # -- reading ------------------------------------------------------------------------------
-    def _run_dict(self, row: sqlite3.Row, full: bool, tags: list[str] | None = None) -> dict:
+    def _run_dict(self, row: sqlite3.Row, full: bool, tags: list[str] | None = None,
+                  results: int | None = None) -> Run:
         status, error = row["status"], row["error"]
         if status == "running" and row["host"] == socket.gethostname() and not _recorder_alive(row):
             status, error = "incomplete", error or "the process running it died (killed or crashed)"
-        d = {
-            "id": row["id"], "started": row["started"], "ended": row["ended"], "status": status,
-            "error": error, "command": row["command"], "host": row["host"],
-            "clusterbench_version": row["clusterbench_version"], "profile": row["profile"], "pid": row["pid"],
-            "tags": self.tags(row["id"]) if tags is None else tags,
-            "note": row["note"] if "note" in row.keys() else None,
-        }
+        run = Run(id=row["id"], started=row["started"], ended=row["ended"], status=status, error=error,
+                  command=row["command"], host=row["host"], clusterbench_version=row["clusterbench_version"],
+                  profile=row["profile"], pid=row["pid"], tags=self.tags(row["id"]) if tags is None else tags,
+                  note=row["note"] if "note" in row.keys() else None, results=results, full=full)
         if full:
             cols = row.keys()  # older schemas lack columns ('in row' would test the values, not the names)
-            d["argv"] = json.loads(row["argv"])
-            d["probe"] = json.loads(row["probe"])
-            d["builds"] = json.loads(row["builds"])
-            d["warnings"] = json.loads(row["warnings"])
-            d["notes"] = json.loads(row["notes"]) if "notes" in cols else []  # first schema-1 files
-            d["cluster"] = json.loads(row["cluster"]) if "cluster" in cols else {}
+            run.argv = json.loads(row["argv"])
+            run.probe = json.loads(row["probe"])
+            run.builds = json.loads(row["builds"])
+            run.warnings = json.loads(row["warnings"])
+            run.notes = json.loads(row["notes"]) if "notes" in cols else []  # first schema-1 files
+            run.cluster = json.loads(row["cluster"]) if "cluster" in cols else {}
             for key in ("pid_start", "boot_id"):  # as in new_run_record; null before schema 3
-                d[key] = row[key] if key in cols else None
-            d["energy"] = json.loads(row["energy"]) if "energy" in cols and row["energy"] else None
-        return d
+                setattr(run, key, row[key] if key in cols else None)
+            run.energy = json.loads(row["energy"]) if "energy" in cols and row["energy"] else None
+        return run
 
     def _has_tags(self) -> bool:
         """Schema 4 or later (a read-only older file has no run_tags table)."""
@@ -400,7 +400,7 @@ class Store:
         return {r[0]: r[1] for r in self._read("SELECT tag, count(*) FROM run_tags GROUP BY tag ORDER BY tag")}
 
     def list_runs(self, limit: int | None = None, *, tag: str | None = None, benchmark: str | None = None,
-                  host: str | None = None, since: str | None = None, status: str | None = None) -> list[dict]:
+                  host: str | None = None, since: str | None = None, status: str | None = None) -> list[Run]:
         """Runs, newest first, filtered: ``tag`` (carried by the run), ``benchmark`` (has a figure of it,
         or its command names it), ``host``, ``since`` (an ISO date or date-time: started at or after it)."""
         where, args = [], []
@@ -427,7 +427,7 @@ class Store:
              + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started DESC")
         rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), tuple(args))
         tags = self._tags_of(None) if len(rows) > CHUNK else self._tags_of([r["id"] for r in rows])
-        return [{**self._run_dict(r, False, tags.get(r["id"], [])), "results": r["n"]} for r in rows]
+        return [self._run_dict(r, False, tags.get(r["id"], []), results=r["n"]) for r in rows]
 
     def select_runs(self, spec: str) -> list[str]:
         """The run ids a selector names, oldest first. A selector is 'last' or 'last~N' (the Nth before
@@ -508,11 +508,11 @@ class Store:
             raise UsageError(f"run prefix '{ref}' is ambiguous ({n} runs)", "give more characters")
         return rows[0]["id"]
 
-    def get_run(self, ref: str) -> dict:
+    def get_run(self, ref: str) -> Run:
         run_id = self.resolve(ref)
         return self._run_dict(self._read("SELECT * FROM runs WHERE id=?", (run_id,))[0], True)
 
-    def get_runs(self, run_ids: list[str]) -> list[dict]:
+    def get_runs(self, run_ids: list[str]) -> list[Run]:
         """The full records of these runs (whole ids, as :meth:`select_runs` returns them), in the order
         given: one query per CHUNK runs, where :meth:`get_run` costs a query or more per run."""
         rows: dict[str, sqlite3.Row] = {}
@@ -526,17 +526,17 @@ class Store:
         tags = self._tags_of(run_ids)
         return [self._run_dict(rows[i], True, tags.get(i, [])) for i in run_ids]
 
-    def results(self, ref: str) -> list[dict]:
+    def results(self, ref: str) -> list[Result]:
         run_id = self.resolve(ref)
         return [_result_dict(r) for r in self._read(
             "SELECT * FROM results WHERE run_id=? ORDER BY seq", (run_id,))]
 
-    def results_of(self, run_ids: list[str], full: bool = True) -> dict[str, list[dict]]:
+    def results_of(self, run_ids: list[str], full: bool = True) -> dict[str, list[Result]]:
         """run id -> its results (as :meth:`results`), for many runs in one query per CHUNK runs. Results
         whose params (limits, warnings) have the same text share one decoded object: read them, do not
         change them. Without ``full`` each result holds only what a comparison reads (benchmark, metric,
         value, unit, higher_is_better, params, samples, kernel): a third of the JSON to decode."""
-        out: dict[str, list[dict]] = {i: [] for i in run_ids}
+        out: dict[str, list[Result]] = {i: [] for i in run_ids}
         cols = "*" if full else "run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples, kernel"
         seen: dict[str, Any] = {}  # the same figure of repeated runs has the same params: decoded once
         for i in range(0, len(run_ids), CHUNK):
@@ -550,7 +550,7 @@ class Store:
         """The benchmarks this store holds figures of."""
         return [r[0] for r in self._read("SELECT DISTINCT benchmark FROM results ORDER BY benchmark")]
 
-    def figures(self, benchmark: str, metric: str | None = None, run_ids: list[str] | None = None) -> list[dict]:
+    def figures(self, benchmark: str, metric: str | None = None, run_ids: list[str] | None = None) -> list[StoredFigure]:
         """Every stored figure of ``benchmark`` (one ``metric``; of ``run_ids`` only), oldest first; each
         result dict also carries ``run_id``, ``run_started``, ``host`` and ``tags`` (one query per call,
         one more for the tags: a 200-run store tables in milliseconds)."""
@@ -568,14 +568,13 @@ class Store:
         if rows and self._has_tags():
             for run_id, tag in self._read("SELECT run_id, tag FROM run_tags ORDER BY tag"):
                 tags.setdefault(run_id, []).append(tag)
-        return [{**_result_dict(r), "run_id": r["run_id"], "run_started": r["run_started"], "host": r["host"],
-                 "tags": tags.get(r["run_id"], [])} for r in rows]
+        return [_stored_figure(r, tags.get(r["run_id"], [])) for r in rows]
 
     def count_results(self, run_id: str) -> int:
         """How many results are committed for ``run_id``."""
         return int(self._read("SELECT count(*) FROM results WHERE run_id=?", (run_id,))[0][0])
 
-    def history(self, benchmark: str, metric: str, host: str | None = None) -> list[dict]:
+    def history(self, benchmark: str, metric: str, host: str | None = None) -> list[Result]:
         """Stored results of one metric on this host (all runs), for measured limits."""
         rows = self._read(
             "SELECT x.* FROM results x JOIN runs r ON r.id = x.run_id"

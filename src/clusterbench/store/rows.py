@@ -1,11 +1,24 @@
-"""Stored rows as the dicts the store hands back: runs' fixes, results and figures, JSON decoded."""
+"""Stored rows as the store hands them back: results as typed :class:`Result` objects (and
+:class:`StoredFigure`, a result with its run), fixes as dicts, JSON decoded."""
 from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass, field
 from typing import Any
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.store.liveness import _recorder_alive
+
+
+@dataclass(frozen=True)
+class StoredFigure(Result):
+    """A stored result with the run it belongs to (``Store.figures``: what ``results table`` pivots)."""
+
+    run_id: str = ""
+    run_started: str | None = None
+    host: str | None = None
+    tags: list[str] = field(default_factory=list)
 
 
 FIX_INTERRUPTED = ("applying was interrupted (the process that applied it is gone): some of its commands may have "
@@ -35,9 +48,13 @@ def _decoded(text: str, seen: dict[str, Any] | None) -> Any:
     return got
 
 
-def _result_dict(r: sqlite3.Row, seen: dict[str, Any] | None = None) -> dict:
-    """A result row as a dict; ``seen`` (``results_of``) shares the decoded params, limits and warnings of
-    equal texts between the results of many runs (read them, do not change them)."""
+def _result_dict(r: sqlite3.Row, seen: dict[str, Any] | None = None) -> Result:
+    """A result row as a :class:`Result`; ``seen`` (``results_of``) shares the decoded params, limits and
+    warnings of equal texts between the results of many runs (read them, do not change them)."""
+    return Result(**_result_fields(r, seen))
+
+
+def _result_fields(r: sqlite3.Row, seen: dict[str, Any] | None = None) -> dict:
     return {
         "benchmark": r["benchmark"], "metric": r["metric"], "value": r["value"], "unit": r["unit"],
         "higher_is_better": bool(r["higher_is_better"]), "params": _decoded(r["params"], seen),
@@ -48,8 +65,14 @@ def _result_dict(r: sqlite3.Row, seen: dict[str, Any] | None = None) -> dict:
     }
 
 
-def _figure_dict(r: sqlite3.Row, seen: dict[str, Any]) -> dict:
-    """What a comparison reads of a result (``results_of(full=False)``), params shared as in _result_dict."""
-    return {"benchmark": r["benchmark"], "metric": r["metric"], "value": r["value"], "unit": r["unit"],
-            "higher_is_better": bool(r["higher_is_better"]), "params": _decoded(r["params"], seen),
-            "samples": json.loads(r["samples"]), "kernel": r["kernel"]}
+def _stored_figure(r: sqlite3.Row, tags: list[str]) -> StoredFigure:
+    return StoredFigure(**_result_fields(r), run_id=r["run_id"], run_started=r["run_started"], host=r["host"],
+                        tags=tags)
+
+
+def _figure_dict(r: sqlite3.Row, seen: dict[str, Any]) -> Result:
+    """What a comparison reads of a result (``results_of(full=False)``), params shared as in _result_dict:
+    no summary (empty), limits, warnings or time of measurement."""
+    return Result(benchmark=r["benchmark"], metric=r["metric"], value=r["value"], unit=r["unit"],
+                  higher_is_better=bool(r["higher_is_better"]), params=_decoded(r["params"], seen),
+                  samples=json.loads(r["samples"]), summary={}, kernel=r["kernel"])

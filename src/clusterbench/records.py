@@ -1,0 +1,101 @@
+"""Runs and figures as typed objects: what the store hands back, what a session reports, what a
+bundle holds. Each round-trips through JSON (``as_json`` / ``from_json``), as pyperf's ``Run`` and
+``Benchmark`` do, so a figure is the same object whether it was just measured or read back years later.
+
+:class:`~clusterbench.benchmarks.declare.Result` (one figure) lives with the benchmark declarations
+(it is part of the plug-in API); :class:`Run` (a run's record: when, where, with what) lives here, and
+:class:`~clusterbench.store.rows.StoredFigure` (a figure with the run it belongs to) with the store.
+
+Reading one of them as a dict (``run["id"]``, ``r.get("params")``) still works for scripts written
+against the dicts the store handed back before 0.3, with a :class:`DeprecationWarning`; clusterbench's own
+code uses the attributes (the test suite turns the warning into an error).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+class DictReading:
+    """Read access by key, deprecated: ``obj["name"]``, ``obj.get("name")``, ``"name" in obj``,
+    ``obj.keys()`` (so ``{**obj}`` and ``dict(obj)`` give the JSON form)."""
+
+    __slots__ = ()
+
+    def as_json(self) -> dict:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def _warn(self, key: object) -> None:
+        warnings.warn(f"reading {type(self).__name__}[{key!r}] as a dict is deprecated: use the attribute "
+                      f"(.{key}) or .as_json()", DeprecationWarning, stacklevel=3)
+
+    def __getitem__(self, key: str) -> Any:
+        self._warn(key)
+        d = self.as_json()
+        return d[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._warn(key)
+        return self.as_json().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._warn(key)
+        return key in self.as_json()
+
+    def keys(self) -> Any:
+        self._warn("keys")
+        return self.as_json().keys()
+
+
+#: a full run record's fields beyond the listing's (``Store.get_run``; ``list_runs`` leaves them None)
+FULL_FIELDS = ("argv", "probe", "builds", "warnings", "notes", "cluster", "pid_start", "boot_id", "energy")
+
+
+@dataclass
+class Run(DictReading):
+    """A run's record. ``full`` records (``Store.get_run``, a session's run) carry the provenance:
+    the command line, this node's probe, the builds, the warnings and notes, the cluster (every node's
+    probe for a run across hosts; ``{}`` on one node) and the energy; a listing's (``list_runs``) does not,
+    and carries ``results``, the number of figures stored."""
+
+    id: str
+    started: str | None = None
+    ended: str | None = None
+    status: str = "running"
+    error: str | None = None
+    command: str | None = None
+    host: str | None = None
+    clusterbench_version: str | None = None
+    profile: str | None = None
+    pid: int | None = None
+    tags: list[str] = field(default_factory=list)
+    note: str | None = None
+    argv: list[str] | None = None
+    probe: dict | None = None
+    builds: dict | None = None
+    warnings: list[dict] | None = None
+    notes: list[str] | None = None
+    cluster: dict | None = None
+    pid_start: int | None = None
+    boot_id: str | None = None
+    energy: dict | None = None
+    results: int | None = None  # a listing's count of stored figures
+    full: bool = field(default=False, repr=False, compare=False)
+
+    def as_json(self) -> dict:
+        """The record as ``--json`` prints it (and as the store handed it back before 0.3)."""
+        d: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "full" or (f.name in FULL_FIELDS and not self.full) or (f.name == "results" and self.results is None):
+                continue
+            d[f.name] = getattr(self, f.name)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Run:
+        """From :meth:`as_json`'s form (a bundle, a ``--json`` file, a session's record); unknown keys
+        (a newer clusterbench's) are ignored."""
+        names = {f.name for f in fields(cls)} - {"full"}
+        kw = {k: v for k, v in d.items() if k in names}
+        return cls(**kw, full=any(k in d for k in ("probe", "argv", "builds")))
