@@ -3,8 +3,8 @@ bundle holds. Each round-trips through JSON (``as_json`` / ``from_json``), as py
 ``Benchmark`` do, so a figure is the same object whether it was just measured or read back years later.
 
 :class:`~clusterbench.benchmarks.declare.Result` (one figure) lives with the benchmark declarations
-(it is part of the plug-in API); :class:`Run` (a run's record: when, where, with what) lives here, and
-:class:`~clusterbench.store.rows.StoredFigure` (a figure with the run it belongs to) with the store.
+(it is part of the plug-in API); :class:`Run` (a run's record: when, where, with what) and :class:`StoredFigure` (a figure with the
+run it belongs to: what ``results table`` pivots and what ``compare`` pools) live here.
 
 Reading one of them as a dict (``run["id"]``, ``r.get("params")``) still works for scripts written
 against the dicts the store handed back before 0.3, with a :class:`DeprecationWarning`; clusterbench's own
@@ -12,40 +12,11 @@ code uses the attributes (the test suite turns the warning into an error).
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-
-class DictReading:
-    """Read access by key, deprecated: ``obj["name"]``, ``obj.get("name")``, ``"name" in obj``,
-    ``obj.keys()`` (so ``{**obj}`` and ``dict(obj)`` give the JSON form)."""
-
-    __slots__ = ()
-
-    def as_json(self) -> dict:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
-
-    def _warn(self, key: object) -> None:
-        warnings.warn(f"reading {type(self).__name__}[{key!r}] as a dict is deprecated: use the attribute "
-                      f"(.{key}) or .as_json()", DeprecationWarning, stacklevel=3)
-
-    def __getitem__(self, key: str) -> Any:
-        self._warn(key)
-        d = self.as_json()
-        return d[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self._warn(key)
-        return self.as_json().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        self._warn(key)
-        return key in self.as_json()
-
-    def keys(self) -> Any:
-        self._warn("keys")
-        return self.as_json().keys()
+from clusterbench.benchmarks.declare import Result
+from clusterbench.dictreading import DictReading
 
 
 #: a full run record's fields beyond the listing's (``Store.get_run``; ``list_runs`` leaves them None)
@@ -99,3 +70,24 @@ class Run(DictReading):
         names = {f.name for f in fields(cls)} - {"full"}
         kw = {k: v for k, v in d.items() if k in names}
         return cls(**kw, full=any(k in d for k in ("probe", "argv", "builds")))
+
+
+@dataclass(frozen=True)
+class StoredFigure(Result):
+    """A stored result with the run it belongs to (``Store.figures`` adds when and where the run was
+    made and its tags; :func:`with_run` only the run's id)."""
+
+    run_id: str = ""
+    run_started: str | None = None
+    host: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+def with_run(result: Result, run_id: str) -> StoredFigure:
+    """``result`` as a figure of run ``run_id`` (the same object when it already is one of that run)."""
+    if isinstance(result, StoredFigure) and result.run_id == run_id:
+        return result
+    kw = {f.name: getattr(result, f.name) for f in fields(Result)}
+    if isinstance(result, StoredFigure):
+        kw.update(run_started=result.run_started, host=result.host, tags=result.tags)
+    return StoredFigure(**kw, run_id=run_id)

@@ -12,8 +12,11 @@ command. JSON output keeps the exact stored text (JSON escapes it).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clusterbench.records import Run
 
 
 def terminal_text(value: Any) -> str:
@@ -36,13 +39,13 @@ def command_line(argv: Sequence[str]) -> str:
     return shlex.join(words)
 
 
-def run_command(run: Mapping[str, Any]) -> str:
+def run_command(run: Run) -> str:
     """The command line of a stored run, shell-quoted from its argv (also for runs stored before
     the command was stored quoted); its stored ``command`` when it has no argv."""
-    argv = run.get("argv")
+    argv = run.argv
     if isinstance(argv, list) and argv and all(isinstance(w, str) for w in argv):
         return command_line(argv)
-    return str(run.get("command") or "")
+    return str(run.command or "")
 
 
 def seconds(s: float) -> str:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable
 from typing import IO, Any
 
-from clusterbench.benchmarks.base import Progress
+from clusterbench.benchmarks.base import Progress, Result
 from clusterbench.text import terminal_text
 from clusterbench.units import format_value, human_bytes
 
@@ -71,37 +71,37 @@ def param_text(k: str, v: Any) -> str:
     return f"{k}={v}"
 
 
-def value_kind(r: dict) -> str:
+def value_kind(r: Result) -> str:
     """What a result's ``value`` is, as its metric declares it (``Metric.value_is``: ``best`` sample
     by default, or e.g. ``whole run`` for intcpu's total rate); ``best`` for a metric this version
     does not know."""
     from clusterbench.benchmarks import ALIASES, all_benchmarks
 
-    cls = all_benchmarks().get(ALIASES.get(r["benchmark"], r["benchmark"]))
-    metric = next((m for m in (cls.metrics if cls else ()) if m.name == r["metric"]), None)
+    cls = all_benchmarks().get(ALIASES.get(r.benchmark, r.benchmark))
+    metric = next((m for m in (cls.metrics if cls else ()) if m.name == r.metric), None)
     return getattr(metric, "value_is", "best") or "best"
 
 
-def result_rows(results: Iterable[dict]) -> list[list[str]]:
+def result_rows(results: Iterable[Result]) -> list[list[str]]:
     rows = []
     for r in results:
-        p = r.get("params") or {}
-        params = " ".join(param_text(k, p[k]) for k in _key_params(r["benchmark"]) if k in p and p[k] is not None)
-        s = r.get("summary") or {}
-        lim = r.get("limit")
+        p = r.params or {}
+        params = " ".join(param_text(k, p[k]) for k in _key_params(r.benchmark) if k in p and p[k] is not None)
+        s = r.summary or {}
+        lim = r.limit
         lim_s = f"{lim['fraction']:.1%} of {lim['name']} {format_value(lim['value'])}" if lim else ""
-        warn = ",".join(w["code"] for w in r.get("warnings") or [])
+        warn = ",".join(w["code"] for w in r.warnings or [])
         kind = value_kind(r)
         mark = "" if kind == "best" else f" ({kind})"
-        rows.append([r["benchmark"], r["metric"], params, f"{format_value(r['value'])} {r['unit']}{mark}",
-                     format_value(s.get("median", r["value"])), f"{s.get('cv', 0):.1%}", lim_s, warn])
+        rows.append([r.benchmark, r.metric, params, f"{format_value(r.value)} {r.unit}{mark}",
+                     format_value(s.get("median", r.value)), f"{s.get('cv', 0):.1%}", lim_s, warn])
     return rows
 
 
 HEADER = ["benchmark", "metric", "params", "best", "median", "cv", "limit", "warnings"]
 
 
-def results_header(results: Iterable[dict]) -> list[str]:
+def results_header(results: Iterable[Result]) -> list[str]:
     """:data:`HEADER`, whose value column says "best" only when every value in it is a best sample,
     else "value" with each other kind said beside its figure (issue 23: intcpu's whole-run rate was
     printed under "best")."""
@@ -129,23 +129,29 @@ def print_table(rows: list[list[str]], header: list[str], out: IO[str] | None = 
         out.write("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
 
 
-def print_results(results: Iterable[dict], out: IO[str] | None = None) -> None:
+def print_results(results: Iterable[Result], out: IO[str] | None = None) -> None:
     out = out or sys.stdout
     results = list(results)
     print_table(result_rows(results), results_header(results), out)
     seen = set()
     for r in results:
-        for w in r.get("warnings") or []:
-            key = (r["benchmark"], w["code"])
+        for w in r.warnings or []:
+            key = (r.benchmark, w["code"])
             if key in seen:
                 continue
             seen.add(key)
-            write_lines([f"warning [{r['benchmark']} {w['code']}]: {w['message']}; {w['remedy']}"], out)
+            write_lines([f"warning [{r.benchmark} {w['code']}]: {w['message']}; {w['remedy']}"], out)
+
+
+def _json_default(obj: Any) -> Any:
+    """A typed record (a run, a result) as its JSON form; anything else JSON cannot hold as text."""
+    as_json = getattr(obj, "as_json", None)
+    return as_json() if callable(as_json) else str(obj)
 
 
 def dump_json(doc: Any, out: IO[str] | None = None) -> None:
     out = out or sys.stdout
-    json.dump(doc, out, indent=1, sort_keys=False, default=str)
+    json.dump(doc, out, indent=1, sort_keys=False, default=_json_default)
     out.write("\n")
 
 
@@ -203,7 +209,7 @@ def format_probe(p: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_summary(results: list[dict], out: IO[str] | None = None) -> bool:
+def print_summary(results: list[Result], out: IO[str] | None = None) -> bool:
     """The run's headline (see :mod:`clusterbench.analysis.summary`): the rules its benchmarks declare.
     False when it has nothing to say (nothing printed)."""
     from clusterbench.benchmarks import summarize_results

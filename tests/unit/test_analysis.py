@@ -83,9 +83,9 @@ def test_emit_attaches_summary_limit_and_warnings():
 
 
 def _r(bench: str, metric: str, value: float, params: dict, limits: list | None = None,
-       higher: bool = True, warnings: list | None = None) -> dict:
-    return {"benchmark": bench, "metric": metric, "value": value, "unit": "", "higher_is_better": higher,
-            "params": params, "limits": limits or [], "limit": (limits or [None])[0], "warnings": warnings or []}
+       higher: bool = True, warnings: list | None = None) -> Result:
+    return Result(benchmark=bench, metric=metric, value=value, unit="", higher_is_better=higher, params=params,
+                  samples=[value], summary={}, limits=limits or [], limit=(limits or [None])[0], warnings=warnings or [])
 
 
 def test_node_summary_diagnoses():
@@ -123,8 +123,9 @@ def test_in_cache_figures_never_feed_the_memory_limit():
     stored one carrying the small-arrays warning) must not become 'the best bandwidth measured
     here' for later runs, nor be judged against it itself."""
     providers = {"best_bandwidth": {("stream", "triad"), ("membw", "read")}}
-    stored = [{"value": 180_000.0, "params": {"threads": 2}, "warnings": [{"code": "small-arrays"}]},
-              {"value": 15_000.0, "params": {"threads": 2}, "warnings": []}]
+    stored = [Result("stream", "triad", 180_000.0, "MB/s", True, {"threads": 2}, [180_000.0], {},
+                     warnings=[{"code": "small-arrays"}]),
+              Result("stream", "triad", 15_000.0, "MB/s", True, {"threads": 2}, [15_000.0], {})]
     ctx = RunContext(probe={}, history=lambda b, m: stored if (b, m) == ("stream", "triad") else [])
     ctx.results.append(Result("stream", "triad", 170_000.0, "MB/s", True, {"threads": 2, "in_cache": True},
                               [170_000.0], {}))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import random
@@ -14,7 +15,9 @@ from clusterbench.analysis import envdiff as E
 from clusterbench.analysis import matching as M
 from clusterbench.analysis import stats as S
 from clusterbench.analysis import verdict as V
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
+from clusterbench.records import Run
 
 KEYS = {"stream": ("variant", "threads", "order", "cpu_node", "mem_node"), "fpu": ("op", "threads")}
 
@@ -209,13 +212,13 @@ def test_runs_are_the_unit_of_replication():
 # --------------------------------------------------------------------------- matching
 
 
-def result(bench: str, metric: str, samples: list[float], hib: bool = True, unit: str = "MB/s", **params) -> dict:
-    return {"benchmark": bench, "metric": metric, "value": max(samples) if samples else 1.0, "unit": unit,
-            "higher_is_better": hib, "params": params, "samples": samples, "summary": {}, "limit": None,
-            "warnings": [], "kernel": bench}
+def result(bench: str, metric: str, samples: list[float], hib: bool = True, unit: str = "MB/s", **params) -> Result:
+    return Result(benchmark=bench, metric=metric, value=max(samples) if samples else 1.0, unit=unit,
+                  higher_is_better=hib, params=params, samples=samples, summary={}, limit=None,
+                  warnings=[], kernel=bench)
 
 
-def stream_run(threads: int, level: float, seed: int, metrics=("copy", "triad")) -> list[dict]:
+def stream_run(threads: int, level: float, seed: int, metrics=("copy", "triad")) -> list[Result]:
     return [result("stream", m, gauss(level, level * 0.005, 6, seed + i), variant="regular", threads=threads,
                    order="compact", cpus=list(range(threads)), array_elements=1000)
             for i, m in enumerate(metrics)]
@@ -275,7 +278,7 @@ def test_unknown_benchmark_keyed_on_its_non_float_params():
 # --------------------------------------------------------------------------- what else changed
 
 
-def probe_run(run_id: str, **env) -> dict:
+def probe_run(run_id: str, **env) -> Run:
     environment = {"kernel": "6.1.0", "preemption": "PREEMPT_DYNAMIC", "governor": "performance", "turbo": True,
                    "smt_active": False, "thp": "madvise", "numa_balancing": False, "hypervisor": None,
                    "nics": [{"name": "lo", "mtu": 65536, "speed_mbps": None, "driver": None},
@@ -284,18 +287,19 @@ def probe_run(run_id: str, **env) -> dict:
                    "blas": [{"name": "openblas", "path": "/usr/lib/libopenblas.so.0"}],
                    "compilers": [{"name": "gcc", "version": "12.2.0", "path": "/usr/bin/gcc"}]}
     environment.update(env)
-    return {"id": run_id, "started": f"2026-11-23T10:{run_id}", "host": "node1", "pid": hash(run_id) % 9999,
-            "command": "clusterbench run stream", "argv": [], "cluster": {},
-            "probe": {"cpu": {"model_name": "AMD EPYC", "microarchitecture": "Zen 4", "freq_nominal_mhz": 2596.1},
-                      "environment": environment, "memory": {"available_bytes": hash(run_id) % 10 ** 9}},
-            "builds": {"stream": {"compiler_version": "gcc 12.2.0", "flags": ["-O3", "-march=native"]}}}
+    return Run.from_json({
+        "id": run_id, "started": f"2026-11-23T10:{run_id}", "host": "node1", "pid": hash(run_id) % 9999,
+        "command": "clusterbench run stream", "argv": [], "cluster": {},
+        "probe": {"cpu": {"model_name": "AMD EPYC", "microarchitecture": "Zen 4", "freq_nominal_mhz": 2596.1},
+                  "environment": environment, "memory": {"available_bytes": hash(run_id) % 10 ** 9}},
+        "builds": {"stream": {"compiler_version": "gcc 12.2.0", "flags": ["-O3", "-march=native"]}}})
 
 
 def test_env_diff_names_an_mtu_change_only():
     a = probe_run("a")
     b = copy.deepcopy(probe_run("b"))
-    b["probe"]["environment"]["nics"][1]["mtu"] = 9000
-    b["probe"]["environment"]["nics"][0]["mtu"] = 1500  # lo is ignored
+    b.probe["environment"]["nics"][1]["mtu"] = 9000
+    b.probe["environment"]["nics"][0]["mtu"] = 1500  # lo is ignored
     changes = E.env_diff([a], [b])
     assert [(c.what, c.a, c.b) for c in changes] == [("MTU of eth0", "1500", "9000")]
     assert changes[0].label == "MTU of eth0: 1500 -> 9000" and changes[0].as_dict()["b"] == "9000"
@@ -304,8 +308,8 @@ def test_env_diff_names_an_mtu_change_only():
 def test_env_diff_blas_and_build_flags_and_params():
     a = probe_run("a")
     b = probe_run("b", blas=[{"name": "blis", "path": "/usr/lib/libblis.so.4"}])
-    b["builds"]["stream"]["flags"] = ["-O2"]
-    b["builds"]["fpu"] = {"compiler_version": "gcc 12.2.0", "flags": ["-O3"]}  # built on one side only
+    b.builds["stream"]["flags"] = ["-O2"]
+    b.builds["fpu"] = {"compiler_version": "gcc 12.2.0", "flags": ["-O3"]}  # built on one side only
     ra = [result("dgemm", "gflops", [1.0, 2.0], blas="openblas", threads=2)]
     rb = [result("dgemm", "gflops", [1.0, 2.0], blas="blis", threads=2)]
     whats = {c.what: c for c in E.env_diff([a], [b], ra, rb)}
@@ -320,7 +324,7 @@ def test_env_diff_identical_probes_and_several_runs_per_side():
     assert [(c.what, c.values_a, c.values_b) for c in mixed] == [
         ("transparent huge pages", ("always", "madvise"), ("madvise",))]
     multi = probe_run("b")
-    multi["cluster"] = {"hosts": ["n1", "n2"], "nodes": {}, "differences": []}
+    multi.cluster = {"hosts": ["n1", "n2"], "nodes": {}, "differences": []}
     assert {c.what for c in E.env_diff([probe_run("a")], [multi])} == {"node count", "hosts"}
 
 
@@ -332,8 +336,8 @@ def test_compare_document_summary_and_worst_change():
     res_a = [stream_run(2, 100, 1, ("copy", "triad", "add")), stream_run(2, 100, 2, ("copy", "triad", "add"))]
     res_b = [stream_run(2, 100, 3, ("copy", "triad", "add")), stream_run(2, 100, 4, ("copy", "triad", "add"))]
     for run in res_b:  # triad 20% worse, copy 20% better, add unchanged
-        run[1]["samples"] = [x * 0.8 for x in run[1]["samples"]]
-        run[0]["samples"] = [x * 1.2 for x in run[0]["samples"]]
+        run[1] = dataclasses.replace(run[1], samples=[x * 0.8 for x in run[1].samples])
+        run[0] = dataclasses.replace(run[0], samples=[x * 1.2 for x in run[0].samples])
     cmp = C.compare(runs_a, res_a, runs_b, res_b, KEYS)
     assert cmp.summary == {"better": 1, "worse": 1, "no significant difference": 1, "cannot judge": 0}
     assert cmp.worst_change_pct == pytest.approx(-20, abs=1)
@@ -412,7 +416,7 @@ def test_env_diff_reads_every_node_of_a_cluster_run():
     def run(rid, mtu, hosts):
         nodes = {h: {"probe": {}, "network": {"nics": [{"name": "lo", "mtu": 65536}, {"name": "cb0", "mtu": mtu}]}}
                  for h in hosts}
-        return {"id": rid, "probe": {}, "cluster": {"hosts": hosts, "nodes": nodes, "sim_cluster": {"mtu": mtu}}}
+        return Run.from_json({"id": rid, "probe": {}, "cluster": {"hosts": hosts, "nodes": nodes, "sim_cluster": {"mtu": mtu}}})
     labels = [e.label for e in E.env_diff([run("a", 1500, ["x1", "x2"])], [run("b", 9000, ["x1", "x2"])])]
     assert "MTU of cb0 on the nodes: 1500 -> 9000" in labels and "virtual cluster MTU: 1500 -> 9000" in labels
     assert not any("lo" in x for x in labels)

@@ -47,13 +47,13 @@ def test_tags_and_note_are_stored_and_select_runs(store: Store) -> None:
     a1 = _run(store, [_hpl(10, "openblas", "pure", "1x2")], tags=["baseline"], note="MTU 1500")
     a2 = _run(store, [_hpl(11, "openblas", "pure", "1x2")], tags=["baseline", "repeat"])
     b = _run(store, [_hpl(14, "openblas", "pure", "1x2")], tags=["jumbo"])
-    assert store.get_run(a1)["tags"] == ["baseline"] and store.get_run(a1)["note"] == "MTU 1500"
+    assert store.get_run(a1).tags == ["baseline"] and store.get_run(a1).note == "MTU 1500"
     assert store.select_runs("baseline") == [a1, a2]          # a tag pools its runs, oldest first
     assert store.select_runs("last") == [b] and store.select_runs("last~1") == [a2] and store.select_runs("last~2") == [a1]
     assert store.select_runs("last~1,last") == [a2, b]
     assert store.select_runs(b[:8]) == [b] and store.select_runs("tag:jumbo") == [b] and store.select_runs(f"run:{a1}") == [a1]
     assert store.all_tags() == {"baseline": 2, "jumbo": 1, "repeat": 1}
-    assert [r["id"] for r in store.list_runs(tag="baseline")] == [a2, a1]  # newest first
+    assert [r.id for r in store.list_runs(tag="baseline")] == [a2, a1]  # newest first
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -93,7 +93,7 @@ def test_results_tag_adds_removes_and_notes(store: Store, capsys) -> None:
     assert main(["--db", db, "results", "tag", rid[:8], "--remove", "mtu1500"]) == 0
     assert main(["--db", db, "results", "tag", "last", "--note", "stock kernel"]) == 0
     run = Store(db, readonly=True).get_run(rid)
-    assert run["tags"] == ["before"] and run["note"] == "stock kernel"
+    assert run.tags == ["before"] and run.note == "stock kernel"
     assert main(["--db", db, "results", "tag", "last"]) == 2
     assert "needs a TAG, --remove TAG or --note" in capsys.readouterr().err
 
@@ -103,10 +103,10 @@ def test_results_list_filters(store: Store, capsys) -> None:
     st_ = Result(benchmark="stream", metric="triad", value=1e4, unit="MB/s", higher_is_better=True, params={},
                  samples=[1e4], summary={})
     new = _run(store, [st_], command="clusterbench run stream")
-    assert [r["id"] for r in store.list_runs(benchmark="hpl")] == [old]
-    assert [r["id"] for r in store.list_runs(benchmark="stream")] == [new]
-    assert [r["id"] for r in store.list_runs(since="2026-06-01")] == [new]
-    assert [r["id"] for r in store.list_runs(host="nosuchhost")] == []
+    assert [r.id for r in store.list_runs(benchmark="hpl")] == [old]
+    assert [r.id for r in store.list_runs(benchmark="stream")] == [new]
+    assert [r.id for r in store.list_runs(since="2026-06-01")] == [new]
+    assert [r.id for r in store.list_runs(host="nosuchhost")] == []
     assert main(["--db", str(store.path), "results", "list", "--tag", "x", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in doc["runs"]] == [old] and doc["runs"][0]["tags"] == ["x"]
@@ -169,7 +169,7 @@ def test_old_store_read_only_has_no_tags(tmp_path: Path) -> None:
         db.execute("DROP TABLE run_tags")
         db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
     ro = Store(p, readonly=True)
-    assert ro.schema == 3 and ro.get_run(rid)["tags"] == [] and ro.list_runs(tag="x") == []
+    assert ro.schema == 3 and ro.get_run(rid).tags == [] and ro.list_runs(tag="x") == []
     with pytest.raises(UsageError, match="no run or tag"):
         ro.select_runs("baseline")
     ro.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.base import RunContext
+from clusterbench.benchmarks.base import Result, RunContext
 from clusterbench.benchmarks.node import intcpu as mod
 from clusterbench.errors import UsageError
 
@@ -80,7 +80,7 @@ def test_records_are_parsed_into_results(ctx: RunContext, monkeypatch: pytest.Mo
     assert by["events_per_s"].value == 200.0 and by["events_per_s"].summary["best"] == 250.0
     assert by["latency"].value == 5.0 and not by["latency"].higher_is_better
     assert by["events_per_s"].params["threads"] == 1 and by["events_per_s"].params["latency_p95_ms"] == 6.0
-    lines = mod._headlines([r.as_json() for r in res])
+    lines = mod._headlines(res)
     assert lines and "200.0 events/s" in lines[0] and "max-prime 10000" in lines[0]
 
 
@@ -92,9 +92,10 @@ def test_the_results_table_does_not_call_a_whole_run_rate_best() -> None:
 
     from clusterbench.ui import print_results
 
-    def res(bench: str, metric: str, value: float, unit: str, samples: list[float]) -> dict:
-        return {"benchmark": bench, "metric": metric, "value": value, "unit": unit, "params": {"threads": 1},
-                "samples": samples, "summary": {"best": max(samples), "median": value, "cv": 0.01}, "warnings": []}
+    def res(bench: str, metric: str, value: float, unit: str, samples: list[float]) -> Result:
+        return Result(benchmark=bench, metric=metric, value=value, unit=unit, higher_is_better=True,
+                      params={"threads": 1}, samples=samples,
+                      summary={"best": max(samples), "median": value, "cv": 0.01})
 
     peak = res("peak", "gflops", 40.0, "Gflop/s", [39.0, 40.0])
     out = StringIO()

@@ -14,12 +14,12 @@ from clusterbench.errors import UsageError
 from clusterbench.ui import result_rows
 
 
-def _headline(rs: list[dict]) -> list[str]:
-    return [f"toy      {r['value']:.0f} ops/s" for r in rs if r["benchmark"] == "toy"]
+def _headline(rs: list[Result]) -> list[str]:
+    return [f"toy      {r.value:.0f} ops/s" for r in rs if r.benchmark == "toy"]
 
 
-def _finding(rs: list[dict]) -> list[str]:
-    return ["toy is slow"] if any(r["benchmark"] == "toy" and r["value"] < 10 for r in rs) else []
+def _finding(rs: list[Result]) -> list[str]:
+    return ["toy is slow"] if any(r.benchmark == "toy" and r.value < 10 for r in rs) else []
 
 
 @pytest.fixture
@@ -55,11 +55,10 @@ def test_a_new_module_reaches_suite_printer_limits_and_summary(toy) -> None:
     judged = limits.judge(ctx, Result("stream", "triad", 250.0, "MB/s", True, {"threads": 1}, [250.0], {}),
                           ("best_bandwidth",), registry.PROVIDERS)
     assert judged[0]["value"] == 500.0 and judged[0]["fraction"] == 0.5
-    row = result_rows([{"benchmark": "toy", "metric": "rate", "params": {"threads": 2, "width": 8, "other": 1},
-                        "value": 5.0, "unit": "ops/s", "summary": {}, "warnings": []}])[0]
+    row = result_rows([Result("toy", "rate", 5.0, "ops/s", True, {"threads": 2, "width": 8, "other": 1}, [5.0],
+                              {})])[0]
     assert row[2] == "width=8 threads=2"  # its key parameters, in its order; "other" is not one
-    summ = summarize_results([{"benchmark": "toy", "metric": "rate", "value": 5.0, "params": {},
-                               "higher_is_better": True, "warnings": []}])
+    summ = summarize_results([Result("toy", "rate", 5.0, "ops/s", True, {}, [5.0], {})])
     assert summ == {"lines": ["toy      5 ops/s"], "findings": ["toy is slow"]}
 
 

@@ -27,10 +27,10 @@ def test_roundtrip(tmp_path):
     st.add_result(rid, _result(5.0))
     st.finish_run(rid, "complete")
     run = st.get_run(rid[:8])
-    assert run["status"] == "complete" and run["builds"]["stream"]["compiler"] == "cc"
-    assert run["probe"] == {"hostname": "x"}
+    assert run.status == "complete" and run.builds["stream"]["compiler"] == "cc"
+    assert run.probe == {"hostname": "x"}
     res = st.results("last")
-    assert res[0]["value"] == 5.0 and res[0]["samples"] == [5.0, 4.5]
+    assert res[0].value == 5.0 and res[0].samples == [5.0, 4.5]
     assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(STORE_SCHEMA)
 
 
@@ -123,19 +123,19 @@ def test_schema1_store_is_read_then_upgraded(tmp_path):
     db.executescript(_SCHEMA1_RUNS)
     db.close()
     ro = Store(p, readonly=True)
-    assert ro.schema == 1 and ro.get_run("old-run")["cluster"] == {}
-    assert ro.results("old-run")[0]["benchmark"] == "bandwidth"  # read-only: read as it is
+    assert ro.schema == 1 and ro.get_run("old-run").cluster == {}
+    assert ro.results("old-run")[0].benchmark == "bandwidth"  # read-only: read as it is
     ro.close()
     st = Store(p)
-    assert st.schema == STORE_SCHEMA == 7 and st.fixes() == [] and st.get_run("old-run")["tags"] == []
-    assert st.results("old-run")[0]["benchmark"] == "membw" and st.results("old-run")[0]["value"] == 9000.0
+    assert st.schema == STORE_SCHEMA == 7 and st.fixes() == [] and st.get_run("old-run").tags == []
+    assert st.results("old-run")[0].benchmark == "membw" and st.results("old-run")[0].value == 9000.0
     cols = {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
     assert {"cluster", "pid_start", "boot_id", "energy"} <= cols
-    assert st.get_run("old-run")["cluster"] == {} and st.get_run("old-run")["energy"] is None
+    assert st.get_run("old-run").cluster == {} and st.get_run("old-run").energy is None
     rec = new_run_record(["clusterbench"], {}, "quick")
     rec["cluster"] = {"hosts": ["a", "b"], "nodes": {}}
     st.begin_run(rec)
-    assert st.get_run(rec["id"])["cluster"]["hosts"] == ["a", "b"]
+    assert st.get_run(rec["id"]).cluster["hosts"] == ["a", "b"]
     assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
 
 
@@ -150,15 +150,15 @@ def test_schema5_store_gains_the_energy_column(tmp_path):
         db.execute("ALTER TABLE runs DROP COLUMN energy")
         db.execute("UPDATE meta SET value='5' WHERE key='schema_version'")
     ro = Store(p, readonly=True)
-    assert ro.schema == 5 and ro.get_run(old["id"])["energy"] is None  # read as it is
+    assert ro.schema == 5 and ro.get_run(old["id"]).energy is None  # read as it is
     ro.close()
     st = Store(p)
-    assert st.schema == 7 and st.get_run(old["id"])["energy"] is None
+    assert st.schema == 7 and st.get_run(old["id"]).energy is None
     rec = new_run_record(["clusterbench"], {}, "quick")
     st.begin_run(rec)
     energy = {"sources": {"n1": {"kind": "watts", "declared": True}}, "benchmarks": [{"benchmark": "hpl", "joules": 3.0}]}
     st.finish_run(rec["id"], "complete", energy=energy)
-    assert st.get_run(rec["id"])["energy"] == energy
+    assert st.get_run(rec["id"]).energy == energy
 
 
 def test_newer_store_is_refused(tmp_path):

@@ -43,8 +43,8 @@ def test_the_run_record_identifies_its_process(tmp_path: Path) -> None:
     assert rec["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     st = Store(tmp_path / "r.db")
     run = st.get_run(st.begin_run(rec))
-    assert run["status"] == "running"
-    assert (run["pid"], run["pid_start"], run["boot_id"]) == (rec["pid"], rec["pid_start"], rec["boot_id"])
+    assert run.status == "running"
+    assert (run.pid, run.pid_start, run.boot_id) == (rec["pid"], rec["pid_start"], rec["boot_id"])
 
 
 def test_a_schema_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
@@ -63,12 +63,12 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
                    " 'MB/s', 1, '{}', '[15000.0]', '{\"best\": 15000.0}', '[]', '[]', 'now')", (rid,))
         db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
     ro = Store(p, readonly=True)
-    assert ro.schema == 2 and ro.get_run(rid)["status"] == "complete"
-    assert ro.results(rid)[0]["benchmark"] == "bandwidth"
+    assert ro.schema == 2 and ro.get_run(rid).status == "complete"
+    assert ro.results(rid)[0].benchmark == "bandwidth"
     ro.close()
     st = Store(p)
-    assert st.schema == STORE_SCHEMA and st.results(rid)[0]["benchmark"] == "membw"
-    assert st.get_run(rid)["status"] == "complete"
+    assert st.schema == STORE_SCHEMA and st.results(rid)[0].benchmark == "membw"
+    assert st.get_run(rid).status == "complete"
     assert {"pid_start", "boot_id"} <= {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
 
 
@@ -131,20 +131,20 @@ def test_a_first_release_store_without_notes_reads_and_upgrades_1_to_3(tmp_path:
         db.executescript(_FIRST_RELEASE_DDL)
     ro = Store(p, readonly=True)
     run = ro.get_run("first")
-    assert ro.schema == 1 and run["notes"] == [] and run["cluster"] == {} and run["status"] == "complete"
-    assert ro.results("first")[0]["benchmark"] == "bandwidth"
+    assert ro.schema == 1 and run.notes == [] and run.cluster == {} and run.status == "complete"
+    assert ro.results("first")[0].benchmark == "bandwidth"
     ro.close()
     st = Store(p)
     cols = {r[1] for r in st.db.execute("PRAGMA table_info(runs)")}
     assert st.schema == STORE_SCHEMA and {"notes", "cluster", "pid_start", "boot_id", "note"} <= cols
     assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(STORE_SCHEMA)
     old = st.get_run("first")
-    assert (old["notes"], old["argv"], old["probe"]) == ([], ["clusterbench", "run", "bandwidth"], {"hostname": "h"})
+    assert (old.notes, old.argv, old.probe) == ([], ["clusterbench", "run", "bandwidth"], {"hostname": "h"})
     (res,) = st.results("first")
-    assert (res["benchmark"], res["metric"], res["value"], res["params"]) == ("membw", "write", 7000.0, {"threads": 2})
+    assert (res.benchmark, res.metric, res.value, res.params) == ("membw", "write", 7000.0, {"threads": 2})
     rid = st.begin_run(new_run_record(["clusterbench", "run", "membw"], {}, "quick"))
     st.finish_run(rid, "complete", notes=["a note"])
-    assert st.get_run(rid)["notes"] == ["a note"] and st.get_run(rid)["status"] == "complete"
+    assert st.get_run(rid).notes == ["a note"] and st.get_run(rid).status == "complete"
     st.close()
     assert Store(p).schema == STORE_SCHEMA  # opening an upgraded file again changes nothing
 

@@ -14,6 +14,7 @@ import pytest
 from clusterbench import files
 from clusterbench.benchmarks.base import Result
 from clusterbench.cli import main
+from clusterbench.records import Run
 from clusterbench.errors import UsageError
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
@@ -115,14 +116,14 @@ def test_the_stored_command_line_is_shown_shell_quoted(tmp_path, capsys):
     old = new_run_record(argv, {"hostname": "h"}, "default")  # a run stored before: command space-joined
     old_id = st.begin_run({**old, "command": " ".join(argv)})
     st.close()
-    assert Store(tmp_path / "r.db", readonly=True).get_run(rid)["command"] == command_line(argv)  # stored quoted
+    assert Store(tmp_path / "r.db", readonly=True).get_run(rid).command == command_line(argv)  # stored quoted
     for ref in (rid, old_id):
         assert main(["--db", str(tmp_path / "r.db"), "results", "show", ref]) == 0, capsys.readouterr().err
         line = next(ln for ln in capsys.readouterr().out.splitlines() if "  command: " in ln)
         shown = line.split("  command: ", 1)[1]
         assert shlex.split(shown) == argv and "'$(touch " in shown, shown
-    assert run_command({"argv": ["/x/bin/clusterbench", "run", "a b"]}) == "clusterbench run 'a b'"
-    assert run_command({"command": "clusterbench run x"}) == "clusterbench run x"  # no argv: as stored
+    assert run_command(Run(id="x", argv=["/x/bin/clusterbench", "run", "a b"])) == "clusterbench run 'a b'"
+    assert run_command(Run(id="x", command="clusterbench run x")) == "clusterbench run x"  # no argv: as stored
     from clusterbench.report.hpccoutf import hpccoutf
     assert f"command: {command_line(argv)}\n" in hpccoutf(Store(tmp_path / "r.db", readonly=True).get_run(rid), [])
     assert not marker.exists()
@@ -145,7 +146,7 @@ def test_an_over_long_note_is_refused_in_one_line_before_anything_runs(tmp_path,
     assert f"the note is {NOTE_LIMIT + 1} characters, more than the {NOTE_LIMIT} a note may hold" in err[0]
     assert "x" * 20 not in err[0]  # the note is not echoed
     if argv[0] == "results":
-        assert Store(db, readonly=True).get_run(rid)["note"] == "kept"  # nothing changed
+        assert Store(db, readonly=True).get_run(rid).note == "kept"  # nothing changed
     else:
         assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
@@ -160,7 +161,7 @@ def test_the_note_limit_holds_in_the_library_too(tmp_path):
     rid = st.begin_run({**rec, "note": "ok"})
     with pytest.raises(UsageError, match="shorten it to 1000 characters or fewer"):
         st.tag_run(rid, note="z" * 5000)
-    assert st.get_run(rid)["note"] == "ok"
+    assert st.get_run(rid).note == "ok"
     from clusterbench import session
     with pytest.raises(UsageError, match="a note may hold"):  # before the probe or any kernel
         session.run(["intcpu"], note="n" * 1001, store=st, probe_data={})

@@ -58,7 +58,9 @@ from clusterbench.analysis.matching import Match, Unmatched, match_figures, pool
 from clusterbench.analysis.stats import BOOTSTRAP_SIMULATE_MAX, DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 from clusterbench.analysis.verdict import (ADJUSTMENTS, BETTER, DEFAULT_ALPHA, DEFAULT_MAX_CV, DEFAULT_MIN_EFFECT, SAME,
                                            UNKNOWN, VERDICTS, WORSE)
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
+from clusterbench.records import Run
 
 #: the verdicts (from :mod:`.verdict`) are part of this module's public face: callers read them here
 __all__ = ["BETTER", "WORSE", "SAME", "UNKNOWN", "VERDICTS", "COMPARE_SCHEMA", "METHOD", "Comparison", "compare",
@@ -89,19 +91,19 @@ METHOD = (
 POOLED_STATUS = "complete"
 
 
-def left_out_reason(run: Mapping[str, Any], figures: int | None = None) -> str:
+def left_out_reason(run: Run, figures: int | None = None) -> str:
     """Why a run is not pooled, in a few words: still running, or incomplete with its stored reason
     (interrupted, a kernel that failed, its process killed)."""
-    so_far = "" if figures is None else f", {figures} figure(s) so far" if run.get("status") == "running" \
+    so_far = "" if figures is None else f", {figures} figure(s) so far" if run.status == "running" \
         else f", {figures} figure(s) stored"
-    if run.get("status") == "running":
-        return f"still running (pid {run.get('pid')} on {run.get('host')}{so_far})"
-    why = str(run.get("error") or "").strip()
-    return f"{run.get('status') or 'unknown status'}{so_far}" + (f": {why}" if why else "")
+    if run.status == "running":
+        return f"still running (pid {run.pid} on {run.host}{so_far})"
+    why = str(run.error or "").strip()
+    return f"{run.status or 'unknown status'}{so_far}" + (f": {why}" if why else "")
 
 
-def poolable(runs: Sequence[Mapping[str, Any]], figures: Mapping[str, int] | None = None, *,
-             include_incomplete: bool = False) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
+def poolable(runs: Sequence[Run], figures: Mapping[str, int] | None = None, *,
+             include_incomplete: bool = False) -> tuple[list[Run], list[dict[str, Any]]]:
     """Which runs of a selector may be pooled into one side (``compare``, and the sources and the
     comparison of ``report``): the complete ones. A run still running, or left incomplete (Ctrl-C, a
     kernel that failed, its process killed), holds only part of its figures, measured under
@@ -109,14 +111,14 @@ def poolable(runs: Sequence[Mapping[str, Any]], figures: Mapping[str, int] | Non
     ``include_incomplete`` every run is pooled. ``figures`` (run id -> figures stored) goes into
     the reason. Returns ``(pooled, left_out)``; each left-out entry is ``{id, status, error,
     figures, reason}``, in the order given."""
-    pooled: list[Mapping[str, Any]] = []
+    pooled: list[Run] = []
     left: list[dict[str, Any]] = []
     for run in runs:
-        if include_incomplete or run.get("status") == POOLED_STATUS:
+        if include_incomplete or run.status == POOLED_STATUS:
             pooled.append(run)
             continue
-        n = None if figures is None else figures.get(str(run.get("id")))
-        left.append({"id": run.get("id"), "status": run.get("status"), "error": run.get("error"), "figures": n,
+        n = None if figures is None else figures.get(str(run.id))
+        left.append({"id": run.id, "status": run.status, "error": run.error, "figures": n,
                      "reason": left_out_reason(run, n)})
     return pooled, left
 
@@ -171,27 +173,27 @@ class Comparison:
                 "only_b": [u.as_dict() for u in self.only_b]}
 
 
-def _side_results(runs: Sequence[dict], results: Any) -> list[dict]:
+def _side_results(runs: Sequence[Run], results: Any) -> list[Result]:
     """Results of a side, each tagged with its ``run_id``: ``results`` is ``{run_id: [result, ...]}``,
     a list parallel to ``runs`` (one list of results per run), or a flat list already pooled."""
     if isinstance(results, Mapping):
         return pool(results)
     results = list(results)
-    if results and all(isinstance(r, Mapping) and "benchmark" in r for r in results):
-        return [dict(r) for r in results]
+    if results and all(isinstance(r, Result) for r in results):
+        return results
     if len(results) != len(runs):
         raise ValueError("results: one list per run, in the order of the runs")
-    return pool([(str(run.get("id")), res) for run, res in zip(runs, results)])
+    return pool([(str(run.id), res) for run, res in zip(runs, results)])
 
 
-def _benchmarks(results: Sequence[dict]) -> str:
-    names = sorted({r["benchmark"] for r in results})
+def _benchmarks(results: Sequence[Result]) -> str:
+    names = sorted({r.benchmark for r in results})
     return ", ".join(names) if names else "no results"
 
 
-def compare(runs_a: Sequence[dict], results_a: Any, runs_b: Sequence[dict], results_b: Any,
+def compare(runs_a: Sequence[Run], results_a: Any, runs_b: Sequence[Run], results_b: Any,
             key_params_by_benchmark: Mapping[str, Sequence[str]], **opts: Any) -> Comparison:
-    """Compare side A (before) with side B (after). ``runs_*`` are run dicts (``Store.get_run``),
+    """Compare side A (before) with side B (after). ``runs_*`` are runs (``Store.get_run``),
     ``results_*`` their results (``Store.results``) as ``{run_id: results}`` or one list per run.
     ``opts`` (alpha, confidence, min_effect, max_cv, resamples, seed) go to
     :func:`compare_samples`; the figures' verdicts are then adjusted together (``adjust``: "bh", :func:`benjamini_hochberg`, or "holm").
@@ -211,6 +213,6 @@ def compare(runs_a: Sequence[dict], results_a: Any, runs_b: Sequence[dict], resu
                "max_cv": DEFAULT_MAX_CV, "resamples": DEFAULT_RESAMPLES, "seed": DEFAULT_SEED,
                "multiple_comparisons": adjust, **opts}
     return Comparison(
-        runs_a=tuple(str(r.get("id")) for r in runs_a), runs_b=tuple(str(r.get("id")) for r in runs_b),
+        runs_a=tuple(str(r.id) for r in runs_a), runs_b=tuple(str(r.id) for r in runs_b),
         matches=tuple(matches), only_a=tuple(only_a), only_b=tuple(only_b),
         env=tuple(env_diff(runs_a, runs_b, side_a, side_b)), options=options)

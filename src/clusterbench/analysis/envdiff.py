@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.analysis.consistency import dotted_get
+from clusterbench.benchmarks.declare import Result
+from clusterbench.records import Run
 
 @dataclass(frozen=True)
 class EnvChange:
@@ -53,9 +55,9 @@ def _blas_name(b: dict) -> str:
     return path.rsplit("/", 1)[-1] if path else str(b.get("name"))
 
 
-def _hosts(run: dict) -> list[str]:
-    hosts = (run.get("cluster") or {}).get("hosts")
-    return list(hosts) if hosts else [str(run.get("host"))]
+def _hosts(run: Run) -> list[str]:
+    hosts = (run.cluster or {}).get("hosts")
+    return list(hosts) if hosts else [str(run.host)]
 
 
 #: (what, getter(run)) for the run-wide settings, in report order. Noise (free memory, timestamps,
@@ -63,19 +65,19 @@ def _hosts(run: dict) -> list[str]:
 RUN_SETTINGS: list[tuple[str, Any]] = [
     ("node count", lambda r: len(_hosts(r))),
     ("hosts", _hosts),
-    ("CPU model", lambda r: dotted_get(r, "probe.cpu.model_name")),
-    ("CPU microarchitecture", lambda r: dotted_get(r, "probe.cpu.microarchitecture")),
-    ("kernel", lambda r: dotted_get(r, "probe.environment.kernel")),
-    ("preemption model", lambda r: dotted_get(r, "probe.environment.preemption")),
-    ("CPU frequency governor", lambda r: dotted_get(r, "probe.environment.governor")),
-    ("turbo", lambda r: dotted_get(r, "probe.environment.turbo")),
-    ("SMT", lambda r: dotted_get(r, "probe.environment.smt_active")),
-    ("transparent huge pages", lambda r: dotted_get(r, "probe.environment.thp")),
-    ("NUMA balancing", lambda r: dotted_get(r, "probe.environment.numa_balancing")),
-    ("hypervisor", lambda r: dotted_get(r, "probe.environment.hypervisor")),
-    ("MPI", lambda r: _names(dotted_get(r, "probe.environment.mpi"), lambda m: f"{m.get('name')} {m.get('version')}")),
-    ("BLAS libraries", lambda r: _names(dotted_get(r, "probe.environment.blas"), _blas_name)),
-    ("compilers", lambda r: _names(dotted_get(r, "probe.environment.compilers"),
+    ("CPU model", lambda r: dotted_get(r.probe, "cpu.model_name")),
+    ("CPU microarchitecture", lambda r: dotted_get(r.probe, "cpu.microarchitecture")),
+    ("kernel", lambda r: dotted_get(r.probe, "environment.kernel")),
+    ("preemption model", lambda r: dotted_get(r.probe, "environment.preemption")),
+    ("CPU frequency governor", lambda r: dotted_get(r.probe, "environment.governor")),
+    ("turbo", lambda r: dotted_get(r.probe, "environment.turbo")),
+    ("SMT", lambda r: dotted_get(r.probe, "environment.smt_active")),
+    ("transparent huge pages", lambda r: dotted_get(r.probe, "environment.thp")),
+    ("NUMA balancing", lambda r: dotted_get(r.probe, "environment.numa_balancing")),
+    ("hypervisor", lambda r: dotted_get(r.probe, "environment.hypervisor")),
+    ("MPI", lambda r: _names(dotted_get(r.probe, "environment.mpi"), lambda m: f"{m.get('name')} {m.get('version')}")),
+    ("BLAS libraries", lambda r: _names(dotted_get(r.probe, "environment.blas"), _blas_name)),
+    ("compilers", lambda r: _names(dotted_get(r.probe, "environment.compilers"),
                                    lambda c: f"{c.get('name')} {c.get('version')}")),
 ]
 
@@ -83,9 +85,9 @@ RUN_SETTINGS: list[tuple[str, Any]] = [
 RESULT_PARAMS = ("transport", "transport_used", "mpi", "launcher", "blas", "openblas_coretype", "threads", "ranks")
 
 
-def _nic_settings(run: dict) -> dict[str, Any]:
+def _nic_settings(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    nics = dotted_get(run, "probe.environment.nics") or []
+    nics = dotted_get(run.probe, "environment.nics") or []
     for nic in nics:
         if not isinstance(nic, dict) or nic.get("name") in (None, "lo"):
             continue
@@ -94,7 +96,7 @@ def _nic_settings(run: dict) -> dict[str, Any]:
     # a run across hosts: every node's NICs (runs.cluster), by interface name over the nodes (host
     # names may differ between the sides; a value that differs between nodes shows as a list)
     per_nic: dict[str, set] = {}
-    for node in ((run.get("cluster") or {}).get("nodes") or {}).values():
+    for node in ((run.cluster or {}).get("nodes") or {}).values():
         for nic in dotted_get(node, "network.nics") or []:
             if not isinstance(nic, dict) or nic.get("name") in (None, "lo"):
                 continue
@@ -102,29 +104,29 @@ def _nic_settings(run: dict) -> dict[str, Any]:
                 per_nic.setdefault(f"{label} of {nic['name']} on the nodes", set()).add(_text(nic.get(k)))
     for key, values in per_nic.items():
         out[key] = ", ".join(sorted(values))
-    sim = (run.get("cluster") or {}).get("sim_cluster")
+    sim = (run.cluster or {}).get("sim_cluster")
     if isinstance(sim, dict):
         out["virtual cluster MTU"] = sim.get("mtu")
         out["virtual cluster offloads"] = sim.get("offload")
     return out
 
 
-def _build_settings(run: dict) -> dict[str, Any]:
+def _build_settings(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for kernel, info in sorted((run.get("builds") or {}).items()):
+    for kernel, info in sorted((run.builds or {}).items()):
         if isinstance(info, dict):
             out[f"compiler of {kernel}"] = info.get("compiler_version") or info.get("compiler")
             out[f"build flags of {kernel}"] = " ".join(info.get("flags") or [])
     return out
 
 
-def _param_settings(results: Sequence[dict]) -> dict[str, set]:
+def _param_settings(results: Sequence[Result]) -> dict[str, set]:
     out: dict[str, set] = {}
     for r in results:
-        params = r.get("params") or {}
+        params = r.params or {}
         for k in RESULT_PARAMS:
             if k in params:
-                out.setdefault(f"{k} ({r['benchmark']})", set()).add(_text(params[k]))
+                out.setdefault(f"{k} ({r.benchmark})", set()).add(_text(params[k]))
     return out
 
 
@@ -135,8 +137,8 @@ def _change(what: str, va: set[str], vb: set[str]) -> EnvChange | None:
     return EnvChange(what, " | ".join(sa) or "none", " | ".join(sb) or "none", sa, sb)
 
 
-def env_diff(runs_a: Sequence[dict], runs_b: Sequence[dict], results_a: Sequence[dict] = (),
-             results_b: Sequence[dict] = ()) -> list[EnvChange]:
+def env_diff(runs_a: Sequence[Run], runs_b: Sequence[Run], results_a: Sequence[Result] = (),
+             results_b: Sequence[Result] = ()) -> list[EnvChange]:
     """What else changed between the sides, besides the change under test.
 
     Run-wide settings (:data:`RUN_SETTINGS`: node count and hosts, CPU, kernel, preemption,

@@ -84,10 +84,10 @@ def _best(ctx: "RunContext", pairs: set[tuple[str, str]], match: Callable[[dict]
     if ctx.history:
         for bench, metric in pairs:
             for h in ctx.history(bench, metric):
-                if memory and in_cache(h.get("params") or {}, h.get("warnings") or ()):
+                if memory and in_cache(h.params or {}, h.warnings or ()):
                     continue
-                if match(h.get("params") or {}):
-                    v = float(h["value"])
+                if match(h.params or {}):
+                    v = float(h.value)
                     best = v if best is None else max(best, v)
     return best
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.analysis.verdict import SampleComparison, compare_samples
+from clusterbench.benchmarks.declare import Result
+from clusterbench.records import StoredFigure, with_run
 
 def _hashable(v: Any) -> Any:
     if isinstance(v, (dict, list, tuple, set)):
@@ -21,12 +23,12 @@ def _scalar_params(params: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(k for k, v in params.items() if isinstance(v, (str, int, bool)) or v is None))
 
 
-def pool(results_per_run: Mapping[str, Sequence[dict]] | Iterable[tuple[str, Sequence[dict]]]) -> list[dict]:
-    """One side's results from several runs, as one list: each result dict is copied with the id
-    of its run under ``run_id`` (results from the store do not carry it). Give ``{run_id:
-    results}`` or ``[(run_id, results), ...]``."""
+def pool(results_per_run: Mapping[str, Sequence[Result]] | Iterable[tuple[str, Sequence[Result]]]
+         ) -> list[StoredFigure]:
+    """One side's results from several runs, as one list of figures, each carrying the id of its run
+    (results from the store do not). Give ``{run_id: results}`` or ``[(run_id, results), ...]``."""
     items = results_per_run.items() if isinstance(results_per_run, Mapping) else results_per_run
-    return [{**r, "run_id": run_id} for run_id, results in items for r in results]
+    return [with_run(r, run_id) for run_id, results in items for r in results]
 
 
 @dataclass(frozen=True)
@@ -90,46 +92,46 @@ class Unmatched:
 
 @dataclass
 class _Figure:
-    result: dict
+    result: Result
     samples: list[float] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
 
 
-def _key_params(bench: str, results: Sequence[dict], key_params_by_benchmark: Mapping[str, Sequence[str]]
+def _key_params(bench: str, results: Sequence[Result], key_params_by_benchmark: Mapping[str, Sequence[str]]
                 ) -> tuple[str, ...]:
     if bench in key_params_by_benchmark:
         return tuple(key_params_by_benchmark[bench])
     names: set[str] = set()
     for r in results:
-        names.update(_scalar_params(r.get("params") or {}))
+        names.update(_scalar_params(r.params or {}))
     return tuple(sorted(names))
 
 
-def _varied(bench: str, keys: Sequence[str], side_a: Sequence[dict], side_b: Sequence[dict]) -> dict:
+def _varied(bench: str, keys: Sequence[str], side_a: Sequence[Result], side_b: Sequence[Result]) -> dict:
     """Key params with one value on side A and a different single value on side B."""
     out = {}
     for k in keys:
-        va = {_hashable((r.get("params") or {}).get(k)) for r in side_a if r["benchmark"] == bench}
-        vb = {_hashable((r.get("params") or {}).get(k)) for r in side_b if r["benchmark"] == bench}
+        va = {_hashable((r.params or {}).get(k)) for r in side_a if r.benchmark == bench}
+        vb = {_hashable((r.params or {}).get(k)) for r in side_b if r.benchmark == bench}
         if len(va) == 1 and len(vb) == 1 and va != vb:
-            ra = next(r for r in side_a if r["benchmark"] == bench)
-            rb = next(r for r in side_b if r["benchmark"] == bench)
-            out[k] = ((ra.get("params") or {}).get(k), (rb.get("params") or {}).get(k))
+            ra = next(r for r in side_a if r.benchmark == bench)
+            rb = next(r for r in side_b if r.benchmark == bench)
+            out[k] = ((ra.params or {}).get(k), (rb.params or {}).get(k))
     return out
 
 
-def _collect(side: Sequence[dict], keys_by_bench: Mapping[str, tuple[str, ...]], varied: Mapping[str, dict],
+def _collect(side: Sequence[Result], keys_by_bench: Mapping[str, tuple[str, ...]], varied: Mapping[str, dict],
              tag: str) -> dict[tuple, _Figure]:
     figures: dict[tuple, _Figure] = {}
     for i, r in enumerate(side):
-        bench = r["benchmark"]
-        params = r.get("params") or {}
+        bench = r.benchmark
+        params = r.params or {}
         ident = tuple((k, _hashable(params.get(k))) for k in keys_by_bench[bench] if k not in varied.get(bench, {}))
-        fig = figures.setdefault((bench, r["metric"], ident), _Figure(r))
-        samples = [float(s) for s in (r.get("samples") or [])]
-        if not samples and r.get("value") is not None:
-            samples = [float(r["value"])]  # no samples stored: the value is a single sample
-        run = str(r.get("run_id") or f"{tag}{i}")  # an untagged result counts as its own run
+        fig = figures.setdefault((bench, r.metric, ident), _Figure(r))
+        samples = [float(s) for s in (r.samples or [])]
+        if not samples and r.value is not None:
+            samples = [float(r.value)]  # no samples stored: the value is a single sample
+        run = str(getattr(r, "run_id", "") or f"{tag}{i}")  # a result of no run counts as its own run
         fig.samples.extend(samples)
         fig.runs.extend([run] * len(samples))
     return figures
@@ -139,19 +141,19 @@ def _ident_params(keys: Sequence[str], varied: Mapping[str, Any], params: Mappin
     return {k: params.get(k) for k in keys if k not in varied}
 
 
-def match_figures(side_a_results: Sequence[dict], side_b_results: Sequence[dict],
+def match_figures(side_a_results: Sequence[Result], side_b_results: Sequence[Result],
                   key_params_by_benchmark: Mapping[str, Sequence[str]], **opts: Any
                   ) -> tuple[list[Match], list[Unmatched], list[Unmatched]]:
     """Match the figures of two sides by (benchmark, metric, key params) and compare each.
 
-    Each side is a list of result dicts (:func:`pool` several runs first so each carries its
+    Each side is a list of results (:func:`pool` several runs first so each carries its
     ``run_id``). A key param with one value on A and another single value on B is the change under
     test: it is left out of the match and recorded in ``Match.varied``. A result without samples
     contributes its value as one sample. ``opts`` go to :func:`compare_samples`. Returns
     ``(matches, only_a, only_b)``; each match's comparison is for that figure alone (see
     :func:`compare` for the adjustment across figures)."""
-    benches = {r["benchmark"] for r in side_a_results} | {r["benchmark"] for r in side_b_results}
-    keys = {b: _key_params(b, [r for r in (*side_a_results, *side_b_results) if r["benchmark"] == b],
+    benches = {r.benchmark for r in side_a_results} | {r.benchmark for r in side_b_results}
+    keys = {b: _key_params(b, [r for r in (*side_a_results, *side_b_results) if r.benchmark == b],
                            key_params_by_benchmark) for b in benches}
     varied = {b: _varied(b, keys[b], side_a_results, side_b_results) for b in benches}
     figs_a = _collect(side_a_results, keys, varied, "a")
@@ -162,18 +164,18 @@ def match_figures(side_a_results: Sequence[dict], side_b_results: Sequence[dict]
         if fb is None or not fa.samples or not fb.samples:
             continue
         bench, metric = ident[0], ident[1]
-        hib = bool(fa.result.get("higher_is_better", True))
+        hib = bool(fa.result.higher_is_better)
         comparison = compare_samples(fa.samples, fb.samples, hib, runs_a=fa.runs, runs_b=fb.runs, **opts)
         matches.append(Match(
-            benchmark=bench, metric=metric, unit=fa.result.get("unit"), higher_is_better=hib,
-            params=_ident_params(keys[bench], varied[bench], fa.result.get("params") or {}),
+            benchmark=bench, metric=metric, unit=fa.result.unit, higher_is_better=hib,
+            params=_ident_params(keys[bench], varied[bench], fa.result.params or {}),
             varied=dict(varied[bench]), samples_a=tuple(fa.samples), samples_b=tuple(fb.samples),
             sample_runs_a=tuple(fa.runs), sample_runs_b=tuple(fb.runs),
             runs_a=tuple(dict.fromkeys(fa.runs)), runs_b=tuple(dict.fromkeys(fb.runs)), comparison=comparison))
 
     def unmatched(figs: dict, other: dict, side: str) -> list[Unmatched]:
         return [Unmatched(side, ident[0], ident[1],
-                          _ident_params(keys[ident[0]], varied[ident[0]], f.result.get("params") or {}),
+                          _ident_params(keys[ident[0]], varied[ident[0]], f.result.params or {}),
                           tuple(dict.fromkeys(f.runs)))
                 for ident, f in figs.items() if ident not in other or not f.samples or not other[ident].samples]
 

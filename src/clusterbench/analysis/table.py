@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.errors import UsageError
+from clusterbench.records import StoredFigure
 
 PSEUDO_KEYS = ("tag", "host", "run", "started")
 AGGREGATES = ("best", "median", "mean", "last")
@@ -41,23 +42,23 @@ class Table:
         }
 
 
-def key_value(fig: dict, key: str) -> Any:
+def key_value(fig: StoredFigure, key: str) -> Any:
     """A figure's value for a row/column key (None when the figure does not have it)."""
     if key == "tag":
-        return "+".join(fig.get("tags") or []) or None
+        return "+".join(fig.tags or []) or None
     if key == "host":
-        return fig.get("host")
+        return fig.host
     if key == "run":
-        return (fig.get("run_id") or "")[:8] or None
+        return (fig.run_id or "")[:8] or None
     if key == "started":
-        return (fig.get("run_started") or "")[:10] or None
-    value = (fig.get("params") or {}).get(key)
+        return (fig.run_started or "")[:10] or None
+    value = (fig.params or {}).get(key)
     if isinstance(value, list):
         return ",".join(map(str, value))
     return value
 
 
-def pivot(figures: list[dict], rows: list[str], cols: list[str], agg: str = "best") -> Table:
+def pivot(figures: list[StoredFigure], rows: list[str], cols: list[str], agg: str = "best") -> Table:
     """The table of ``figures`` (one benchmark and metric, as ``Store.figures`` returns them)."""
     if agg not in AGGREGATES:
         raise UsageError(f"--agg {agg!r} is not known", f"use one of {', '.join(AGGREGATES)}")
@@ -65,21 +66,21 @@ def pivot(figures: list[dict], rows: list[str], cols: list[str], agg: str = "bes
         raise UsageError("--rows names no parameter", "e.g. --rows blas,topology")
     if not figures:
         raise UsageError("no stored figures to tabulate", "run the benchmark first, or check --runs/--metric")
-    bench, metric = figures[0]["benchmark"], figures[0]["metric"]
-    known = set(PSEUDO_KEYS) | {k for f in figures for k in (f.get("params") or {})}
+    bench, metric = figures[0].benchmark, figures[0].metric
+    known = set(PSEUDO_KEYS) | {k for f in figures for k in (f.params or {})}
     for key in [*rows, *cols]:
         if key not in known:
             raise UsageError(f"'{key}' is not a parameter of {bench} {metric} figures",
                              f"use one of {', '.join(sorted(known))}")
-    hib = bool(figures[0]["higher_is_better"])
-    groups: dict[tuple[tuple, tuple], list[dict]] = {}
+    hib = bool(figures[0].higher_is_better)
+    groups: dict[tuple[tuple, tuple], list[StoredFigure]] = {}
     for f in figures:
         rk = tuple(key_value(f, k) for k in rows)
         ck = tuple(key_value(f, k) for k in cols)
         groups.setdefault((rk, ck), []).append(f)
     cells = {}
     for key, figs in groups.items():
-        values = [float(f["value"]) for f in figs]
+        values = [float(f.value) for f in figs]
         if agg == "best":
             value = max(values) if hib else min(values)
         elif agg == "median":
@@ -88,12 +89,12 @@ def pivot(figures: list[dict], rows: list[str], cols: list[str], agg: str = "bes
             value = statistics.fmean(values)
         else:
             value = values[-1]  # figures come oldest first
-        cells[key] = {"value": value, "n": len(values), "runs": sorted({f.get("run_id", "")[:8] for f in figs})}
+        cells[key] = {"value": value, "n": len(values), "runs": sorted({(f.run_id or "")[:8] for f in figs})}
 
     def order(keys: set[tuple]) -> list[tuple]:
         return sorted(keys, key=lambda t: tuple((v is None, _sortable(v)) for v in t))
 
-    return Table(benchmark=bench, metric=metric, unit=figures[0]["unit"], higher_is_better=hib, rows=list(rows),
+    return Table(benchmark=bench, metric=metric, unit=figures[0].unit, higher_is_better=hib, rows=list(rows),
                  cols=list(cols), row_keys=order({k[0] for k in cells}), col_keys=order({k[1] for k in cells}),
                  cells=cells, agg=agg)
 

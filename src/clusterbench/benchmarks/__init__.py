@@ -53,11 +53,11 @@ def get_benchmark(name: str) -> Benchmark:
     return REGISTRY[name]()
 
 
-def summary_rules(results: list[dict]) -> tuple[list, list]:
+def summary_rules(results: list[Result]) -> tuple[list, list]:
     """(headline rules, finding rules) for these results: those of every benchmark present, in
     the order of the suites they belong to, then those of the suites themselves."""
     _load_all()
-    present = {ALIASES.get(r["benchmark"], r["benchmark"]) for r in results}
+    present = {ALIASES.get(r.benchmark, r.benchmark) for r in results}
     benches = [REGISTRY[n] for n in present if n in REGISTRY]
     suites = {s for b in benches for s in b.suites}
     order = sorted(benches, key=lambda b: (sorted(b.suites.items()) or [("~", 0)], b.name))
@@ -65,7 +65,7 @@ def summary_rules(results: list[dict]) -> tuple[list, list]:
     return [h for b in order for h in b.headlines], [f for b in order for f in b.findings]
 
 
-def summarize_results(results: list[dict]) -> dict:
+def summarize_results(results: list[Result]) -> dict:
     """The summary of a run (``analysis.summary.summarize``) with the rules its benchmarks declare."""
     from clusterbench.analysis.summary import summarize
 

@@ -226,8 +226,8 @@ class Benchmark:
     key_params: ClassVar[tuple[str, ...]] = ()
     #: what the summary says about this benchmark's figures: headline lines and findings
     #: ("what holds it back"), as small rules over result dicts (see :mod:`analysis.findings`)
-    headlines: ClassVar[tuple[Callable[[list[dict]], list[str]], ...]] = ()
-    findings: ClassVar[tuple[Callable[[list[dict]], list[str]], ...]] = ()
+    headlines: ClassVar[tuple[Callable[[list[Result]], list[str]], ...]] = ()
+    findings: ClassVar[tuple[Callable[[list[Result]], list[str]], ...]] = ()
     #: HPC Challenge summary keys its figures map to (``params.hpcc_key``; see :class:`HpccKey`)
     hpcc_keys: ClassVar[tuple[HpccKey, ...]] = ()
     #: figures that have a per-watt figure when the run's power is known: {metric: per-watt metric},

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from clusterbench.errors import UsageError
-from clusterbench.records import DictReading
+from clusterbench.dictreading import DictReading
 from clusterbench.units import plain_number
 
 

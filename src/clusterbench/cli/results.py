@@ -76,8 +76,8 @@ def list_runs(args: argparse.Namespace) -> int:
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "runs": runs})
     else:
-        print_table([[r["id"][:8], r["started"][:19], r["status"], str(r["results"]), r["host"],
-                      ",".join(r["tags"]), r["command"] + (f"  # {r['note']}" if r.get("note") else "")]
+        print_table([[r.id[:8], r.started[:19], r.status, str(r.results), r.host,
+                      ",".join(r.tags), r.command + (f"  # {r.note}" if r.note else "")]
                      for r in runs], ["run", "started", "status", "results", "host", "tags", "command"])
     return 0
 
@@ -91,10 +91,10 @@ def tag(args: argparse.Namespace) -> int:
     run_id = store.tag_run(args.run, add=args.tags, remove=args.remove, note=args.note)
     run = store.get_run(run_id)
     if args.json:
-        dump_json({"schema": SCHEMA_VERSION, "run": run["id"], "tags": run["tags"], "note": run["note"]})
+        dump_json({"schema": SCHEMA_VERSION, "run": run.id, "tags": run.tags, "note": run.note})
     else:
-        write_lines([f"run {run_id[:8]}: tags {', '.join(run['tags']) or '(none)'}"
-                     + (f"; note: {run['note']}" if run.get("note") else "")])
+        write_lines([f"run {run_id[:8]}: tags {', '.join(run.tags) or '(none)'}"
+                     + (f"; note: {run.note}" if run.note else "")])
     return 0
 
 
@@ -128,11 +128,11 @@ def place(args: argparse.Namespace) -> int:
 
     store = Store(args.db, readonly=True)
     run = store.get_run(args.run)
-    entries = place_run(store.results(run["id"]), lists=args.lists, edition=args.edition)
+    entries = place_run(store.results(run.id), lists=args.lists, edition=args.edition)
     if args.json:
-        dump_json({"schema": SCHEMA_VERSION, "run": run["id"], "placements": entries})
+        dump_json({"schema": SCHEMA_VERSION, "run": run.id, "placements": entries})
     else:
-        write_lines([f"run {run['id'][:8]} ({run['host']}, {run['started'][:19]})", *format_lines(entries)])
+        write_lines([f"run {run.id[:8]} ({run.host}, {run.started[:19]})", *format_lines(entries)])
     return 0
 
 
@@ -141,7 +141,7 @@ def show(args: argparse.Namespace) -> int:
 
     store = Store(args.db, readonly=True)
     run = store.get_run(args.run)
-    results = store.results(run["id"])
+    results = store.results(run.id)
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "run": run, "results": results})
     else:
@@ -150,16 +150,16 @@ def show(args: argparse.Namespace) -> int:
 
         # the command shell-quoted from its argv (a paste runs it, not a $(...) in its note); every
         # stored text made safe for a terminal (write_lines, print_results)
-        write_lines([f"run {run['id']}  {run['status']}  {run['started']} .. {run['ended'] or '-'}",
-                     f"host {run['host']}  command: {run_command(run)}"])
-        if run.get("tags") or run.get("note"):
-            write_lines([f"tags {', '.join(run['tags']) or '(none)'}"
-                         + (f"; note: {run['note']}" if run.get("note") else "")])
-        if run.get("error"):
-            write_lines([f"error: {run['error']}"])
+        write_lines([f"run {run.id}  {run.status}  {run.started} .. {run.ended or '-'}",
+                     f"host {run.host}  command: {run_command(run)}"])
+        if run.tags or run.note:
+            write_lines([f"tags {', '.join(run.tags) or '(none)'}"
+                         + (f"; note: {run.note}" if run.note else "")])
+        if run.error:
+            write_lines([f"error: {run.error}"])
         print_results(results)
-        write_lines(f"note: {note}" for note in run.get("notes") or [])
-        write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in run.get("warnings") or [])
+        write_lines(f"note: {note}" for note in run.notes or [])
+        write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in run.warnings or [])
     return 0
 
 
@@ -168,7 +168,7 @@ def export(args: argparse.Namespace) -> int:
 
     store = Store(args.db, readonly=True)
     run = store.get_run(args.run)
-    export_run(run, store.results(run["id"]), args.format, args.output, force=args.force)
+    export_run(run, store.results(run.id), args.format, args.output, force=args.force)
     return 0
 
 

@@ -60,7 +60,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         with session.shielded(discard=True):  # a second Ctrl-C must not swallow what was kept
             last = getattr(exc, "report", None)
             if last and last.results and not args.json:
-                print_results([r.as_json() for r in last.results])
+                print_results(last.results)
             if last and store is not None:
                 sys.stderr.write(f"clusterbench: run {last.run['id']} kept {_kept(store, last.run['id'])}, "
                                  "marked incomplete\n")
@@ -69,14 +69,14 @@ def run_benchmark(args: argparse.Namespace) -> int:
         doc = report.document()
         if is_suite:
             from clusterbench.benchmarks import summarize_results
-            doc["summary"] = summarize_results(doc["results"])
+            doc["summary"] = summarize_results(report.results)
         dump_json(doc)
     else:
-        results = [r.as_json() for r in report.results]
+        results = report.results
         if is_suite and not getattr(args, "verbose", False) and print_summary(results):
             ref = (f"clusterbench results show {report.run['id'][:8]} (or --verbose)" if store is not None
                    else "rerun with --verbose")
-            benches = len({r["benchmark"] for r in results})
+            benches = len({r.benchmark for r in results})
             write_lines([f"{len(results)} figures from {benches} benchmark{'s' if benches != 1 else ''}; "
                          f"every figure's row: {ref}"])
         else:

@@ -69,7 +69,8 @@ from clusterbench.store.names import TAG_RE, _LAST_RE, _like_literal, _since, _t
 from clusterbench.store.opening import _check_path, _fix_for, _store_error, busy_timeout, default_path
 from clusterbench.benchmarks.declare import Result
 from clusterbench.records import Run
-from clusterbench.store.rows import StoredFigure, _figure_dict, _fix_dict, _result_dict, _stored_figure
+from clusterbench.records import StoredFigure  # noqa: F401 (the type figures() returns)
+from clusterbench.store.rows import _figure_dict, _fix_dict, _result_dict, _stored_figure
 from clusterbench.store.schema import DDL, STORE_SCHEMA, UPGRADES
 
 #: run ids per query when many runs are read at once (SQLite's bound on ? parameters is 999 in old builds)

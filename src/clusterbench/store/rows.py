@@ -1,24 +1,14 @@
 """Stored rows as the store hands them back: results as typed :class:`Result` objects (and
-:class:`StoredFigure`, a result with its run), fixes as dicts, JSON decoded."""
+:class:`~clusterbench.records.StoredFigure`, a result with its run), fixes as dicts, JSON decoded."""
 from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.benchmarks.declare import Result
+from clusterbench.records import StoredFigure
 from clusterbench.store.liveness import _recorder_alive
-
-
-@dataclass(frozen=True)
-class StoredFigure(Result):
-    """A stored result with the run it belongs to (``Store.figures``: what ``results table`` pivots)."""
-
-    run_id: str = ""
-    run_started: str | None = None
-    host: str | None = None
-    tags: list[str] = field(default_factory=list)
 
 
 FIX_INTERRUPTED = ("applying was interrupted (the process that applied it is gone): some of its commands may have "

@@ -47,6 +47,7 @@ import math
 from typing import Any, ClassVar
 
 from clusterbench.benchmarks import register
+from clusterbench.benchmarks.base import Result
 from clusterbench.benchmarks.base import (
     HpccKey,
     Metric,
@@ -101,15 +102,15 @@ def largest_n(budget: float, modes: list[str], ranks: int, per_node: int, cap: i
     return n
 
 
-def _headline(results: list[dict]) -> list[str]:
+def _headline(results: list[Result]) -> list[str]:
     out = []
     for r in results:
-        p = r["params"]
-        if r["benchmark"] != "fft" or r["metric"] != ("gflops_per_process" if p.get("mode") == "star" else "gflops"):
+        p = r.params
+        if r.benchmark != "fft" or r.metric != ("gflops_per_process" if p.get("mode") == "star" else "gflops"):
             continue
         procs = p.get("processes")
         what = "per process" if p.get("mode") == "star" else "in total" if p.get("mode") == "mpi" else "one process"
-        out.append(f"fft      FFT {p.get('mode')}: {r['value']:.4g} Gflop/s {what} ({procs} process"
+        out.append(f"fft      FFT {p.get('mode')}: {r.value:.4g} Gflop/s {what} ({procs} process"
                    f"{'es' if procs != 1 else ''}, n = {p.get('n')})")
     return out
 

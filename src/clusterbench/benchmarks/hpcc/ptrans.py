@@ -30,6 +30,7 @@ import math
 from typing import Any, ClassVar
 
 from clusterbench.benchmarks import register
+from clusterbench.benchmarks.base import Result
 from clusterbench.benchmarks.base import (
     HpccKey,
     Metric,
@@ -90,14 +91,14 @@ def largest_fitting(avail: float, nb: int, p: int, q: int, per_node: int) -> int
     return lo
 
 
-def _headline(results: list[dict]) -> list[str]:
+def _headline(results: list[Result]) -> list[str]:
     out = []
     for r in results:
-        if r["benchmark"] != "ptrans" or r["metric"] != "gbs":
+        if r.benchmark != "ptrans" or r.metric != "gbs":
             continue
-        p = r["params"]
+        p = r.params
         grid = "x".join(str(g) for g in p.get("grid") or [])
-        out.append(f"ptrans   PTRANS {r['value']:.4g} GB/s (n={p.get('n')}, NB={p.get('nb')}, grid {grid}, "
+        out.append(f"ptrans   PTRANS {r.value:.4g} GB/s (n={p.get('n')}, NB={p.get('nb')}, grid {grid}, "
                    f"{p.get('ranks')} ranks)")
     return out
 

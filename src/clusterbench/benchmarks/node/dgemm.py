@@ -67,17 +67,17 @@ def late_warning(infos: dict[int, dict], results: dict[int, dict]) -> Warning_ |
         "rerun on a less loaded node, or use a larger --n so that a sample lasts longer than the start-up skew")
 
 
-def _headlines(rs: list[dict]) -> list[str]:
+def _headlines(rs: list[Result]) -> list[str]:
     out = []
     for mode in ("single", "star", "threaded"):
         d = pick(rs, "dgemm", "gflops", mode=mode)
         if d:
-            out.append(f"compute  DGEMM {mode} ({d['params'].get('blas')}, n={d['params'].get('n')}): "
-                       f"{d['value']:.1f} Gflop/s{limit_text(d, 'measured_peak') or limit_text(d)}")
+            out.append(f"compute  DGEMM {mode} ({d.params.get('blas')}, n={d.params.get('n')}): "
+                       f"{d.value:.1f} Gflop/s{limit_text(d, 'measured_peak') or limit_text(d)}")
     return out
 
 
-def _findings(rs: list[dict]) -> list[str]:
+def _findings(rs: list[Result]) -> list[str]:
     slow = []
     for mode in ("single", "star", "threaded"):
         d = pick(rs, "dgemm", "gflops", mode=mode)

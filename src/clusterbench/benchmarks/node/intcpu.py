@@ -57,17 +57,17 @@ def divisions_estimate(max_prime: int) -> float:
     return 1.6 * (2.0 / 3.0) * n ** 1.5 / math.log(n)
 
 
-def _headlines(rs: list[dict]) -> list[str]:
+def _headlines(rs: list[Result]) -> list[str]:
     n = max_threads(rs, "intcpu", "events_per_s")
     every = pick(rs, "intcpu", "events_per_s", threads=n) if n else None
     one = pick(rs, "intcpu", "events_per_s", threads=1)
     out = []
     if every:
-        out.append(f"integer  prime search (sysbench cpu, max-prime {every['params'].get('max_prime')}), {n} "
-                   f"thread{'s' if n != 1 else ''}: {every['value']:,.1f} events/s")
+        out.append(f"integer  prime search (sysbench cpu, max-prime {every.params.get('max_prime')}), {n} "
+                   f"thread{'s' if n != 1 else ''}: {every.value:,.1f} events/s")
     if one and every and n and n > 1:
-        out.append(f"integer  prime search, 1 thread: {one['value']:,.1f} events/s "
-                   f"({every['value'] / one['value']:.2f}x from 1 to {n})")
+        out.append(f"integer  prime search, 1 thread: {one.value:,.1f} events/s "
+                   f"({every.value / one.value:.2f}x from 1 to {n})")
     return out
 
 

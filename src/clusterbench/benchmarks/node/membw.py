@@ -40,9 +40,9 @@ BW_LIMITS = ("best_bandwidth",)
 MODES = {"both": "read,write,write_nt", "regular": "read,write", "nt": "read,write_nt"}
 
 
-def _headlines(rs: list[dict]) -> list[str]:
+def _headlines(rs: list[Result]) -> list[str]:
     read = pick(rs, "membw", "read", threads=max_threads(rs, "membw", "read"))
-    return [f"memory   read bandwidth, {read['params'].get('threads')} threads: {read['value']:,.0f} MB/s"] if read else []
+    return [f"memory   read bandwidth, {read.params.get('threads')} threads: {read.value:,.0f} MB/s"] if read else []
 
 
 @register

@@ -30,7 +30,7 @@ from clusterbench.analysis.warnings import Warning_
 from clusterbench.errors import UsageError
 from clusterbench.analysis.summary import pick
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.base import KernelBenchmark, check_placement, CPU, Metric, Param, RunContext, available_memory, check_cpu
+from clusterbench.benchmarks.base import KernelBenchmark, check_placement, CPU, Metric, Param, Result, RunContext, available_memory, check_cpu
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -108,16 +108,16 @@ def size_list(lo: int, hi: int, per_octave: int, line: int) -> list[int]:
 LEVELS = ("l1", "l2", "l3", "dram")
 
 
-def _headlines(rs: list[dict]) -> list[str]:
-    parts = [f"{lvl.upper()} {r['value']:.1f} ns" for lvl in LEVELS if (r := pick(rs, "memlat", f"{lvl}_latency"))]
+def _headlines(rs: list[Result]) -> list[str]:
+    parts = [f"{lvl.upper()} {r.value:.1f} ns" for lvl in LEVELS if (r := pick(rs, "memlat", f"{lvl}_latency"))]
     return ["latency  " + ", ".join(parts)] if parts else []
 
 
-def _findings(rs: list[dict]) -> list[str]:
+def _findings(rs: list[Result]) -> list[str]:
     out = []
     for lvl in LEVELS[:-1]:
         r = pick(rs, "memlat", f"{lvl}_latency")
-        implied, size = (r["params"].get("implied_size_bytes"), r["params"].get("probe_size_bytes")) if r else (0, 0)
+        implied, size = (r.params.get("implied_size_bytes"), r.params.get("probe_size_bytes")) if r else (0, 0)
         if implied and size and not 0.25 <= implied / size <= 4:
             out.append(f"{lvl.upper()} behaves like {implied / 2**20:.1f} MiB, not the {size / 2**20:.0f} MiB the probe "
                        "reports (a VM or container sees the host's cache, or it is shared)")

@@ -66,25 +66,25 @@ def infer_fma_units(fpc_measured: float, candidates: list[float]) -> tuple[int, 
     return units, chosen, ambiguous
 
 
-def _headlines(rs: list[dict]) -> list[str]:
+def _headlines(rs: list[Result]) -> list[str]:
     n = max_threads(rs, "peak", "gflops")
     one, every = pick(rs, "peak", "gflops", threads=1), (pick(rs, "peak", "gflops", threads=n) if n else None)
     out = []
     if one:
-        out.append(f"compute  FMA peak, 1 core: {one['value']:.1f} Gflop/s{limit_text(one, 'rpeak')}")
+        out.append(f"compute  FMA peak, 1 core: {one.value:.1f} Gflop/s{limit_text(one, 'rpeak')}")
     if every and n and n > 1:
-        out.append(f"compute  FMA peak, {n} cores: {every['value']:.1f} Gflop/s{limit_text(every, 'rpeak')}")
+        out.append(f"compute  FMA peak, {n} cores: {every.value:.1f} Gflop/s{limit_text(every, 'rpeak')}")
     clock = pick(rs, "peak", "effective_clock", threads=n) if n else None
     if clock:
-        out.append(f"compute  clock implied by the peak: {clock['value']:.0f} MHz")
+        out.append(f"compute  clock implied by the peak: {clock.value:.0f} MHz")
     return out
 
 
-def _findings(rs: list[dict]) -> list[str]:
+def _findings(rs: list[Result]) -> list[str]:
     n = max_threads(rs, "peak", "gflops")
     one, every = pick(rs, "peak", "gflops", threads=1), (pick(rs, "peak", "gflops", threads=n) if n else None)
-    if one and every and n and n > 1 and every["value"] < 0.8 * n * one["value"]:
-        return [f"the FMA peak scales {every['value'] / one['value']:.2f}x on {n} cores, not {n}x: cores share a "
+    if one and every and n and n > 1 and every.value < 0.8 * n * one.value:
+        return [f"the FMA peak scales {every.value / one.value:.2f}x on {n} cores, not {n}x: cores share a "
                 "clock budget (turbo), are SMT siblings, or are shared with other load"]
     return []
 

@@ -138,27 +138,27 @@ def plan_numa(probe: dict, elements: int, allowed: set[int] | None = None,
     return runs, notes
 
 
-def _triads(rs: list[dict]) -> tuple[int | None, dict | None, dict | None]:
+def _triads(rs: list[Result]) -> tuple[int | None, Result | None, Result | None]:
     n = max_threads(rs, "stream", "triad")
     return n, (pick(rs, "stream", "triad", threads=n) if n else None), pick(rs, "stream", "triad", threads=1)
 
 
-def _headlines(rs: list[dict]) -> list[str]:
+def _headlines(rs: list[Result]) -> list[str]:
     n, every, one = _triads(rs)
     out = []
     if every:
-        out.append(f"memory   STREAM triad, {n} threads: {every['value']:,.0f} MB/s "
-                   f"({every['params'].get('variant')} stores)")
+        out.append(f"memory   STREAM triad, {n} threads: {every.value:,.0f} MB/s "
+                   f"({every.params.get('variant')} stores)")
     if one and every and n and n > 1:
-        out.append(f"memory   STREAM triad, 1 thread: {one['value']:,.0f} MB/s "
-                   f"({every['value'] / one['value']:.2f}x from 1 to {n})")
+        out.append(f"memory   STREAM triad, 1 thread: {one.value:,.0f} MB/s "
+                   f"({every.value / one.value:.2f}x from 1 to {n})")
     return out
 
 
-def _findings(rs: list[dict]) -> list[str]:
+def _findings(rs: list[Result]) -> list[str]:
     n, every, one = _triads(rs)
-    if one and every and n and n > 1 and every["value"] / one["value"] < 1.3:
-        return [f"memory bandwidth barely grows from 1 to {n} threads ({every['value'] / one['value']:.2f}x): one "
+    if one and every and n and n > 1 and every.value / one.value < 1.3:
+        return [f"memory bandwidth barely grows from 1 to {n} threads ({every.value / one.value:.2f}x): one "
                 "core nearly saturates the memory system, so memory-bound codes will not scale on this node"]
     return []
 

@@ -7,18 +7,18 @@ from typing import Any
 
 from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import get_benchmark, register
-from clusterbench.benchmarks.base import Composite, Param, RunContext
+from clusterbench.benchmarks.base import Composite, Param, Result, RunContext
 from clusterbench.errors import ClusterbenchError, UsageError
 
 
-def _balance(rs: list[dict]) -> list[str]:
+def _balance(rs: list[Result]) -> list[str]:
     """Machine balance: flops the cores can do per byte the memory delivers (peak and stream)."""
     n, sn = max_threads(rs, "peak", "gflops"), max_threads(rs, "stream", "triad")
     peak = pick(rs, "peak", "gflops", threads=n) if n else None
     triad = pick(rs, "stream", "triad", threads=sn) if sn else None
     if not (peak and triad):
         return []
-    return [f"balance  {peak['value'] * 1e9 / (triad['value'] * 1e6):.1f} flop per byte of memory traffic at peak "
+    return [f"balance  {peak.value * 1e9 / (triad.value * 1e6):.1f} flop per byte of memory traffic at peak "
             "(machine balance)"]
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.base import RunContext, allowed_cpus
+from clusterbench.benchmarks.base import Result, RunContext, allowed_cpus
 from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, hpl_flops
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.probe.blas import installed_blas, resolve_blas
@@ -166,16 +166,16 @@ class _Tuner:
         out: dict[str, dict] = {}
         tag = f"--tune-id={self.tune_id}"
         for run in self.store.list_runs():
-            words = _words(run.get("command") or "")
+            words = _words(run.command or "")
             if tag not in words:
                 continue
             key = next((w.split("=", 1)[1] for w in words if w.startswith("--tune-trial=")), None)
             if key is None:
                 continue
-            if run["status"] == "complete" or not str(run.get("error") or "").startswith("interrupted"):
-                if key not in out or run["status"] == "complete":
-                    out[key] = {"run": run, "results": self.store.results(run["id"])
-                                if run["status"] == "complete" else []}
+            if run.status == "complete" or not str(run.error or "").startswith("interrupted"):
+                if key not in out or run.status == "complete":
+                    out[key] = {"run": run, "results": self.store.results(run.id)
+                                if run.status == "complete" else []}
         return out
 
     def _check_budget(self) -> None:
@@ -258,7 +258,7 @@ class _Tuner:
         trial.wall_s = time.monotonic() - t
         trial.run_id = rep.run["id"]
         trial.status = "measured"
-        self._fill(trial, [r.as_json() for r in rep.results])
+        self._fill(trial, rep.results)
         if trial.kind == "hpl" and trial.time_s:
             self.launch_s.append(max(0.0, trial.wall_s - trial.time_s - 1.5e-8 * (trial.n or 0) ** 2))
         elif trial.kind == "dgemm":
@@ -268,35 +268,35 @@ class _Tuner:
 
     def _from_store(self, trial: Trial, got: dict) -> None:
         run = got["run"]
-        trial.run_id = run["id"]
-        if run["status"] != "complete":
-            trial.status, trial.note = "failed", run.get("error")
+        trial.run_id = run.id
+        if run.status != "complete":
+            trial.status, trial.note = "failed", run.error
             return
         trial.status = "reused"
         self._fill(trial, got["results"])
 
-    def _fill(self, trial: Trial, results: list[dict]) -> None:
+    def _fill(self, trial: Trial, results: list[Result]) -> None:
         metric = {"hpl": "rmax", "dgemm": "gflops", "peak": "gflops"}[trial.kind]
-        rs = [r for r in results if r["metric"] == metric]
+        rs = [r for r in results if r.metric == metric]
         if trial.kind == "peak":
             rs = rs[-1:]
         if not rs:
             trial.status, trial.note = "failed", f"no {metric} result"
             return
         r = rs[0]
-        trial.value = float(r["value"])
-        trial.params = {k: r["params"].get(k) for k in ("blas_config", "openblas_coretype",
+        trial.value = float(r.value)
+        trial.params = {k: r.params.get(k) for k in ("blas_config", "openblas_coretype",
                                                           "openblas_coretype_applied", "cores", "threads",
                                                           "percent_of_rpeak", "grid", "topology", "nb", "n", "k")
-                        if k in r["params"]}
-        lim = {x["name"]: x for x in r.get("limits") or []}
+                        if k in r.params}
+        lim = {x["name"]: x for x in r.limits or []}
         trial.percent_rpeak = round(100 * lim["rpeak"]["fraction"], 2) if "rpeak" in lim else None
         if "measured_peak" in lim:
             trial.percent_measured_peak = round(100 * lim["measured_peak"]["fraction"], 2)
         if trial.kind == "hpl":
-            trial.time_s = float(r["params"].get("time_s") or 0) or None
-            trial.breakdown_s = r["params"].get("breakdown_s")
-        trial.params["warnings"] = [w["code"] for w in r.get("warnings") or []]
+            trial.time_s = float(r.params.get("time_s") or 0) or None
+            trial.breakdown_s = r.params.get("breakdown_s")
+        trial.params["warnings"] = [w["code"] for w in r.warnings or []]
 
     # -- stage 0 ---------------------------------------------------------------------------------
     def stage0(self) -> None:
@@ -345,7 +345,7 @@ class _Tuner:
         """A stored FMA peak for this core count, so every HPL figure gets its % of the measured peak."""
         if self.hosts:
             return  # the peak of several nodes is not one node's peak kernel
-        have = [h for h in self.store.history("peak", "gflops") if (h.get("params") or {}).get("threads") == self.cores]
+        have = [h for h in self.store.history("peak", "gflops") if (h.params or {}).get("threads") == self.cores]
         if have:
             return
         threads = min(self.cores, len(allowed_cpus(self.ctx)))
