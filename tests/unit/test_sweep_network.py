@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from clusterbench.benchmarks.mpi.allpairs import partner_of, round_robin
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
 from clusterbench.sweep import network as sw
 
@@ -30,7 +31,7 @@ def test_round_robin_meets_every_pair_once_one_pair_per_node_at_a_time(n: int) -
 
 
 # --------------------------------------------------------------------------- matrices and flags
-def _figures(nodes: list[str], bw: dict[tuple[int, int], Any], lat: dict[tuple[int, int], Any]) -> list[dict]:
+def _figures(nodes: list[str], bw: dict[tuple[int, int], Any], lat: dict[tuple[int, int], Any]) -> list[Result]:
     """allpairs figures; a value may be a list: every measurement of the link (the kept figure is the best)."""
     out = []
     for rnd, pairs in enumerate(round_robin(len(nodes))):
@@ -40,7 +41,8 @@ def _figures(nodes: list[str], bw: dict[tuple[int, int], Any], lat: dict[tuple[i
             for metric, v, pick in (("latency", lat.get((a, b), 20.0), min),
                                     ("bandwidth", bw.get((a, b), 1000.0), max)):
                 ms = list(v) if isinstance(v, (list, tuple)) else [v]
-                out.append({"metric": metric, "value": pick(ms), "params": {**prm, "measurements": ms}})
+                out.append(Result("allpairs", metric, pick(ms), "us" if metric == "latency" else "MB/s",
+                                  metric != "latency", {**prm, "measurements": ms}, ms, {}))
     return out
 
 
@@ -226,8 +228,8 @@ def test_a_measurements_own_round_trips_count_as_its_spread() -> None:
            (1, 3): [380.0, 450.0], (2, 3): [500.0, 640.0]}
     figs = _figures(nodes, {}, lat)
     for f in figs:
-        if f["metric"] == "latency":
-            f["params"]["min_us"] = 25.0  # every measurement had round trips near 25 us
+        if f.metric == "latency":
+            f.params["min_us"] = 25.0  # every measurement had round trips near 25 us
     m = sw.matrices(figs)
     assert next(p for p in m["pairs"] if p["pair"] == "n3-n4")["within"]["latency_us"] == 500.0 / 25.0
     r = sw.flag_network(m["nodes"], m["pairs"])

@@ -87,7 +87,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in report.run.get("warnings") or [])
         if report.run.get("energy"):
             from clusterbench.energy.text import energy_lines
-            write_lines(energy_lines(report.run["energy"], [r.as_json() for r in report.results]))
+            write_lines(energy_lines(report.run["energy"], report.results))
             write_lines(_cost_lines(report))
         if store is not None:
             write_lines([f"run {report.run['id']} stored in {store.path}"])

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterbench.analysis import links as judge_links
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
 
 SWEEP_SCHEMA = 2
@@ -62,13 +63,13 @@ def check_hosts(hosts: Sequence[str] | None) -> list[str]:
 
 
 # -- pure: matrices and flags ------------------------------------------------------------------
-def matrices(figures: Sequence[dict]) -> dict[str, Any]:
-    """From allpairs figures (result dicts): the nodes in rank order, the per-pair table and the n x n
+def matrices(figures: Sequence[Result]) -> dict[str, Any]:
+    """From allpairs figures: the nodes in rank order, the per-pair table and the n x n
     matrices (``None`` on the diagonal and where a pair is missing)."""
     names: dict[int, str] = {}
     pairs: dict[tuple[int, int], dict] = {}
     for f in figures:
-        prm = f["params"]
+        prm = f.params
         a, b = (int(x) for x in prm["ranks"])
         na, nb = prm["nodes"]
         names[a], names[b] = na, nb
@@ -76,14 +77,14 @@ def matrices(figures: Sequence[dict]) -> dict[str, Any]:
                                         "round": prm.get("round"), "seconds": prm.get("pair_seconds"),
                                         "pass_seconds": prm.get("pass_seconds") or [prm.get("pair_seconds")]})
         for metric, key, _unit, _hib in METRICS:
-            if f["metric"] == metric:
-                row[key] = f["value"]
-                row.setdefault("measurements", {})[key] = list(prm.get("measurements") or [f["value"]])
+            if f.metric == metric:
+                row[key] = f.value
+                row.setdefault("measurements", {})[key] = list(prm.get("measurements") or [f.value])
                 # the kept measurement's own spread: median / fastest round trip, best / mean loop
                 other = prm.get("min_us") if metric == "latency" else prm.get("batch_mean")
-                if other and f["value"]:
-                    row.setdefault("within", {})[key] = (f["value"] / other if metric == "latency"
-                                                         else f["value"] / other)
+                if other and f.value:
+                    row.setdefault("within", {})[key] = (f.value / other if metric == "latency"
+                                                         else f.value / other)
                 if prm.get("remeasured") is not None:
                     row["remeasured"], row["suspect"] = bool(prm.get("remeasured")), bool(prm.get("suspect"))
     n = max(names) + 1 if names else 0
@@ -167,7 +168,7 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
     report = session.run([BENCH], {BENCH: given}, store=store, use_store=use_store, argv=argv, timeout=timeout,
                          oversubscribe=oversubscribe, progress=progress, probe_data=probe_data, tags=tags, note=note)
     wall = time.monotonic() - t0
-    figures = [r.as_json() for r in report.results if r.benchmark == BENCH]
+    figures = [r for r in report.results if r.benchmark == BENCH]
     m = matrices(figures)
     nics = nics_by_node(report.run.get("cluster"), names, m["nodes"])
     flags = flag_network(m["nodes"], m["pairs"], nics)
@@ -178,9 +179,9 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
         for q, sec in enumerate(p.get("pass_seconds") or []):
             rounds[(q, r)] = max(rounds.get((q, r), 0.0), float(sec or 0.0))
     measured = sum(rounds.values())
-    first = figures[0]["params"] if figures else {}
-    lat = next((f["params"] for f in figures if f["metric"] == "latency"), {})
-    bw = next((f["params"] for f in figures if f["metric"] == "bandwidth"), {})
+    first = figures[0].params if figures else {}
+    lat = next((f.params for f in figures if f.metric == "latency"), {})
+    bw = next((f.params for f in figures if f.metric == "bandwidth"), {})
     n = len(m["nodes"])
     params = {"pair_budget_s": first.get("pair_budget_s"), "passes": first.get("passes", 1),
               "remeasure": first.get("remeasure_factor"),

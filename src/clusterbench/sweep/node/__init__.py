@@ -59,6 +59,8 @@ Stored
 """
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import sys
 import tempfile
@@ -317,7 +319,6 @@ def _diagnose(doc: dict, hosts: list[str], timeout: float, python: str | None) -
 
 def _store_run(store: Any, doc: dict, g: Gather, name: str, profile: str, probe_data: dict, ctx: Any, sim: Any,
                tags: list[str], note: str | None, argv: Sequence[str] | None) -> str:
-    from clusterbench.benchmarks.base import Result
     from clusterbench.analysis import consistency
     from clusterbench.session import new_run_record
     from clusterbench.store.db import now_iso
@@ -343,11 +344,9 @@ def _store_run(store: Any, doc: dict, g: Gather, name: str, profile: str, probe_
     try:
         for h in hosts:
             for r in g.nodes[h].results if g.nodes[h].error is None else []:
-                fields: dict[str, Any] = {k: r.get(k) for k in Result.__dataclass_fields__}
-                fields["params"] = {**(r.get("params") or {}), "node": h}
-                fields["limits"] = fields["limits"] or []
-                fields["warnings"] = fields["warnings"] or []
-                store.add_result(record["id"], Result(**fields))
+                store.add_result(record["id"], dataclasses.replace(
+                    r, params={**(r.params or {}), "node": h}, limits=r.limits or [], warnings=r.warnings or [],
+                    measured_at=None))
     except BaseException as exc:
         status, error = "incomplete", f"storing failed: {exc}"
         raise

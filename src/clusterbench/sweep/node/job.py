@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterbench.benchmarks.base import Progress
+from clusterbench.benchmarks.base import Progress, Result
 from clusterbench.errors import (
     EnvironmentProblem,
     KernelFailed,
@@ -157,7 +157,11 @@ class Gather:
         elif kind == "ready":
             rep.ready_s = now
         elif kind == "result":
-            rep.results.append(rec["result"])
+            try:
+                rep.results.append(Result.from_json(rec["result"]))
+            except (TypeError, AttributeError):
+                self._broken(rep.name, "a figure that is not a result")
+                return
         elif kind == "done":
             rep.done, rep.done_s = rec, now
             if int(rec.get("results", -1)) != len(rep.results):

@@ -5,6 +5,7 @@ import statistics
 from collections.abc import Sequence
 
 from clusterbench.analysis import outliers
+from clusterbench.benchmarks.declare import Result
 from clusterbench.sweep.node.hosts import node_benchmarks
 
 
@@ -31,21 +32,21 @@ def figure_label(bench: str, metric: str, params: dict) -> str:
     return " ".join([bench, metric, *(param_text(k, v) for k, v in params.items() if v is not None)])
 
 
-def figures(results: dict[str, list[dict]]) -> list[dict]:
+def figures(results: dict[str, list[Result]]) -> list[dict]:
     """The nodes' results grouped into figures (benchmark, metric, key params), each with its value
     per node, in the order they were measured."""
     out: dict[tuple, dict] = {}
     for node, rs in results.items():
         for r in rs:
-            keys = _key_params(r["benchmark"])
-            params = {k: (r.get("params") or {}).get(k) for k in keys}
-            ident = (r["benchmark"], r["metric"], tuple((k, repr(v)) for k, v in params.items()))
-            fig = out.setdefault(ident, {"benchmark": r["benchmark"], "metric": r["metric"], "unit": r.get("unit"),
-                                         "higher_is_better": bool(r.get("higher_is_better", True)),
-                                         "params": params, "label": figure_label(r["benchmark"], r["metric"], params),
+            keys = _key_params(r.benchmark)
+            params = {k: (r.params or {}).get(k) for k in keys}
+            ident = (r.benchmark, r.metric, tuple((k, repr(v)) for k, v in params.items()))
+            fig = out.setdefault(ident, {"benchmark": r.benchmark, "metric": r.metric, "unit": r.unit,
+                                         "higher_is_better": bool(r.higher_is_better),
+                                         "params": params, "label": figure_label(r.benchmark, r.metric, params),
                                          "values": {}, "spreads": {}})
-            fig["values"][node] = float(r["value"])
-            fig["spreads"][node] = outliers.spread(r.get("samples"))
+            fig["values"][node] = float(r.value)
+            fig["spreads"][node] = outliers.spread(r.samples)
     return list(out.values())
 
 
