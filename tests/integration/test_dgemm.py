@@ -100,8 +100,8 @@ def test_dgemm_corrupted_run_stores_nothing(live_probe, tmp_path):
         session_run(["dgemm"], {"dgemm": {"corrupt": True, "n": 200, "samples": 1}}, profile="quick",
                     use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
-    assert len(runs) == 1 and runs[0]["status"] == "incomplete" and runs[0]["results"] == 0
-    assert store.results(runs[0]["id"]) == []
+    assert len(runs) == 1 and runs[0].status == "incomplete" and runs[0].results == 0
+    assert store.results(runs[0].id) == []
 
 
 @pytest.mark.integration

@@ -140,7 +140,7 @@ def test_kill_9_of_clusterbench_reads_back_incomplete():
     proc.communicate(timeout=30)
     from clusterbench.store import Store
     run = Store(db).list_runs()[0]
-    assert run["status"] == "incomplete" and run["results"] >= 1
+    assert run.status == "incomplete" and run.results >= 1
 
 
 # -- MPI: a rank that dies or hangs mid-run ----------------------------------------------------

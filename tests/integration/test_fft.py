@@ -63,11 +63,11 @@ def test_stored_run_counts_flops_as_hpcc(live_probe, mpi, tmp_path) -> None:
                       profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     rows = store.results(rep.run["id"])
     modes = ["single", "star", "mpi"] if two else ["single"]
-    assert sorted((r["params"]["mode"], r["metric"]) for r in rows) == sorted(
+    assert sorted((r.params["mode"], r.metric) for r in rows) == sorted(
         (m, k) for m in modes for k in ("gflops", "gflops_per_process"))
     F = 5 * n * math.log2(n)
     assert flops(n) == F
-    by = {(r["params"]["mode"], r["metric"]): r for r in rows}
+    by = {(r.params["mode"], r.metric): r for r in rows}
     for mode in modes:
         g, gp = by[(mode, "gflops")], by[(mode, "gflops_per_process")]
         p = g["params"]
@@ -99,6 +99,6 @@ def test_corrupted_output_fails_validation_and_stores_nothing(live_probe, mpi, t
                                       "plan_seconds": 0.1, "allow_root": True}},
                     profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
-    assert len(runs) == 1 and runs[0]["results"] == 0 and store.results(runs[0]["id"]) == []
+    assert len(runs) == 1 and runs[0].results == 0 and store.results(runs[0].id) == []
 
 

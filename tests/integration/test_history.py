@@ -26,5 +26,5 @@ def test_run_with_tags_and_note_then_select_it(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "not a valid tag" in bad.stderr and bad.stderr.count("\n") == 1
     st = Store(db, readonly=True)
     (run,) = st.list_runs()
-    assert run["tags"] == ["base", "mtu1500"] and run["note"] == "stock"
-    assert st.select_runs("mtu1500") == [run["id"]] and len(st.results(run["id"])) > 0
+    assert run.tags == ["base", "mtu1500"] and run.note == "stock"
+    assert st.select_runs("mtu1500") == [run.id] and len(st.results(run.id)) > 0

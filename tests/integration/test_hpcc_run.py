@@ -26,14 +26,14 @@ CROSS_NODE = {"HPL_Tflops", "PTRANS_GBs", "MPIRandomAccess_GUPs", "MPIFFT_Gflops
 def _check(rep: session.RunReport, store: Store) -> dict[str, dict]:
     rows = store.results(rep.run["id"])
     assert len(rows) == len(rep.results) > 0
-    keys = {r["params"]["hpcc_key"]: r for r in rows if r["params"].get("hpcc_key")}
+    keys = {r.params["hpcc_key"]: r for r in rows if r.params.get("hpcc_key")}
     assert KEYS <= set(keys), sorted(KEYS - set(keys))
-    assert any(r["benchmark"] == "hpcg" and r["metric"] == "rating" and r["params"]["valid"] for r in rows)
+    assert any(r.benchmark == "hpcg" and r.metric == "rating" and r.params["valid"] for r in rows)
     run = store.list_runs()[0]
     summary = parse_hpcc_output(hpccoutf(run, rows))["summary"]
     assert summary["Success"] == 1
     for key in KEYS:  # the best figure of each key, in hpcc's unit
-        values = [r["params"]["hpcc_value"] for r in rows if r["params"].get("hpcc_key") == key]
+        values = [r.params["hpcc_value"] for r in rows if r.params.get("hpcc_key") == key]
         best = min(values) if "Latency" in key else max(values)
         assert summary[key] == pytest.approx(best, rel=1e-5)
     assert summary["RandomAccess_N"] > 0 and summary["MPIRandomAccess_N"] > 0

@@ -113,8 +113,8 @@ def test_corrupted_run_fails_and_stores_nothing(mpi, live_probe, tmp_path):
         session_run(["hpl"], {"hpl": {"corrupt": True, "n": 300, "nb": 32, "allow_root": True}}, profile="quick",
                     use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
-    assert len(runs) == 1 and runs[0]["status"] == "incomplete" and runs[0]["results"] == 0
-    assert store.results(runs[0]["id"]) == []
+    assert len(runs) == 1 and runs[0].status == "incomplete" and runs[0].results == 0
+    assert store.results(runs[0].id) == []
 
 
 @pytest.mark.integration

@@ -27,7 +27,7 @@ def _root_ok(monkeypatch: pytest.MonkeyPatch) -> None:
 def _trial_keys(store: Store, tune_id: str) -> list[str]:
     keys = []
     for run in store.list_runs():
-        words = run["command"].split()
+        words = run.command.split()
         if f"--tune-id={tune_id}" in words:
             keys += [w.split("=", 1)[1] for w in words if w.startswith("--tune-trial=")]
     return keys
@@ -45,14 +45,14 @@ def test_small_budget_returns_a_measured_stored_trial(mpi, live_probe, tmp_path)
     assert bp is not None and (bp["nb"], bp["grid"], bp["topology"]) in {
         (t.config.nb, t.config.grid, t.config.topology) for t in measured if t.config}
     # the best trial is a normal stored hpl run with exactly those parameters
-    res = {r["metric"]: r for r in store.results(rep.best.run_id)}
+    res = {r.metric: r for r in store.results(rep.best.run_id)}
     assert res["rmax"]["value"] == pytest.approx(rep.best.value)
     assert (res["rmax"]["params"]["nb"], res["rmax"]["params"]["grid"], res["rmax"]["params"]["n"]) == (
         bp["nb"], bp["grid"], bp["n"])
     assert res["rmax"]["params"]["passed"] and rep.best.percent_rpeak and rep.best.percent_rpeak > 0
     if rep.confirmed:
         assert rep.best.n == N and rep.best.predicted is not None
-    assert f"--tune-id={rep.tune_id}" in store.get_run(rep.best.run_id)["command"]
+    assert f"--tune-id={rep.tune_id}" in store.get_run(rep.best.run_id).command
 
 
 @pytest.mark.integration
@@ -83,7 +83,7 @@ def test_interrupted_tune_resumes_without_repeating_a_trial(mpi, live_probe, tmp
     with pytest.raises(KeyboardInterrupt):
         tune(space, n=N, budget_s=60, store=store, probe=live_probe, progress=interrupt_at_stage_2, top_k=2)
     first = store.list_runs()
-    assert first and all(r["status"] == "complete" for r in first)  # nothing half-stored
+    assert first and all(r.status == "complete" for r in first)  # nothing half-stored
 
     rep = tune(space, n=N, budget_s=60, store=store, probe=live_probe, top_k=2)
     keys = _trial_keys(store, rep.tune_id)

@@ -45,6 +45,6 @@ def test_quick_suite_on_a_two_node_virtual_cluster(mpi, live_probe, sim_cluster,
     for r in rep.results:
         if r.benchmark != "tcp" and not (r.benchmark == "placement" and r.params["class"] != "node"):
             assert r.params["transport_used"] == "tcp", (r.benchmark, r.metric)
-    cluster = st.get_run(rep.run["id"])["cluster"]
+    cluster = st.get_run(rep.run["id"]).cluster
     assert cluster["hosts"] == names and set(cluster["nodes"]) == set(names)
     assert wall < 180, wall  # the target is 90 s on a quiet 2-core machine; CI machines are shared

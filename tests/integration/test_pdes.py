@@ -149,7 +149,7 @@ def test_a_dropped_anti_message_is_caught_and_nothing_stored(live_probe, mpi, tm
                                         "allow_root": True, "repeat": 1}},
                     use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
-    assert len(runs) == 1 and runs[0]["results"] == 0 and store.results(runs[0]["id"]) == []
+    assert len(runs) == 1 and runs[0].results == 0 and store.results(runs[0].id) == []
 
 
 @pytest.mark.integration
@@ -171,7 +171,7 @@ def test_a_run_stores_rates_counts_and_intervals(live_probe, mpi, tmp_path) -> N
     assert p["runtime"]["ci99_median_s"] is None  # 3 repeats cannot give a 99% interval of the median
     assert 0 < p["efficiency"] <= 1 and 0 < p["remote_fraction"] < 0.25  # ~ remote x (1 - 1/2)
     assert len(p["per_repeat"]["rolled_back"]) == 3 and p["transport_used"] == "shm"
-    assert store.results(store.list_runs()[0]["id"])
+    assert store.results(store.list_runs()[0].id)
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -196,7 +196,7 @@ def test_exhausted_event_memory_names_the_option(live_probe, mpi, tmp_path) -> N
                                         "allow_root": True}},
                     use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     assert "\n" not in str(exc.value) and "Traceback" not in str(exc.value)
-    assert store.list_runs()[0]["results"] == 0
+    assert store.list_runs()[0].results == 0
 
 
 def _pdes_processes() -> list[int]:
@@ -214,7 +214,7 @@ def test_a_hung_rank_is_bounded_and_leaves_nothing(live_probe, mpi, tmp_path) ->
                                         "repeat": 1, "verify": False, "allow_root": True}},
                     use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"], timeout=6)
     assert time.monotonic() - t0 < 30
-    assert store.list_runs()[0]["results"] == 0
+    assert store.list_runs()[0].results == 0
     deadline = time.monotonic() + 5
     while set(_pdes_processes()) - before and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -113,8 +113,8 @@ def test_peak_corrupted_run_stores_nothing(live_probe, tmp_path):
         session_run(["peak"], {"peak": {"corrupt": True, "samples": 1, "seconds": 0.02, "sp": False}},
                     profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
-    assert len(runs) == 1 and runs[0]["status"] == "incomplete" and runs[0]["results"] == 0
-    assert store.results(runs[0]["id"]) == []
+    assert len(runs) == 1 and runs[0].status == "incomplete" and runs[0].results == 0
+    assert store.results(runs[0].id) == []
 
 
 @pytest.mark.integration

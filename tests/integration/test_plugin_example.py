@@ -75,11 +75,10 @@ def test_the_documented_example_is_one_kernel_and_one_module(daxpy_installed, tm
     listed = json.loads(_cb("list", "--json", db=db).stdout)["benchmarks"]["daxpy"]
     assert listed["family"] == "node" and listed["suites"] == {"node": 45}
     assert [m["limits"] for m in listed["metrics"]] == [["best_bandwidth"]]
-    code = ("from clusterbench.benchmarks import summarize_results, get_benchmark as g;"
+    code = ("from clusterbench.benchmarks import summarize_results, get_benchmark as g, Result;"
             "m = g('node').members(); print(m.index('membw') < m.index('daxpy'));"
-            "print(summarize_results([{'benchmark': 'daxpy', 'metric': 'rate', 'value': 5000.0, 'params': {},"
-            " 'higher_is_better': True, 'warnings': []}, {'benchmark': 'stream', 'metric': 'triad',"
-            " 'value': 40000.0, 'params': {'threads': 2}, 'higher_is_better': True, 'warnings': []}]))")
+            "print(summarize_results([Result('daxpy', 'rate', 5000.0, 'MB/s', True, {}, [5000.0], {}),"
+            " Result('stream', 'triad', 40000.0, 'MB/s', True, {'threads': 2}, [40000.0], {})]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     first, summary = out.stdout.splitlines()[:2]

@@ -86,6 +86,6 @@ def test_corrupted_result_fails_and_stores_nothing(live_probe, mpi, tmp_path) ->
                                             "allow_root": True}},
                     profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
-    assert len(runs) == 1 and runs[0]["results"] == 0 and store.results(runs[0]["id"]) == []
+    assert len(runs) == 1 and runs[0].results == 0 and store.results(runs[0].id) == []
 
 

@@ -67,16 +67,16 @@ def test_run_all_modes_stores_hpcc_keys(live_probe, mpi, tmp_path) -> None:
                 profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     (run,) = store.list_runs()
     rows = store.results(run["id"])
-    keys = {r["params"].get("hpcc_key"): r for r in rows if r["params"].get("hpcc_key")}
+    keys = {r.params.get("hpcc_key"): r for r in rows if r.params.get("hpcc_key")}
     want = {"SingleRandomAccess_GUPs", "SingleRandomAccess_LCG_GUPs"}
     if ranks == 2:
         want |= {"StarRandomAccess_GUPs", "MPIRandomAccess_GUPs", "StarRandomAccess_LCG_GUPs",
                  "MPIRandomAccess_LCG_GUPs"}
     assert set(keys) == want
     for r in rows:
-        p = r["params"]
+        p = r.params
         assert p["errors"] == 0 and p["allowed_errors"] == (1 << 16) // 100 and p["log2_size"] == 16
-        assert len(r["samples"]) == 2
+        assert len(r.samples) == 2
     mpi_row = keys.get("MPIRandomAccess_GUPs")
     if mpi_row:  # all 4 x 2^16 updates over the slowest rank's time
         p = mpi_row["params"]
@@ -101,7 +101,7 @@ def test_corrupted_table_fails_and_stores_nothing(live_probe, mpi, tmp_path, mod
                                                         "ranks": 2 if mode == "mpi" else 1, "allow_root": True}},
                     profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     runs = store.list_runs()
-    assert len(runs) == 1 and runs[0]["results"] == 0 and store.results(runs[0]["id"]) == []
+    assert len(runs) == 1 and runs[0].results == 0 and store.results(runs[0].id) == []
 
 
 @pytest.mark.integration

@@ -28,5 +28,5 @@ def test_stored_record_matches_returned(tmp_path, live_probe):
     rep = session.run(["fpu"], {"fpu": {"ops": "mul"}}, profile="quick", store=st, probe_data=live_probe)
     stored = st.get_run(rep.run["id"])
     for key in ("id", "started", "ended", "status", "host", "command", "profile"):
-        assert stored[key] == rep.run[key], key
+        assert getattr(stored, key) == rep.run[key], key
     assert len(st.results(rep.run["id"])) == len(rep.results)

@@ -50,6 +50,6 @@ def test_dead_running_run_shows_incomplete(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True)
     rid = out.stdout.strip()
     run = Store(p).get_run(rid)
-    assert run["status"] == "incomplete" and "died" in run["error"]
+    assert run.status == "incomplete" and "died" in run.error
 
 

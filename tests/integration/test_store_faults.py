@@ -224,21 +224,21 @@ def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
         rec = new_run_record(["clusterbench", "run", "x"], {}, "quick")
         rec["pid"], rec["pid_start"] = other.pid, process_start(other.pid)  # as if that process ran it
         rid = st.begin_run(rec)
-        assert st.get_run(rid)["status"] == "running"
+        assert st.get_run(rid).status == "running"
         started = process_start(other.pid)
         assert started is not None
         st.db.execute("UPDATE runs SET pid_start=? WHERE id=?", (started + 1, rid))  # the same pid, reborn
         run = st.get_run(rid)
-        assert run["status"] == "incomplete" and "died" in run["error"]
+        assert run.status == "incomplete" and "died" in run.error
         st.db.execute("UPDATE runs SET pid_start=? WHERE id=?", (started, rid))
-        assert st.get_run(rid)["status"] == "running"
+        assert st.get_run(rid).status == "running"
         st.db.execute("UPDATE runs SET boot_id='another-boot' WHERE id=?", (rid,))
-        assert st.get_run(rid)["status"] == "incomplete"  # recorded before a reboot
+        assert st.get_run(rid).status == "incomplete"  # recorded before a reboot
     finally:
         other.kill()
         other.wait()
     st.db.execute("UPDATE runs SET boot_id=NULL WHERE id=?", (rid,))
-    assert st.get_run(rid)["status"] == "incomplete"  # the process is gone
+    assert st.get_run(rid).status == "incomplete"  # the process is gone
 
 
 @pytest.mark.integration
@@ -335,11 +335,11 @@ def test_a_full_disk_is_named_and_what_was_committed_is_kept() -> None:
                 st.add_result(rid, figure(n))
         assert "free space" in str(ei.value) and "corrupt" not in str(ei.value) and "aside" not in str(ei.value)
         kept = len(st.results(rid))
-        assert kept >= 1 and [r["value"] for r in st.results(rid)] == [float(n) for n in range(kept)]
+        assert kept >= 1 and [r.value for r in st.results(rid)] == [float(n) for n in range(kept)]
         (top / "filler").unlink()
         st.add_result(rid, figure(1000))
         st.finish_run(rid, "complete")
-        assert len(st.results(rid)) == kept + 1 and st.get_run(rid)["status"] == "complete"
+        assert len(st.results(rid)) == kept + 1 and st.get_run(rid).status == "complete"
         st.close()
     finally:
         subprocess.run(["umount", "-l", str(top)], check=False)
@@ -422,7 +422,7 @@ def test_concurrent_writers_upgrade_an_old_store_once(tmp_path: Path) -> None:
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err
         st = Store(p, readonly=True)
-        assert st.schema == STORE_SCHEMA and st.get_run(rid)["status"] == "complete"
+        assert st.schema == STORE_SCHEMA and st.get_run(rid).status == "complete"
         st.close()
 
 

@@ -179,8 +179,8 @@ def test_four_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, c
     runs = st.select_runs("two-faults")
     assert len(runs) == 1
     figures = st.results(runs[0])
-    assert {r["params"]["pair"] for r in figures} == {p["pair"] for p in doc["pairs"]}
-    assert {r["metric"] for r in figures} == {"latency", "bandwidth"} and len(figures) == 12
+    assert {r.params["pair"] for r in figures} == {p["pair"] for p in doc["pairs"]}
+    assert {r.metric for r in figures} == {"latency", "bandwidth"} and len(figures) == 12
     n_before = _count_runs(db)
     assert main(["--db", str(db), "sweep", "network", "--hosts", f"{names[0]},{c.prefix}n9", "--allow-root",
                  "--oversubscribe"]) == 3

@@ -149,8 +149,8 @@ def test_cpu_hog_on_one_node_is_flagged(four_nodes, capsys):
 
     st = Store()  # the figures, one per node, as one run each
     run = st.get_run(doc["run_id"])
-    assert run["status"] == "complete" and set(run["cluster"]["nodes"]) == set(names)
-    got = {r["params"]["node"] for r in st.results(doc["run_id"]) if r["metric"] == "gflops"}
+    assert run.status == "complete" and set(run.cluster["nodes"]) == set(names)
+    got = {r.params["node"] for r in st.results(doc["run_id"]) if r.metric == "gflops"}
     assert got == set(names)
     assert cli.main(["results", "table", "peak", "--rows", "node", "--cols", "tag"]) == 0
     table = capsys.readouterr().out
@@ -280,8 +280,8 @@ def test_killed_agents_lose_only_their_nodes(four_nodes):
     peak = next(f for f in doc["metrics"] if f["metric"] == "gflops")
     assert set(peak["values"]) == {names[0], names[2]}
     run = Store().get_run(doc["run_id"])
-    assert run["status"] == "incomplete" and "2 node(s) failed" in run["error"]
-    stored = {r["params"]["node"] for r in Store().results(doc["run_id"])}
+    assert run.status == "incomplete" and "2 node(s) failed" in run.error
+    stored = {r.params["node"] for r in Store().results(doc["run_id"])}
     assert stored == {names[0], names[2]}
     _nothing_left(c)
     assert _kernels_left() == []

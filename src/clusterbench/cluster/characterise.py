@@ -335,15 +335,14 @@ def _hpl_summary(rep: Any, sizing: dict[str, Any], rate_from: str, seconds: floa
     out: dict[str, Any] = {"run_id": rep.run["id"], "sizing": {**sizing, "rate_from": rate_from}, "seconds": seconds}
     if rmax is None:
         return {**out, "verdict": "no Rmax"}
-    rj = rmax.as_json()
-    lim = {x["name"]: x for x in rj.get("limits") or []}
+    lim = {x["name"]: x for x in rmax.limits or []}
     rpeak = (lim.get("rpeak") or {}).get("value")
-    prm = rj["params"]
-    out.update(rmax_gflops=rj["value"], rpeak_gflops=rpeak,
-               rmax_over_rpeak=(rj["value"] / rpeak) if rpeak else None, n=prm.get("n"), nb=prm.get("nb"),
+    prm = rmax.params
+    out.update(rmax_gflops=rmax.value, rpeak_gflops=rpeak,
+               rmax_over_rpeak=(rmax.value / rpeak) if rpeak else None, n=prm.get("n"), nb=prm.get("nb"),
                grid=prm.get("grid"), time_s=prm.get("time_s"), shared_cpus=prm.get("shared_cpus"),
                rpeak_of=(lim.get("rpeak") or {}).get("description"))
-    out["verdict"] = f"Rmax {rj['value']:.3g} Gflop/s" + (
+    out["verdict"] = f"Rmax {rmax.value:.3g} Gflop/s" + (
         f" = {100 * out['rmax_over_rpeak']:.1f}% of Rpeak {rpeak:.4g} Gflop/s" if rpeak else " (Rpeak unknown)")
     return out
 
