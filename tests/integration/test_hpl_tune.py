@@ -46,10 +46,10 @@ def test_small_budget_returns_a_measured_stored_trial(mpi, live_probe, tmp_path)
         (t.config.nb, t.config.grid, t.config.topology) for t in measured if t.config}
     # the best trial is a normal stored hpl run with exactly those parameters
     res = {r.metric: r for r in store.results(rep.best.run_id)}
-    assert res["rmax"]["value"] == pytest.approx(rep.best.value)
-    assert (res["rmax"]["params"]["nb"], res["rmax"]["params"]["grid"], res["rmax"]["params"]["n"]) == (
+    assert res["rmax"].value == pytest.approx(rep.best.value)
+    assert (res["rmax"].params["nb"], res["rmax"].params["grid"], res["rmax"].params["n"]) == (
         bp["nb"], bp["grid"], bp["n"])
-    assert res["rmax"]["params"]["passed"] and rep.best.percent_rpeak and rep.best.percent_rpeak > 0
+    assert res["rmax"].params["passed"] and rep.best.percent_rpeak and rep.best.percent_rpeak > 0
     if rep.confirmed:
         assert rep.best.n == N and rep.best.predicted is not None
     assert f"--tune-id={rep.tune_id}" in store.get_run(rep.best.run_id).command
