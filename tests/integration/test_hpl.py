@@ -13,7 +13,7 @@ import pytest
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
-from clusterbench.benchmarks.hpl.hpl import hpl_flops, largest_n, matrix_bytes
+from clusterbench.benchmarks.hpl.sizing import hpl_flops, largest_n, matrix_bytes
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.session import run as session_run
 from clusterbench.store.db import Store

@@ -15,9 +15,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "clusterbench"
 #: the most lines a Python module may have
 MAX_LINES = 600
 #: modules still over the limit, with the size they may not grow past (shrink the entry, then drop it)
-OVER_LIMIT: dict[str, int] = {
-    "benchmarks/hpl/hpl.py": 630,
-}
+OVER_LIMIT: dict[str, int] = {}
 
 #: what analysis/ may not import: anything that reads or writes outside its arguments
 IO_MODULES = ("clusterbench.store", "clusterbench.launch", "clusterbench.probe", "clusterbench.kernels",

@@ -306,7 +306,7 @@ def test_a_wall_clock_step_voids_the_interval():
 
 def test_hpl_start_and_end_lines_give_a_phase_of_one_second_resolution():
     from clusterbench.benchmarks.hpl.engines import parse_hpl_output
-    from clusterbench.benchmarks.hpl.hpl import phase_from_hpl_lines
+    from clusterbench.benchmarks.hpl.engine_plugins import phase_from_hpl_lines
 
     text = """HPLinpack 2.3  --  High-Performance Linpack benchmark  --   December 2, 2018
 - Computational tests pass if scaled residuals are less than                16.0

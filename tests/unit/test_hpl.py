@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
-from clusterbench.benchmarks.hpl.hpl import ENGINES, grids
+from clusterbench.benchmarks.hpl.builtin_engine import BuiltinEngine
+from clusterbench.benchmarks.hpl.registry import ENGINES
+from clusterbench.benchmarks.hpl.sizing import grids
 from clusterbench.errors import UsageError
 
 from hplkit import _ctx, _two_sockets
@@ -25,6 +27,7 @@ def test_grids_and_engine_registry():
     assert sorted(grids(12)) == [(1, 12), (2, 6), (3, 4)]
     assert all(p <= q and p * q == 36 for p, q in grids(36))
     assert "builtin" in ENGINES and ENGINES["builtin"].name == "builtin"
+    assert isinstance(ENGINES["builtin"], BuiltinEngine)
 
 
 def test_declared_metrics_and_limits():
@@ -38,7 +41,7 @@ def test_declared_metrics_and_limits():
 
 
 def test_hybrid_groups_refuses_uneven_sockets(live_probe):
-    from clusterbench.benchmarks.hpl.hpl import hybrid_groups
+    from clusterbench.benchmarks.hpl.placement import hybrid_groups
 
     probe = _two_sockets(live_probe)
     ctx = _ctx(probe)

@@ -9,7 +9,7 @@ import pytest
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, available_memory
 from clusterbench.benchmarks.hpcc.ptrans import local_bytes, node_bytes, numroc
-from clusterbench.benchmarks.hpl.hpl import default_n, default_nb
+from clusterbench.benchmarks.hpl.sizing import default_n, default_nb
 from clusterbench.errors import UsageError
 
 

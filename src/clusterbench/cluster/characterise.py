@@ -91,7 +91,7 @@ def split_budget(budget_s: float, tune_share: float = 0.0) -> dict[str, float]:
 
 def hpl_seconds(n: int, rate_gflops: float) -> float:
     """Expected seconds of an HPL run of order ``n`` at :data:`HPL_EFFICIENCY` of ``rate_gflops``."""
-    from clusterbench.benchmarks.hpl.hpl import hpl_flops
+    from clusterbench.benchmarks.hpl.sizing import hpl_flops
 
     return HPL_OVERHEAD_S + hpl_flops(n) / (HPL_EFFICIENCY * rate_gflops * 1e9)
 
@@ -101,7 +101,7 @@ def choose_n(seconds: float, rate_gflops: float, mem_bytes: float | None, *, nb:
     """N for HPL in ``seconds`` at ``rate_gflops`` (the cluster's measured rate: slowest node x nodes)
     within ``mem`` of ``mem_bytes`` (all the matrix may use): the smaller of the two, a multiple of
     ``nb``. Raises UsageError when even :data:`MIN_N` does not fit the time."""
-    from clusterbench.benchmarks.hpl.hpl import default_n
+    from clusterbench.benchmarks.hpl.sizing import default_n
 
     if not rate_gflops > 0:
         raise UsageError("no measured rate to size HPL from", "rerun; the node profile gave no DGEMM figure")
@@ -239,7 +239,7 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
         mem_bytes = None if low is None else float(low) * (1 if _shares_memory(names) else len(names))
         base = {"hosts": ",".join(f"{h.name}:{h.slots}" for h in hosts), "allow_root": allow_root or None}
         ranks = sum(h.slots for h in hosts)
-        from clusterbench.benchmarks.hpl.hpl import choose_grid, default_nb
+        from clusterbench.benchmarks.hpl.sizing import choose_grid, default_nb
         nb = default_nb(probe_data)
         grid_p = choose_grid(None, ranks)[0]
         given: dict[str, Any] = {}

@@ -38,9 +38,9 @@ from clusterbench.benchmarks.base import (
     RunContext,
     available_memory,
 )
-from clusterbench.benchmarks.hpl.hpl import (
+from clusterbench.benchmarks.hpl.hpl import Hpl
+from clusterbench.benchmarks.hpl.sizing import (
     NB_MAX,
-    Hpl,
     choose_grid,
     default_n,
     default_nb,

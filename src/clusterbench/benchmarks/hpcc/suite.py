@@ -119,7 +119,7 @@ class HpccSuite(Composite):
     def _run_hpcc(self, ctx: RunContext, hp: dict[str, Any]) -> list[Result]:
         """Debian's hpcc once, at the N/NB/grid ``run hpl`` chose; every declared key stored."""
         from clusterbench.benchmarks.hpl import engines
-        from clusterbench.benchmarks.hpl.hpl import BuiltinEngine
+        from clusterbench.benchmarks.hpl.builtin_engine import BuiltinEngine
         from clusterbench.launch import mpi as mpimod
 
         case = engines.HplCase(n=hp["n"], nb=hp["nb"], p=hp["p"], q=hp["q"], pmap=hp["pmap"])

@@ -18,7 +18,8 @@ from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.mpi.common import ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, parse_host_params
 from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext
-from clusterbench.benchmarks.hpl.hpl import ENGINES, TOPOLOGIES, grids
+from clusterbench.benchmarks.hpl.registry import ENGINES
+from clusterbench.benchmarks.hpl.sizing import TOPOLOGIES, grids
 
 GRID_MODES = ("all", "squarest")
 

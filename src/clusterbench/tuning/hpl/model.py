@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from clusterbench.benchmarks.hpl.hpl import hpl_flops
+from clusterbench.benchmarks.hpl.sizing import hpl_flops
 from clusterbench.tuning.hpl.space import Config
 
 SCHEMA = 1

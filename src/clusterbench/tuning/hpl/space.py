@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clusterbench.benchmarks.hpl.hpl import grids
+from clusterbench.benchmarks.hpl.sizing import grids
 from clusterbench.errors import UsageError
 
 DEFAULT_NBS = (32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)

@@ -14,7 +14,7 @@ from typing import Any
 
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import Result, RunContext, allowed_cpus
-from clusterbench.benchmarks.hpl.hpl import EST_EFFICIENCY, hpl_flops
+from clusterbench.benchmarks.hpl.sizing import EST_EFFICIENCY, hpl_flops
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.probe.blas import installed_blas, resolve_blas
 from clusterbench.store import Store
