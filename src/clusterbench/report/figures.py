@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.units import format_value
 
 
@@ -19,14 +20,14 @@ def _key_params() -> dict[str, tuple[str, ...]]:
         return {}
 
 
-def _params_text(r: dict, keys: Mapping[str, tuple[str, ...]]) -> str:
-    p = r.get("params") or {}
-    names = keys.get(r.get("benchmark") or "") or ("threads", "size_bytes", "n", "nb", "grid")
+def _params_text(r: Result, keys: Mapping[str, tuple[str, ...]]) -> str:
+    p = r.params or {}
+    names = keys.get(r.benchmark or "") or ("threads", "size_bytes", "n", "nb", "grid")
     return ", ".join(f"{k}={p[k]}" for k in names if k in p and p[k] is not None and not isinstance(p[k], (dict, list)))
 
 
-def _limit_text(r: dict) -> str:
-    lim = r.get("limit") or next(iter(r.get("limits") or []), None)
+def _limit_text(r: Result) -> str:
+    lim = r.limit or next(iter(r.limits or []), None)
     if not isinstance(lim, Mapping) or not isinstance(lim.get("fraction"), (int, float)):
         return ""
     value = lim.get("value")
@@ -34,31 +35,32 @@ def _limit_text(r: dict) -> str:
             + (f" ({format_value(value)})" if isinstance(value, (int, float)) else ""))
 
 
-def headline_figures(results: Iterable[dict]) -> list[dict]:
+def headline_figures(results: Iterable[Result]) -> list[dict]:
     """One row per (benchmark, metric), in the order they were measured: the best figure (by the
     metric's direction) with its identifying parameters, unit and fraction of its limit. Results of
     several pooled runs (each with its ``run_id``) also give ``runs`` (how many) and ``median``: the
     median over the runs of each run's best figure (the best of many repeats flatters)."""
-    best: dict[tuple[str, str], dict] = {}
+    best: dict[tuple[str, str], Result] = {}
     per_run: dict[tuple[str, str], dict[str, float]] = {}
     for r in results:
-        if not isinstance(r.get("value"), (int, float)) or isinstance(r.get("value"), bool):
+        if not isinstance(r.value, (int, float)) or isinstance(r.value, bool):
             continue
-        k = (str(r.get("benchmark")), str(r.get("metric")))
-        hib = bool(r.get("higher_is_better", True))
+        k = (str(r.benchmark), str(r.metric))
+        hib = bool(r.higher_is_better)
         old = best.get(k)
-        if old is None or (r["value"] != old["value"] and (r["value"] > old["value"]) == hib):
+        if old is None or (r.value != old.value and (r.value > old.value) == hib):
             best[k] = r
-        if r.get("run_id") is not None:
+        run_id = getattr(r, "run_id", None)  # a StoredFigure's (pooled runs)
+        if run_id is not None:
             runs = per_run.setdefault(k, {})
-            prev = runs.get(r["run_id"])
-            runs[r["run_id"]] = r["value"] if prev is None else (max if hib else min)(prev, r["value"])
+            prev = runs.get(run_id)
+            runs[run_id] = r.value if prev is None else (max if hib else min)(prev, r.value)
     keys = _key_params()
     out = []
     for k, r in best.items():
-        row = {"benchmark": r["benchmark"], "metric": r["metric"], "params": _params_text(r, keys),
-               "value": format_value(r["value"]), "unit": r.get("unit") or "", "limit": _limit_text(r),
-               "direction": "higher is better" if r.get("higher_is_better", True) else "lower is better"}
+        row = {"benchmark": r.benchmark, "metric": r.metric, "params": _params_text(r, keys),
+               "value": format_value(r.value), "unit": r.unit or "", "limit": _limit_text(r),
+               "direction": "higher is better" if r.higher_is_better else "lower is better"}
         values = sorted((per_run.get(k) or {}).values())
         if len(values) > 1:
             row["runs"] = len(values)

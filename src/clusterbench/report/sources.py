@@ -7,21 +7,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterbench.errors import UsageError
+from clusterbench.records import Run, with_run
+from clusterbench.benchmarks.declare import Result
 from clusterbench.report.plots import Source
 from clusterbench.units import format_value
 
 
-def _tune_id(run: Mapping) -> str | None:
-    for w in str(run.get("command") or "").split():
+def _tune_id(run: Run) -> str | None:
+    for w in str(run.command or "").split():
         if w.startswith("--tune-id="):
             return w.split("=", 1)[1]
     return None
 
 
-def _short_command(run: Mapping) -> str:
+def _short_command(run: Run) -> str:
     """The command without the program name and global options (``--db PATH``), nor a tune's
     trial key."""
-    words = list(run.get("argv") or str(run.get("command") or "").split())
+    words = list(run.argv or str(run.command or "").split())
     out, skip = [], False
     for i, w in enumerate(words):
         if skip:
@@ -38,7 +40,7 @@ def _short_command(run: Mapping) -> str:
     return " ".join(out)
 
 
-def _config_key(run: dict, results: list[dict]) -> tuple:
+def _config_key(run: Run, results: list[Result]) -> tuple:
     """What must be equal for runs of one selector to share a column: the command (without its
     --tag and --note), the host and every environment row."""
     words, out, skip = _short_command(run).split(), [], False
@@ -50,20 +52,20 @@ def _config_key(run: dict, results: list[dict]) -> tuple:
         elif not w.startswith(("--tag=", "--note=")):
             out.append(w)
     env = environment(Source("", [run], results))
-    return (" ".join(out), run.get("host"),
+    return (" ".join(out), run.host,
             tuple(sorted((k, v) for k, v in env.items() if k not in ("command", "started", "status"))))
 
 
-def _what(run: dict) -> str:
+def _what(run: Run) -> str:
     words = _short_command(run).split()
     return " ".join(w for w in words[:2] if not w.startswith("-")) or "run"
 
 
-def _tune_runs(store: Any, tid: str, given: dict[str, dict]) -> list[dict]:
+def _tune_runs(store: Any, tid: str, given: dict[str, Run]) -> list[Run]:
     """Every complete trial of the tune ``tid``, oldest first (full records)."""
-    trials = [r for r in store.list_runs() if _tune_id(r) == tid and r["status"] == "complete"]
-    full = [given.get(r["id"]) or store.get_run(r["id"]) for r in trials]
-    return sorted(full, key=lambda x: x.get("started") or "")
+    trials = [r for r in store.list_runs() if _tune_id(r) == tid and r.status == "complete"]
+    full = [given.get(r.id) or store.get_run(r.id) for r in trials]
+    return sorted(full, key=lambda x: x.started or "")
 
 
 def collect(store: Any, run_ids: list[Any]) -> list[Source]:
@@ -79,47 +81,47 @@ def collect(store: Any, run_ids: list[Any]) -> list[Source]:
     tunes_done: set[str] = set()
     labels: dict[str, int] = {}
 
-    def add(label: str, runs: list[dict], results: list[dict]) -> None:
+    def add(label: str, runs: list[Run], results: list[Result]) -> None:
         labels[label] = labels.get(label, 0) + 1
         sources.append(Source(label if labels[label] == 1 else f"{label} #{labels[label]}", runs, results))
 
-    def tune(run: dict, given: dict[str, dict]) -> bool:
+    def tune(run: Run, given: dict[str, Run]) -> bool:
         tid = _tune_id(run)
         if not tid:
             return False
         if tid not in tunes_done:
             tunes_done.add(tid)
             trials = _tune_runs(store, tid, given) or [run]
-            results = store.results_of([t["id"] for t in trials]) if hasattr(store, "results_of") \
-                else {t["id"]: store.results(t["id"]) for t in trials}
-            add(f"tune {tid[:8]}", trials, [r for t in trials for r in results[t["id"]]])
+            results = store.results_of([t.id for t in trials]) if hasattr(store, "results_of") \
+                else {t.id: store.results(t.id) for t in trials}
+            add(f"tune {tid[:8]}", trials, [r for t in trials for r in results[t.id]])
         return True
 
     for item in run_ids:
         if isinstance(item, str):
             run = store.get_run(item)
-            if run["id"] in seen:
+            if run.id in seen:
                 continue
-            seen.add(run["id"])
-            if not tune(run, {run["id"]: run}):
-                add(f"{_what(run)} {run['id'][:8]}".strip(), [run], store.results(run["id"]))
+            seen.add(run.id)
+            if not tune(run, {run.id: run}):
+                add(f"{_what(run)} {run.id[:8]}".strip(), [run], store.results(run.id))
             continue
-        runs = [r for r in item.runs if r["id"] not in seen]
-        seen.update(r["id"] for r in runs)
-        given = {r["id"]: r for r in runs}
-        groups: dict[tuple, list[dict]] = {}
+        runs = [r for r in item.runs if r.id not in seen]
+        seen.update(r.id for r in runs)
+        given = {r.id: r for r in runs}
+        groups: dict[tuple, list[Run]] = {}
         for run in runs:
             if not tune(run, given):
-                groups.setdefault(_config_key(run, item.results.get(run["id"], [])), []).append(run)
+                groups.setdefault(_config_key(run, item.results.get(run.id, [])), []).append(run)
         hosts = {k[1] for k in groups}
         for key, members in groups.items():
             first = members[0]
             if len(runs) == 1:
-                label = f"{_what(first)} {first['id'][:8]}"
+                label = f"{_what(first)} {first.id[:8]}"
             else:
-                label = f"{_what(first)} {item.selector}" + (f" on {first.get('host')}" if len(hosts) > 1 else "") \
-                    + (f" ({len(members)} runs)" if len(members) > 1 else f" {first['id'][:8]}")
-            results = [{**r, "run_id": m["id"]} for m in members for r in item.results.get(m["id"], [])]
+                label = f"{_what(first)} {item.selector}" + (f" on {first.host}" if len(hosts) > 1 else "") \
+                    + (f" ({len(members)} runs)" if len(members) > 1 else f" {first.id[:8]}")
+            results = [with_run(r, m.id) for m in members for r in item.results.get(m.id, [])]
             add(label, members, results)
     return sources
 
@@ -131,10 +133,10 @@ def _names(items: Any, fmt) -> str:
     return "; ".join(dict.fromkeys(fmt(x) for x in items if isinstance(x, Mapping)))
 
 
-def _used(results: list[dict], key: str) -> str:
+def _used(results: list[Result], key: str) -> str:
     vals = []
     for r in results:
-        v = (r.get("params") or {}).get(key)
+        v = (r.params or {}).get(key)
         if isinstance(v, Mapping):
             v = " ".join(str(v[k]) for k in ("name", "version") if v.get(k))
         if v not in (None, "", [], {}):
@@ -158,13 +160,13 @@ def environment(src: Source) -> dict[str, str]:
     mem = (probe.get("memory") or {}).get("total_bytes")
     builds = {}
     for t in src.runs:
-        for name, b in (t.get("builds") or {}).items():
+        for name, b in (t.builds or {}).items():
             if isinstance(b, Mapping):
                 builds[name] = b
     compilers_used = "; ".join(dict.fromkeys(
         f"{b.get('compiler_version') or b.get('compiler')} {' '.join(b.get('flags') or [])}".strip()
         for b in builds.values()))
-    cluster = run.get("cluster") or {}
+    cluster = run.cluster or {}
     sim = cluster.get("sim_cluster") if isinstance(cluster, Mapping) else None
     cluster_text = ""
     if isinstance(cluster, Mapping) and cluster.get("hosts"):
@@ -174,15 +176,15 @@ def environment(src: Source) -> dict[str, str]:
         diffs = cluster.get("differences")
         if isinstance(diffs, list):
             cluster_text += f"; {len(diffs)} difference(s) between nodes"
-    started = [t.get("started") or "" for t in src.runs]
+    started = [t.started or "" for t in src.runs]
     rows = {
-        "host": str(run.get("host") or probe.get("hostname") or ""),
+        "host": str(run.host or probe.get("hostname") or ""),
         "command": "clusterbench " + _short_command(run) + (
             "" if len(src.runs) == 1 else f" ({len(src.runs)} trial runs)" if _tune_id(run)
             else f" ({len(src.runs)} runs, figures pooled)"),
         "started": min(started) + (f" to {max(started)}" if len(set(started)) > 1 else ""),
-        "status": ", ".join(dict.fromkeys(str(t.get("status")) for t in src.runs)),
-        "clusterbench": str(run.get("clusterbench_version") or ""),
+        "status": ", ".join(dict.fromkeys(str(t.status) for t in src.runs)),
+        "clusterbench": str(run.clusterbench_version or ""),
         "kernel": str(env.get("kernel") or ""),
         "preemption": str(env.get("preemption") or ""),
         "governor": str(env.get("governor") or "none (no cpufreq)") if "governor" in env else "",

@@ -12,22 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterbench.benchmarks.declare import Result
+from clusterbench.records import Run
+
 
 @dataclass
 class Source:
     """What one column of the report shows: one run, or every trial of one ``tune hpl``."""
 
     label: str
-    runs: list[dict]
-    results: list[dict]
+    runs: list[Run]
+    results: list[Result]
 
     @property
     def probe(self) -> dict:
-        return (self.runs[0].get("probe") if self.runs else None) or {}
+        return (self.runs[0].probe if self.runs else None) or {}
 
     @property
     def host(self) -> str | None:
-        return self.runs[0].get("host") if self.runs else None
+        return self.runs[0].host if self.runs else None
 
 
 @dataclass
