@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.report.plots.base import Source
 from clusterbench.units import human_bytes
 
@@ -23,20 +24,19 @@ def number(v: Any) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
-def of(results: Iterable[dict], bench: str, *metrics: str) -> list[dict]:
-    return [r for r in results if r.get("benchmark") == bench and r.get("metric") in metrics
-            and number(r.get("value")) is not None]
+def of(results: Iterable[Result], bench: str, *metrics: str) -> list[Result]:
+    return [r for r in results if r.benchmark == bench and r.metric in metrics and number(r.value) is not None]
 
 
-def better(a: dict, b: dict) -> dict:
+def better(a: Result, b: Result) -> Result:
     """The better of two results of one metric (by its direction)."""
-    if a.get("higher_is_better", True):
-        return a if a["value"] >= b["value"] else b
-    return a if a["value"] <= b["value"] else b
+    if a.higher_is_better:
+        return a if a.value >= b.value else b
+    return a if a.value <= b.value else b
 
 
-def best_by(results: Iterable[dict], key: Callable[[dict], Any]) -> dict[Any, dict]:
-    out: dict[Any, dict] = {}
+def best_by(results: Iterable[Result], key: Callable[[Result], Any]) -> dict[Any, Result]:
+    out: dict[Any, Result] = {}
     for r in results:
         k = key(r)
         if k is None:
@@ -49,11 +49,11 @@ def prefix(src: Source, many: bool, text: str) -> str:
     return f"{src.label}: {text}" if many else text
 
 
-def limit_lines(results: Iterable[dict], names: tuple[str, ...] = ()) -> list[dict]:
+def limit_lines(results: Iterable[Result], names: tuple[str, ...] = ()) -> list[dict]:
     """Distinct limits of these results (by description), the largest of each name."""
     best: dict[str, dict] = {}
     for r in results:
-        for lim in r.get("limits") or ([r["limit"]] if r.get("limit") else []):
+        for lim in r.limits or ([r.limit] if r.limit else []):
             if not isinstance(lim, Mapping) or (names and lim.get("name") not in names):
                 continue
             v = number(lim.get("value"))
@@ -78,9 +78,9 @@ def core_count(probe: Mapping) -> int | None:
     return c if isinstance(c, int) and c > 0 else None
 
 
-def is_square(r: dict) -> bool:
+def is_square(r: Result) -> bool:
     """A DGEMM of square matrices (not the tuner's k = NB sweep)."""
-    k, n = r["params"].get("k"), r["params"].get("n")
+    k, n = r.params.get("k"), r.params.get("n")
     return k is None or k == n
 
 
@@ -88,8 +88,8 @@ def plural(n: Any, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def size_of(r: dict) -> float | None:
-    return number(r["params"].get("size_bytes"))
+def size_of(r: Result) -> float | None:
+    return number(r.params.get("size_bytes"))
 
 
 def rpeak_lines(srcs: list[Source]) -> list[dict]:

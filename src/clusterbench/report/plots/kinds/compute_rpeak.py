@@ -18,16 +18,16 @@ class ComputeRpeak(PlotKind):
         bars, lines = [], []
         for src in srcs:
             many = len(srcs) > 1
-            for r in best_by(of(src.results, "peak", "gflops"), lambda r: r["params"].get("threads")).values():
-                t = r["params"].get("threads")
+            for r in best_by(of(src.results, "peak", "gflops"), lambda r: r.params.get("threads")).values():
+                t = r.params.get("threads")
                 bars.append({"label": prefix(src, many, f"FMA peak, {plural(t, 'core')}"),
-                             "value": r["value"], "kind": "peak"})
+                             "value": r.value, "kind": "peak"})
             dg = best_by([r for r in of(src.results, "dgemm", "gflops") if is_square(r)],
-                          lambda r: (r["params"].get("mode") or "", r["params"].get("blas") or "",
-                                     r["params"].get("threads") or r["params"].get("processes")))
+                          lambda r: (r.params.get("mode") or "", r.params.get("blas") or "",
+                                     r.params.get("threads") or r.params.get("processes")))
             for (mode, blas, t), r in sorted(dg.items(), key=lambda kv: str(kv[0])):
                 bars.append({"label": prefix(src, many, f"DGEMM {mode} {blas}, {plural(t, 'core')}"),
-                             "value": r["value"], "kind": "dgemm"})
+                             "value": r.value, "kind": "dgemm"})
             node, core = node_rpeak(src.probe)
             cores = core_count(src.probe)
             if node:

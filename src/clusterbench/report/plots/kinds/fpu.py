@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.report.plots.base import PlotKind, PlotSpec, Source, register
 from clusterbench.report.plots.common import best_by, of, prefix
 
@@ -18,14 +19,14 @@ class Fpu(PlotKind):
         for src in srcs:
             rs = of(src.results, "fpu", "latency_cycles", "throughput_cycles")
 
-            def what(r: dict) -> str:
-                p = r["params"]
+            def what(r: Result) -> str:
+                p = r.params
                 return " ".join(str(p[k]) for k in ("op", "precision", "vector") if p.get(k) is not None)
-            best = best_by(rs, lambda r: (what(r), r["metric"]))
+            best = best_by(rs, lambda r: (what(r), r.metric))
             for name in dict.fromkeys(k[0] for k in best):
                 lat, thr = best.get((name, "latency_cycles")), best.get((name, "throughput_cycles"))
                 bars.append({"label": prefix(src, len(srcs) > 1, name),
-                             "latency": lat["value"] if lat else None, "throughput": thr["value"] if thr else None})
+                             "latency": lat.value if lat else None, "throughput": thr.value if thr else None})
         if not bars:
             return []
         return [PlotSpec("fpu", "fpu", "Floating-point latency and throughput",

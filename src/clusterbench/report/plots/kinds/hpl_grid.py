@@ -13,13 +13,13 @@ class HplGrid(PlotKind):
     order = 100
 
     def plan(self, sources: list[Source], comparison: Any = None) -> list[PlotSpec]:
-        rs = [r for s in sources for r in of(s.results, "hpl", "rmax") if r["params"].get("grid")]
-        best = best_by(rs, lambda r: (r["params"]["grid"], r["params"].get("topology") or "", r["params"].get("blas")
+        rs = [r for s in sources for r in of(s.results, "hpl", "rmax") if r.params.get("grid")]
+        best = best_by(rs, lambda r: (r.params["grid"], r.params.get("topology") or "", r.params.get("blas")
                                        or ""))
         if len({k[0] for k in best}) < 2 and len(best) < 2:
             return []
-        bars = [{"label": f"{g} {t} {b}", "grid": g, "value": r["value"], "nb": r["params"].get("nb"),
-                 "n": r["params"].get("n")} for (g, t, b), r in sorted(best.items(), key=lambda kv: -kv[1]["value"])]
+        bars = [{"label": f"{g} {t} {b}", "grid": g, "value": r.value, "nb": r.params.get("nb"),
+                 "n": r.params.get("n")} for (g, t, b), r in sorted(best.items(), key=lambda kv: -kv[1].value)]
         srcs = [s for s in sources if of(s.results, "hpl", "rmax")]
         return [PlotSpec("hpl_grid", "hpl-grid", "HPL Rmax by process grid",
                          "The best Rmax of each P x Q grid, topology and BLAS (at its best NB, printed on the bar).",

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.report.plots.base import PlotKind, PlotSpec, Source, register
 from clusterbench.report.plots.common import best_by, hlines, number, of, rpeak_lines
 
 
-def _hpl_series_key(r: dict) -> tuple:
-    p = r["params"]
+def _hpl_series_key(r: Result) -> tuple:
+    p = r.params
     return (p.get("blas") or "", p.get("topology") or "", p.get("grid") or "", p.get("n"))
 
 
@@ -18,13 +19,13 @@ class HplNb(PlotKind):
     order = 90
 
     def plan(self, sources: list[Source], comparison: Any = None) -> list[PlotSpec]:
-        rs = [r for s in sources for r in of(s.results, "hpl", "rmax") if number(r["params"].get("nb"))]
-        if len({r["params"]["nb"] for r in rs}) < 2:
+        rs = [r for s in sources for r in of(s.results, "hpl", "rmax") if number(r.params.get("nb"))]
+        if len({r.params["nb"] for r in rs}) < 2:
             return []
-        best = best_by(rs, lambda r: (_hpl_series_key(r), r["params"]["nb"]))
+        best = best_by(rs, lambda r: (_hpl_series_key(r), r.params["nb"]))
         series = []
         for key in sorted({k[0] for k in best}, key=str):
-            pts = sorted((k[1], r["value"]) for k, r in best.items() if k[0] == key)
+            pts = sorted((k[1], r.value) for k, r in best.items() if k[0] == key)
             blas, topo, grid, n = key
             series.append({"label": f"{blas} {topo} {grid}, N={n}", "x": [p[0] for p in pts], "y": [p[1] for p in pts]})
         srcs = [s for s in sources if of(s.results, "hpl", "rmax")]

@@ -15,19 +15,19 @@ class HplScaling(PlotKind):
     def plan(self, sources: list[Source], comparison: Any = None) -> list[PlotSpec]:
         out: list[PlotSpec] = []
         for src in sources:
-            rs = [r for r in of(src.results, "hpl-scaling", "rmax") if isinstance(r["params"].get("nodes"), int)]
-            best = best_by(rs, lambda r: r["params"]["nodes"])
+            rs = [r for r in of(src.results, "hpl-scaling", "rmax") if isinstance(r.params.get("nodes"), int)]
+            best = best_by(rs, lambda r: r.params["nodes"])
             if not best:
                 continue
             nodes = sorted(best)
             grids = [{"nodes": k, "grid": g, "value": v} for k in nodes
-                     for g, v in (best[k]["params"].get("rmax_by_grid") or {}).items() if number(v)]
-            rpeak = [{"nodes": k, "value": best[k]["params"]["rpeak_nodes_gflops"]} for k in nodes
-                     if number(best[k]["params"].get("rpeak_nodes_gflops"))]
+                     for g, v in (best[k].params.get("rmax_by_grid") or {}).items() if number(v)]
+            rpeak = [{"nodes": k, "value": best[k].params["rpeak_nodes_gflops"]} for k in nodes
+                     if number(best[k].params.get("rpeak_nodes_gflops"))]
             out.append(PlotSpec("hpl_scaling", f"hpl-scaling-{len(out) + 1}", f"HPL Rmax against node count ({src.label})",
                                 "The best grid's Rmax at each node count (dots: every grid tried), the ideal line (the "
                                 "Rmax of the fewest nodes times the node ratio) and Rpeak of that many nodes.",
-                                {"nodes": nodes, "rmax": [best[k]["value"] for k in nodes], "grids": grids,
+                                {"nodes": nodes, "rmax": [best[k].value for k in nodes], "grids": grids,
                                  "rpeak": rpeak}))
         return out
 

@@ -29,14 +29,14 @@ class Memlat(PlotKind):
         series: list[dict] = []
         caches: list[dict] = []
         for src in srcs:
-            rs = [r for r in of(src.results, "memlat", "latency") if number(r["params"].get("size_bytes"))]
-            best = best_by(rs, lambda r: (r["params"].get("pattern") or "random", r["params"].get("hugepages") or "off",
-                                           r["params"]["size_bytes"]))
+            rs = [r for r in of(src.results, "memlat", "latency") if number(r.params.get("size_bytes"))]
+            best = best_by(rs, lambda r: (r.params.get("pattern") or "random", r.params.get("hugepages") or "off",
+                                           r.params["size_bytes"]))
             for pattern, huge in sorted({k[:2] for k in best}):
-                pts = sorted((k[2], r["value"]) for k, r in best.items() if k[:2] == (pattern, huge))
+                pts = sorted((k[2], r.value) for k, r in best.items() if k[:2] == (pattern, huge))
                 label = f"{pattern} pointer chase" + (f", huge pages {huge}" if huge != "off" else "")
                 series.append({"label": prefix(src, len(srcs) > 1, label), "x": [p[0] for p in pts],
-                               "y": [p[1] for p in pts], "unit": rs[0].get("unit") or "ns"})
+                               "y": [p[1] for p in pts], "unit": rs[0].unit or "ns"})
             if not caches:
                 caches = _caches(src.probe)
         if not series:

@@ -20,12 +20,12 @@ class Multipair(PlotKind):
         for src in srcs:
             for metric, series in (("pair_bandwidth", per), ("aggregate_bandwidth", agg)):
                 rs = [r for r in of(src.results, "multipair", metric) if (size_of(r) or 0) > 0
-                      and isinstance(r["params"].get("pairs"), int)]
-                best = best_by(rs, lambda r: (r["params"]["pairs"], size_of(r)))
+                      and isinstance(r.params.get("pairs"), int)]
+                best = best_by(rs, lambda r: (r.params["pairs"], size_of(r)))
                 for k in sorted({k[0] for k in best}):
-                    pts = sorted((key[1], r["value"]) for key, r in best.items() if key[0] == k)
+                    pts = sorted((key[1], r.value) for key, r in best.items() if key[0] == k)
                     series.append({"label": prefix(src, len(srcs) > 1, f"{k} pair{'s' if k != 1 else ''}"),
-                                   "x": [p[0] for p in pts], "y": [p[1] for p in pts], "unit": rs[0].get("unit")})
+                                   "x": [p[0] for p in pts], "y": [p[1] for p in pts], "unit": rs[0].unit})
         if not per and not agg:
             return []
         return [PlotSpec("multipair", "multipair", "Concurrent pairs: per-pair and aggregate bandwidth",

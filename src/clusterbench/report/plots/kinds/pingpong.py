@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.report.plots.base import PlotKind, PlotSpec, Source, register
 from clusterbench.report.plots.common import best_by, limit_lines, of, prefix, size_of, size_panel
 
@@ -21,23 +22,23 @@ class Pingpong(PlotKind):
         for src in srcs:
             many = len(srcs) > 1
 
-            def path(r: dict) -> str:
-                p = r["params"]
+            def path(r: Result) -> str:
+                p = r.params
                 return f"{p.get('transport_used') or p.get('transport') or '?'}, {p.get('pair') or 'pair'}"
             for metric, series in (("latency", lat), ("bandwidth", bw)):
                 rs = [r for r in of(src.results, "pingpong", metric) if (size_of(r) or 0) > 0]
                 best = best_by(rs, lambda r: (path(r), size_of(r)))
                 for name in dict.fromkeys(k[0] for k in best):
-                    pts = sorted((k[1], r["value"]) for k, r in best.items() if k[0] == name)
+                    pts = sorted((k[1], r.value) for k, r in best.items() if k[0] == name)
                     series.append({"label": prefix(src, many, f"ping-pong {name}"), "x": [p[0] for p in pts],
-                                   "y": [p[1] for p in pts], "unit": rs[0].get("unit")})
+                                   "y": [p[1] for p in pts], "unit": rs[0].unit})
             rs = [r for r in of(src.results, "bw", "bw", "bibw") if (size_of(r) or 0) > 0]
-            best = best_by(rs, lambda r: (r["metric"], path(r), size_of(r)))
+            best = best_by(rs, lambda r: (r.metric, path(r), size_of(r)))
             for metric, name in dict.fromkeys(k[:2] for k in best):
-                pts = sorted((k[2], r["value"]) for k, r in best.items() if k[:2] == (metric, name))
+                pts = sorted((k[2], r.value) for k, r in best.items() if k[:2] == (metric, name))
                 label = ("windowed one way" if metric == "bw" else "windowed both ways") + f" ({name})"
                 bw.append({"label": prefix(src, many, label), "x": [p[0] for p in pts], "y": [p[1] for p in pts],
-                           "unit": rs[0].get("unit"), "dashed": True})
+                           "unit": rs[0].unit, "dashed": True})
             limits += limit_lines(of(src.results, "pingpong", "bandwidth") + rs)
         if not lat and not bw:
             return []

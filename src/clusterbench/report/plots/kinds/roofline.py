@@ -33,31 +33,31 @@ class Roofline(PlotKind):
             srcs = [s for s in sources if s.host == host]
             rs = [r for s in srcs for r in s.results]
             peaks = of(rs, "peak", "gflops")
-            bws = [r for r in of(rs, "stream", *STREAM_KERNELS) if isinstance(r["params"].get("threads"), int)]
+            bws = [r for r in of(rs, "stream", *STREAM_KERNELS) if isinstance(r.params.get("threads"), int)]
             if not peaks or not bws:
                 continue
-            tmax = max(r["params"].get("threads") or 0 for r in peaks)
-            peak = max(r["value"] for r in peaks if (r["params"].get("threads") or 0) == tmax)
-            bmax = max(r["params"]["threads"] for r in bws)
-            bw = max(r["value"] for r in bws if r["params"]["threads"] == bmax) / 1e3  # MB/s -> GB/s
+            tmax = max(r.params.get("threads") or 0 for r in peaks)
+            peak = max(r.value for r in peaks if (r.params.get("threads") or 0) == tmax)
+            bmax = max(r.params["threads"] for r in bws)
+            bw = max(r.value for r in bws if r.params["threads"] == bmax) / 1e3  # MB/s -> GB/s
             points = []
             for metric, ai in STREAM_INTENSITY.items():
-                best = [r for r in bws if r["metric"] == metric and r["params"]["threads"] == bmax]
+                best = [r for r in bws if r.metric == metric and r.params["threads"] == bmax]
                 if best:
                     points.append({"label": f"STREAM {metric}, {plural(bmax, 'thread')}", "ai": ai,
-                                   "gflops": max(r["value"] for r in best) / 1e3 * ai})
+                                   "gflops": max(r.value for r in best) / 1e3 * ai})
             square = [r for r in of(rs, "dgemm", "gflops") if is_square(r)]
-            for (mode, t), r in best_by(square, lambda r: (r["params"].get("mode"), r["params"].get("threads")
-                                                            or r["params"].get("processes"))).items():
-                dai = _dgemm_intensity(r["params"])
+            for (mode, t), r in best_by(square, lambda r: (r.params.get("mode"), r.params.get("threads")
+                                                            or r.params.get("processes"))).items():
+                dai = _dgemm_intensity(r.params)
                 if dai:
-                    points.append({"label": f"DGEMM {mode}, {plural(t, 'core')}, n={r['params'].get('n')}", "ai": dai,
-                                   "gflops": r["value"]})
-            local = [r for r in of(rs, "hpl", "rmax") if r["params"].get("hosts") in (None, [], [host])]
-            hpl = best_by(local, lambda r: r["params"].get("n"))
+                    points.append({"label": f"DGEMM {mode}, {plural(t, 'core')}, n={r.params.get('n')}", "ai": dai,
+                                   "gflops": r.value})
+            local = [r for r in of(rs, "hpl", "rmax") if r.params.get("hosts") in (None, [], [host])]
+            hpl = best_by(local, lambda r: r.params.get("n"))
             for n, r in hpl.items():
                 if number(n):
-                    points.append({"label": f"HPL N={n}", "ai": float(n) / 24, "gflops": r["value"]})
+                    points.append({"label": f"HPL N={n}", "ai": float(n) / 24, "gflops": r.value})
             out.append(PlotSpec("roofline", f"roofline-{len(out) + 1}", f"Roofline of {host}",
                                 f"The roof: min(peak, intensity x bandwidth) with the measured FMA peak ({peak:.1f} "
                                 f"Gflop/s, {tmax} cores) and STREAM bandwidth ({bw:.1f} GB/s, {bmax} threads). Points at "

@@ -16,19 +16,19 @@ class StreamNuma(PlotKind):
         out: list[PlotSpec] = []
         for src in sources:
             rs = [r for r in of(src.results, "stream", "triad_numa")
-                  if isinstance(r["params"].get("cpu_node"), int) and isinstance(r["params"].get("mem_node"), int)]
-            cpu_nodes = sorted({r["params"]["cpu_node"] for r in rs})
-            mem_nodes = sorted({r["params"]["mem_node"] for r in rs})
+                  if isinstance(r.params.get("cpu_node"), int) and isinstance(r.params.get("mem_node"), int)]
+            cpu_nodes = sorted({r.params["cpu_node"] for r in rs})
+            mem_nodes = sorted({r.params["mem_node"] for r in rs})
             if len(cpu_nodes) < 2 and len(mem_nodes) < 2:
                 continue
-            best = best_by(rs, lambda r: (r["params"]["cpu_node"], r["params"]["mem_node"]))
-            matrix = [[best[(c, m)]["value"] if (c, m) in best else None for m in mem_nodes] for c in cpu_nodes]
+            best = best_by(rs, lambda r: (r.params["cpu_node"], r.params["mem_node"]))
+            matrix = [[best[(c, m)].value if (c, m) in best else None for m in mem_nodes] for c in cpu_nodes]
             out.append(PlotSpec("stream_numa", f"stream-numa-{len(out) + 1}",
                                 f"STREAM Triad, CPU node x memory node ({src.label})",
                                 "Triad bandwidth with the threads on one NUMA node's cores (rows) and the arrays bound "
                                 "to one memory node (columns), as numactl --cpunodebind/--membind.",
                                 {"cpu_nodes": cpu_nodes, "mem_nodes": mem_nodes, "matrix": matrix,
-                                 "unit": rs[0].get("unit") or "MB/s"}))
+                                 "unit": rs[0].unit or "MB/s"}))
         return out
 
     def draw(self, data: dict, fig: Any) -> None:

@@ -17,14 +17,14 @@ class StreamThreads(PlotKind):
         series, limits, unit = [], [], "MB/s"
         for src in sources:
             rs = of(src.results, "stream", *STREAM_KERNELS)
-            rs = [r for r in rs if isinstance(r["params"].get("threads"), int)]
+            rs = [r for r in rs if isinstance(r.params.get("threads"), int)]
             if not rs:
                 continue
-            unit = rs[0].get("unit") or unit
-            best = best_by(rs, lambda r: (r["metric"], r["params"].get("variant") or "regular", r["params"]["threads"]))
+            unit = rs[0].unit or unit
+            best = best_by(rs, lambda r: (r.metric, r.params.get("variant") or "regular", r.params["threads"]))
             for metric in STREAM_KERNELS:
                 for variant in sorted({k[1] for k in best if k[0] == metric}):
-                    pts = sorted((k[2], r["value"]) for k, r in best.items() if k[0] == metric and k[1] == variant)
+                    pts = sorted((k[2], r.value) for k, r in best.items() if k[0] == metric and k[1] == variant)
                     label = metric + ("" if variant == "regular" else f" ({variant} stores)")
                     series.append({"label": prefix(src, many, label), "x": [p[0] for p in pts],
                                    "y": [p[1] for p in pts], "kernel": metric, "variant": variant})
