@@ -9,12 +9,14 @@ are pooled, for ``compare`` and ``report`` alike.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clusterbench.analysis import compare as cmp
 from clusterbench.benchmarks import all_benchmarks
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
+from clusterbench.records import Run
 from clusterbench.store import Store
 from clusterbench.text import terminal_text
 from clusterbench.units import format_value
@@ -30,8 +32,8 @@ class Selection:
     ``left_out`` the others with the reason."""
 
     selector: str
-    runs: list[dict]
-    results: dict[str, list[dict]]
+    runs: list[Run]
+    results: dict[str, list[Result]]
     left_out: list[dict] = field(default_factory=list)
     include_incomplete: bool = False
 
@@ -55,7 +57,7 @@ def select(store: Store, spec: str, *, include_incomplete: bool = False, full: b
     runs = store.get_runs(ids)
     results = store.results_of(ids, full=full)
     pooled, left = cmp.poolable(runs, {i: len(r) for i, r in results.items()}, include_incomplete=include_incomplete)
-    return Selection(spec, [dict(r) for r in pooled], {str(r["id"]): results[str(r["id"])] for r in pooled}, left,
+    return Selection(spec, list(pooled), {str(r.id): results[str(r.id)] for r in pooled}, left,
                      include_incomplete)
 
 
@@ -70,42 +72,42 @@ def _side(store: Store, spec: str, benchmark: str | None, metric: str | None,
           include_incomplete: bool) -> Selection:
     sel = select(store, spec, include_incomplete=include_incomplete, full=False)
     require_runs(sel)
-    in_bench = {i: [r for r in res if benchmark is None or r["benchmark"] == benchmark]
+    in_bench = {i: [r for r in res if benchmark is None or r.benchmark == benchmark]
                 for i, res in sel.results.items()}
     what = f"of {benchmark}" if benchmark else ""
     if not any(in_bench.values()):
-        have = sorted({r["benchmark"] for res in sel.results.values() for r in res})
+        have = sorted({r.benchmark for res in sel.results.values() for r in res})
         raise UsageError(f"side '{spec}' has no figures {what}".rstrip(),
                          f"its runs hold figures of {', '.join(have)}" if have
                          else "its runs stored nothing (see 'clusterbench results show RUN')")
     if metric is not None:
-        metrics = sorted({r["metric"] for res in in_bench.values() for r in res})
+        metrics = sorted({r.metric for res in in_bench.values() for r in res})
         if metric not in metrics:
             raise UsageError(f"side '{spec}' has no figure named '{metric}'" + (f" {what}" if what else ""),
                              f"its metrics{' ' + what if what else ''}: {', '.join(metrics)}")
-        in_bench = {i: [r for r in res if r["metric"] == metric] for i, res in in_bench.items()}
+        in_bench = {i: [r for r in res if r.metric == metric] for i, res in in_bench.items()}
     sel.results = in_bench
     return sel
 
 
-def _priced(results: dict[str, list[dict]], price: float, currency: str) -> dict[str, list[dict]]:
+def _priced(results: dict[str, list[Result]], price: float, currency: str) -> dict[str, list[Result]]:
     """Every figure as performance for cost (``analysis.cost.per_price``): a rate / price, or
     1 / (time * price) for a lower-is-better figure, so both read higher-is-better."""
     from clusterbench.analysis.cost import per_price
 
     cur = currency or "price unit"
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[Result]] = {}
     for run_id, res in results.items():
         out[run_id] = []
         for r in res:
-            hib = bool(r["higher_is_better"])
+            hib = bool(r.higher_is_better)
             try:
-                samples = [per_price(float(x), hib, price) for x in r.get("samples") or [r["value"]]]
-                value = per_price(float(r["value"]), hib, price)
+                samples = [per_price(float(x), hib, price) for x in r.samples or [r.value]]
+                value = per_price(float(r.value), hib, price)
             except ValueError:
                 continue  # a zero time cannot be priced: the figure is left out (it shows as one side only)
-            unit = f"{r['unit']}/{cur}" if hib else f"1/({r['unit']}*{cur})"
-            out[run_id].append({**r, "value": value, "samples": samples, "unit": unit, "higher_is_better": True})
+            unit = f"{r.unit}/{cur}" if hib else f"1/({r.unit}*{cur})"
+            out[run_id].append(replace(r, value=value, samples=samples, unit=unit, higher_is_better=True))
     return out
 
 
@@ -134,8 +136,8 @@ def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None,
     doc = cmp.compare(runs_a, res_a, runs_b, res_b, keys, **opts).as_dict()
     doc["options"]["include_incomplete"] = include_incomplete
 
-    def brief(run: dict) -> dict:
-        return {k: run.get(k) for k in ("id", "started", "host", "command", "tags", "note", "status")}
+    def brief(run: Run) -> dict:
+        return {k: getattr(run, k) for k in ("id", "started", "host", "command", "tags", "note", "status")}
 
     doc["sides"] = {k: {"selector": s.selector, "runs": [brief(r) for r in s.runs], "left_out": s.left_out}
                     for k, s in (("a", side_a), ("b", side_b))}

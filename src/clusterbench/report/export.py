@@ -21,7 +21,9 @@ import tempfile
 from typing import Any
 
 from clusterbench import SCHEMA_VERSION
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import EnvironmentProblem, UsageError
+from clusterbench.records import Run
 
 FORMATS = ("json", "csv", "hpccoutf")
 #: CSV columns; later additions are appended so existing positions never move
@@ -30,24 +32,25 @@ CSV_COLUMNS = ["run_id", "benchmark", "metric", "value", "unit", "higher_is_bett
                "run_status", "run_error"]
 
 
-def to_csv(run: dict, results: list[dict]) -> str:
+def to_csv(run: Run, results: list[Result]) -> str:
     """One row per figure; ``run_status``/``run_error`` say whether the run it belongs to completed."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
     for r in results:
-        s, lim = r["summary"], r.get("limit") or {}
-        w.writerow([run["id"], r["benchmark"], r["metric"], r["value"], r["unit"], int(r["higher_is_better"]),
+        s, lim = r.summary, r.limit or {}
+        w.writerow([run.id, r.benchmark, r.metric, r.value, r.unit, int(r.higher_is_better),
                     s.get("n"), s.get("best"), s.get("median"), s.get("min"), s.get("max"), s.get("cv"),
                     lim.get("name", ""), lim.get("value", ""), lim.get("fraction", ""),
-                    json.dumps(r["params"], sort_keys=True), json.dumps(r["samples"]),
-                    run.get("status", ""), run.get("error") or ""])
+                    json.dumps(r.params, sort_keys=True), json.dumps(r.samples),
+                    run.status, run.error or ""])
     return buf.getvalue()
 
 
-def render(fmt: str, run: dict, results: list[dict]) -> str:
+def render(fmt: str, run: Run, results: list[Result]) -> str:
     if fmt == "json":
-        return json.dumps({"schema": SCHEMA_VERSION, "run": run, "results": results}, indent=1) + "\n"
+        return json.dumps({"schema": SCHEMA_VERSION, "run": run.as_json(), "results": [r.as_json() for r in results]},
+                          indent=1) + "\n"
     if fmt == "csv":
         return to_csv(run, results)
     if fmt == "hpccoutf":
@@ -113,7 +116,7 @@ def write(text: str, dest: str | None, force: bool = False) -> None:
                 pass
 
 
-def export(run: dict, results: list[dict], fmt: str, dest: str | None, force: bool = False) -> dict[str, Any]:
+def export(run: Run, results: list[Result], fmt: str, dest: str | None, force: bool = False) -> dict[str, Any]:
     """Render and write; returns what was written where (for callers that report it)."""
     text = render(fmt, run, results)
     write(text, dest, force)

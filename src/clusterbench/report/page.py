@@ -127,7 +127,7 @@ def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | 
                          + "".join(f"<li>{_e(x)}</li>" for x in findings) + "</ul>")
         warnings: dict[str, int] = {}  # each message once, with how many runs gave it
         for t in src.runs:
-            for w in t.get("warnings") or []:
+            for w in t.warnings or []:
                 text = str(w.get("message") if isinstance(w, Mapping) else w)
                 warnings[text] = warnings.get(text, 0) + 1
         if warnings:
