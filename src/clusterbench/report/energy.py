@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterbench.analysis import cost as C
+from clusterbench.benchmarks.declare import Result
 from clusterbench.energy.text import json_key
+from clusterbench.records import Run
 
 #: the figures priced per currency unit (the ones the lists rank) and the time of the same phase
 PRICED = {("hpl", "rmax"), ("hpl", "time_s"), ("hpcg", "rating")}
@@ -41,59 +43,59 @@ def source_text(sources: Mapping[str, Any] | None) -> str:
     return "; ".join(out)
 
 
-def _nodes(runs: Sequence[Mapping[str, Any]]) -> int:
+def _nodes(runs: Sequence[Run]) -> int:
     for run in runs:
-        e = run.get("energy") or {}
+        e = run.energy or {}
         if isinstance(e, Mapping) and e.get("nodes"):
             return len(e["nodes"])
-        hosts = (run.get("cluster") or {}).get("hosts") if isinstance(run.get("cluster"), Mapping) else None
+        hosts = (run.cluster or {}).get("hosts") if isinstance(run.cluster, Mapping) else None
         if hosts:
             return len(hosts)
     return 1
 
 
-def energy_cost(runs: Sequence[Mapping[str, Any]], results: Sequence[Mapping[str, Any]],
+def energy_cost(runs: Sequence[Run], results: Sequence[Result],
                 model: C.CostModel | None = None) -> dict[str, Any]:
     """The section's data for one source (see the module's text). ``has_energy`` is False when no run
     and no figure holds any energy."""
     per_watt, missing = [], []
     bases = {}
     for r in results:
-        e = (r.get("params") or {}).get("energy")
-        if isinstance(e, Mapping) and "missing" not in e and r.get("unit") != "Gflop/s/W":
-            bases.setdefault((r.get("benchmark"), json_key(r)), []).append(r)
+        e = (r.params or {}).get("energy")
+        if isinstance(e, Mapping) and "missing" not in e and r.unit != "Gflop/s/W":
+            bases.setdefault((r.benchmark, json_key(r)), []).append(r)
     seen_missing = set()
     for r in results:
-        e = (r.get("params") or {}).get("energy")
+        e = (r.params or {}).get("energy")
         if not isinstance(e, Mapping):
             continue
         if "missing" in e:
-            if r.get("benchmark") not in seen_missing:
-                seen_missing.add(r.get("benchmark"))
-                missing.append({"benchmark": r.get("benchmark"), "metric": r.get("metric"), "reason": e["missing"]})
+            if r.benchmark not in seen_missing:
+                seen_missing.add(r.benchmark)
+                missing.append({"benchmark": r.benchmark, "metric": r.metric, "reason": e["missing"]})
             continue
-        if r.get("unit") != "Gflop/s/W":
+        if r.unit != "Gflop/s/W":
             continue
-        base = next((b for b in bases.get((r.get("benchmark"), json_key(r)), [])
-                     if str(b.get("unit", "")).lower().endswith("flop/s")), None)
+        base = next((b for b in bases.get((r.benchmark, json_key(r)), [])
+                     if str(b.unit).lower().endswith("flop/s")), None)
         per_watt.append({
-            "benchmark": r.get("benchmark"), "metric": base.get("metric") if base else None,
-            "value": base.get("value") if base else None, "unit": base.get("unit") if base else None,
-            "gflops_per_watt": r.get("value"), "joules": e.get("joules"), "avg_watts": e.get("avg_watts"),
+            "benchmark": r.benchmark, "metric": base.metric if base else None,
+            "value": base.value if base else None, "unit": base.unit if base else None,
+            "gflops_per_watt": r.value, "joules": e.get("joules"), "avg_watts": e.get("avg_watts"),
             "phase_s": e.get("phase_s"), "declared": bool(e.get("declared")), "basis": e.get("basis"),
             "sources": source_text(e.get("sources")), "nodes": len(e.get("per_node") or {}) or None,
-            "params": {k: (r.get("params") or {}).get(k) for k in ("n", "nb", "grid") if (r.get("params") or {}).get(k)},
+            "params": {k: (r.params or {}).get(k) for k in ("n", "nb", "grid") if (r.params or {}).get(k)},
         })
     benchmarks, run_sources, levels = [], [], []
     for run in runs:
-        e = run.get("energy")
+        e = run.energy
         if not isinstance(e, Mapping) or not e:
             continue
         run_sources.append(source_text(e.get("sources")))
         if e.get("level"):
             levels.append(str(e["level"]))
         for b in e.get("benchmarks") or []:
-            benchmarks.append({"run": str(run.get("id", ""))[:8], "benchmark": b.get("benchmark"),
+            benchmarks.append({"run": str(run.id)[:8], "benchmark": b.get("benchmark"),
                                "phase_s": b.get("phase_s"), "joules": b.get("joules"), "avg_watts": b.get("avg_watts"),
                                "missing": b.get("missing"), "declared": bool(b.get("declared"))})
     doc: dict[str, Any] = {"has_energy": bool(per_watt or missing or benchmarks), "per_watt": per_watt,
@@ -114,18 +116,18 @@ def _cost(model: C.CostModel, runs, results, per_watt, benchmarks) -> dict[str, 
                            "power_price_kwh": model.power_price_kwh, "lifetime_years": model.lifetime_years,
                            "per_price": [], "energy_cost": [], "run_energy_cost": None, "lifetime": []}
     if purchase is not None:
-        best: dict[tuple, Mapping] = {}
+        best: dict[tuple, Result] = {}
         for r in results:
-            k = (r.get("benchmark"), r.get("metric"))
-            if k in PRICED and isinstance(r.get("value"), (int, float)) and r["value"] > 0:
-                hib = bool(r.get("higher_is_better", True))
-                if k not in best or ((r["value"] > best[k]["value"]) == hib):
+            k = (r.benchmark, r.metric)
+            if k in PRICED and isinstance(r.value, (int, float)) and r.value > 0:
+                hib = bool(r.higher_is_better)
+                if k not in best or ((r.value > best[k].value) == hib):
                     best[k] = r
         for (bench, metric), r in best.items():
-            hib = bool(r.get("higher_is_better", True))
-            v = C.per_price(float(r["value"]), hib, purchase)
-            unit = f"{r.get('unit')}/{cur}" if hib else f"1/(s*{cur})"
-            out["per_price"].append({"benchmark": bench, "metric": metric, "value": r["value"], "unit": r.get("unit"),
+            hib = bool(r.higher_is_better)
+            v = C.per_price(float(r.value), hib, purchase)
+            unit = f"{r.unit}/{cur}" if hib else f"1/(s*{cur})"
+            out["per_price"].append({"benchmark": bench, "metric": metric, "value": r.value, "unit": r.unit,
                                      "per_price": v, "per_price_unit": unit,
                                      "definition": "value / price" if hib else "1 / (time x price)"})
         if model.power_price_kwh is not None:

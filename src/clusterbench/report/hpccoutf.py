@@ -11,7 +11,11 @@ for a complete run. Pure: no store, no process.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clusterbench.benchmarks.declare import Result
+    from clusterbench.records import Run
 
 
 def _grid(params: dict[str, Any]) -> tuple[int, int] | None:
@@ -26,17 +30,17 @@ def _grid(params: dict[str, Any]) -> tuple[int, int] | None:
     return None
 
 
-def summary_keys(results: list[dict]) -> dict[str, float | int | str]:
+def summary_keys(results: list[Result]) -> dict[str, float | int | str]:
     """hpcc's summary keys from stored results (see the module docstring)."""
     best: dict[str, tuple[float, dict]] = {}
     for r in results:
-        params = r.get("params") or {}
+        params = r.params or {}
         key = params.get("hpcc_key")
         if not key:
             continue
-        value = float(params.get("hpcc_value", r["value"]))
+        value = float(params.get("hpcc_value", r.value))
         old = best.get(key)
-        better = old is None or (value > old[0] if r.get("higher_is_better", True) else value < old[0])
+        better = old is None or (value > old[0] if r.higher_is_better else value < old[0])
         if better:
             best[key] = (value, params)
     out: dict[str, float | int | str] = {}
@@ -76,18 +80,18 @@ def _sizes(key: str, params: dict) -> dict[str, Any]:
     return {}
 
 
-def hpccoutf(run: dict, results: list[dict]) -> str:
+def hpccoutf(run: Run, results: list[Result]) -> str:
     """The text of an hpccoutf.txt summary section for ``run`` and its ``results`` (its command line
     shell-quoted, stored text with control characters escaped: it may go to a terminal)."""
     from clusterbench.text import run_command, terminal_text
 
     keys = summary_keys(results)
-    lines = [terminal_text(f"clusterbench {run.get('clusterbench_version', '')} run {run.get('id', '')} "
-                           f"({run.get('status', '')}) on {run.get('host', '')}, started {run.get('started', '')}"),
+    lines = [terminal_text(f"clusterbench {run.clusterbench_version} run {run.id} "
+                           f"({run.status}) on {run.host}, started {run.started}"),
              f"command: {terminal_text(run_command(run))}",
              "Begin of Summary section.",
              "VersionMajor=1", "VersionMinor=5", "VersionMicro=0", "VersionRelease=clusterbench",
-             f"Success={1 if run.get('status') == 'complete' else 0}"]
+             f"Success={1 if run.status == 'complete' else 0}"]
     for k, v in keys.items():
         lines.append(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}")
     lines.append("End of Summary section.")

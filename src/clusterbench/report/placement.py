@@ -1,6 +1,6 @@
 """A stored run's place on the published lists: its best figures, the list data, the placement and its caveats.
 
-:func:`place_run` takes a run's results (store rows or ``Result.as_json()``), picks the best HPL
+:func:`place_run` takes a run's results (:class:`~clusterbench.benchmarks.declare.Result` objects), picks the best HPL
 ``gflops_per_watt`` (Green500), HPL ``rmax`` (TOP500) and HPCG ``rating`` (HPCG list), and places each
 on an edition of its list (:mod:`clusterbench.data`, :func:`clusterbench.analysis.placement.place`).
 :func:`format_lines` is the text ``clusterbench results place`` prints; ``report`` shows the same.
@@ -12,18 +12,19 @@ from typing import Any
 
 from clusterbench import data as D
 from clusterbench.analysis.placement import FIGURES, LIST_NAMES, caveats, place, to_list_units
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
 
 
-def best_figures(results: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def best_figures(results: Iterable[Result]) -> dict[str, Result]:
     """list -> the best stored figure it ranks (absent when the run has none)."""
-    out: dict[str, Mapping[str, Any]] = {}
+    out: dict[str, Result] = {}
     rs = list(results)
     for lst, (bench, metric) in FIGURES.items():
-        cands = [r for r in rs if r.get("benchmark") == bench and r.get("metric") == metric
-                 and isinstance(r.get("value"), (int, float)) and r["value"] > 0]
+        cands = [r for r in rs if r.benchmark == bench and r.metric == metric
+                 and isinstance(r.value, (int, float)) and r.value > 0]
         if cands:
-            out[lst] = max(cands, key=lambda r: r["value"])
+            out[lst] = max(cands, key=lambda r: r.value)
     return out
 
 
@@ -45,7 +46,7 @@ def _editions(lst: str, edition: str | None) -> list[str]:
     return [edition]
 
 
-def place_run(results: Iterable[Mapping[str, Any]], *, lists: Iterable[str] | None = None,
+def place_run(results: Iterable[Result], *, lists: Iterable[str] | None = None,
               edition: str | None = None) -> list[dict]:
     """One entry per (list, edition) placed: the figure, the edition, the placement, the caveats.
     ``lists`` None: every list the run has a figure for. An edition the data lacks, or a list asked
@@ -74,17 +75,17 @@ def place_run(results: Iterable[Mapping[str, Any]], *, lists: Iterable[str] | No
     for lst in todo:
         eds = _editions(lst, edition)
         r = figs[lst]
-        p = r.get("params") or {}
+        p = r.params or {}
         energy = p.get("energy") if isinstance(p.get("energy"), Mapping) else None
-        value = to_list_units(lst, float(r["value"]))
+        value = to_list_units(lst, float(r.value))
         for ed_name in eds:
             ed = D.load_edition(lst, ed_name)
             pl = place(value, ed, ed.month_name)
             out.append({
                 "list": lst, "list_name": LIST_NAMES[lst], "edition": ed.edition, "edition_name": ed.month_name,
                 "title": ed.title,
-                "figure": {"benchmark": r.get("benchmark"), "metric": r.get("metric"), "value": r["value"],
-                           "unit": r.get("unit"), "params": {k: p.get(k) for k in ("n", "nb", "grid", "official")
+                "figure": {"benchmark": r.benchmark, "metric": r.metric, "value": r.value,
+                           "unit": r.unit, "params": {k: p.get(k) for k in ("n", "nb", "grid", "official")
                                                              if p.get(k) is not None}},
                 "value_in_list_unit": value, "list_unit": pl.unit,
                 "placement": pl.as_dict(),
