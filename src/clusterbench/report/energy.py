@@ -1,4 +1,4 @@
-"""The "Energy and cost" part of a report, and of the text printed after ``run``: pure, over stored dicts.
+"""The "Energy and cost" part of a report, and of the text printed after ``run``: pure, over stored runs and figures (Run, Result).
 
 :func:`energy_cost` gathers, for one source (runs and their results):
 
