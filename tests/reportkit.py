@@ -5,16 +5,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
+from clusterbench.records import Run
 from clusterbench.report.plots import Source
 
 
 # -- hand-made data -----------------------------------------------------------------------------------
 def res(bench: str, metric: str, value: float, unit: str, hib: bool = True, limit: dict | None = None,
-        **params) -> dict:
-    return {"benchmark": bench, "metric": metric, "value": value, "unit": unit, "higher_is_better": hib,
-            "params": params, "samples": [value], "summary": {"n": 1}, "limit": limit,
-            "limits": [limit] if limit else [], "warnings": []}
+        **params) -> Result:
+    return Result(benchmark=bench, metric=metric, value=value, unit=unit, higher_is_better=hib,
+                  params=params, samples=[value], summary={"n": 1}, limit=limit,
+                  limits=[limit] if limit else [], warnings=[])
 
 
 PROBE = {
@@ -37,13 +39,13 @@ PROBE = {
 
 
 def run(rid: str = "r1" + "0" * 30, command: str = "clusterbench run node --quick", probe: dict | None = None,
-        host: str = "node1") -> dict:
-    return {"id": rid, "started": "2026-01-01T00:00:00", "status": "complete", "host": host, "command": command,
+        host: str = "node1") -> Run:
+    return Run.from_json({"id": rid, "started": "2026-01-01T00:00:00", "status": "complete", "host": host, "command": command,
             "argv": command.split(), "probe": PROBE if probe is None else probe, "builds": {}, "warnings": [],
-            "cluster": {}, "clusterbench_version": "0.2.0"}
+            "cluster": {}, "clusterbench_version": "0.2.0"})
 
 
-def node_results() -> list[dict]:
+def node_results() -> list[Result]:
     bw_lim = {"name": "best_bandwidth", "description": "best memory bandwidth measured here", "value": 40000.0,
               "fraction": 0.9}
     out = [res("stream", m, v * t, "MB/s", limit=bw_lim, threads=t, variant="regular")
@@ -59,7 +61,7 @@ def node_results() -> list[dict]:
     return out
 
 
-def mpi_results() -> list[dict]:
+def mpi_results() -> list[Result]:
     out = []
     for size in (0, 1, 1024, 1 << 20):
         out.append(res("pingpong", "latency", 0.2 + size / 1e4, "us", False, size_bytes=size,
@@ -72,19 +74,19 @@ def mpi_results() -> list[dict]:
     return out
 
 
-def tune_results() -> list[dict]:
+def tune_results() -> list[Result]:
     return [res("hpl", "rmax", 40.0 + nb / 10 + (5 if topo == "pure" else 0), "Gflop/s", n=4000, nb=nb,
                 grid="1x2" if topo == "pure" else "1x1", topology=topo, blas="openblas")
             for nb in (64, 128, 192) for topo in ("pure", "hybrid")]
 
 
-def scaling_results() -> list[dict]:
+def scaling_results() -> list[Result]:
     return [res("hpl-scaling", "rmax", 50.0 * k * 0.9 ** (k - 1), "Gflop/s", nodes=k, grid=f"1x{2 * k}",
                 rmax_by_grid={f"1x{2 * k}": 50.0 * k * 0.9 ** (k - 1)}, rpeak_nodes_gflops=80.0 * k)
             for k in (1, 2, 3)]
 
 
-def numa_results() -> list[dict]:
+def numa_results() -> list[Result]:
     return [res("stream", "triad_numa", 30000.0 if c == m else 18000.0, "MB/s", cpu_node=c, mem_node=m, threads=1)
             for c in (0, 1) for m in (0, 1)]
 
@@ -112,20 +114,20 @@ def every_kind_sources() -> list[Source]:
 class FakeStore:
     """The part of Store the report reads: get_run, results, list_runs."""
 
-    def __init__(self, runs: list[dict], results: dict[str, list[dict]]):
+    def __init__(self, runs: list[Run], results: dict[str, list[Result]]):
         self.runs, self.res = runs, results
 
-    def get_run(self, ref: str) -> dict:
-        found = [r for r in self.runs if r["id"].startswith(ref)]
+    def get_run(self, ref: str) -> Run:
+        found = [r for r in self.runs if r.id.startswith(ref)]
         if len(found) != 1:
             raise UsageError(f"no run '{ref}' in fake", "see 'clusterbench results list'")
         return found[0]
 
-    def results(self, ref: str) -> list[dict]:
-        return self.res.get(self.get_run(ref)["id"], [])
+    def results(self, ref: str) -> list[Result]:
+        return self.res.get(self.get_run(ref).id, [])
 
-    def list_runs(self) -> list[dict]:
-        return [{k: v for k, v in r.items() if k in ("id", "command", "status", "started", "host")} for r in self.runs]
+    def list_runs(self) -> list[Run]:
+        return [Run(id=r.id, command=r.command, status=r.status, started=r.started, host=r.host) for r in self.runs]
 
 
 # -- issue 23: what --force replaces, temporary folders, signals ----------------------------------------

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
+from clusterbench.records import Run
 from clusterbench.report import html as H
 from clusterbench.report.plots import Source, comparison_rows, plan
 
@@ -70,7 +73,7 @@ def test_compute_bars_against_rpeak_leave_out_the_tuners_k_sweep():
 
 def test_roofline_needs_peak_and_bandwidth_and_places_kernels():
     assert "roofline" not in kinds(plan([Source("a", [run()], [r for r in node_results()
-                                                                if r["benchmark"] != "peak"])]))
+                                                                if r.benchmark != "peak"])]))
     (spec,) = [s for s in plan([Source("a", [run()], node_results() + tune_results())]) if s.kind == "roofline"]
     assert spec.data["peak"] == 76.0 and spec.data["bw"] == 32.0  # GB/s: the best STREAM figure at 2 threads
     pts = {p["label"]: p for p in spec.data["points"]}
@@ -169,7 +172,7 @@ def tune_store() -> FakeStore:
     cmd = "clusterbench --db /x.db tune hpl --budget 44s --tune-id=abc123 --tune-trial=1/hpl/nb{}"
     trials = [run(f"t{i}" + "0" * 30, cmd.format(i)) for i in range(3)]
     node = run("n0" + "0" * 30)
-    return FakeStore(trials + [node], {t["id"]: [tune_results()[i]] for i, t in enumerate(trials)})
+    return FakeStore(trials + [node], {t.id: [tune_results()[i]] for i, t in enumerate(trials)})
 
 
 def test_a_tune_trial_brings_its_whole_tune():
@@ -231,12 +234,11 @@ def test_comparison_chart_from_analysis_compare():
     """The chart reads what clusterbench.analysis.compare really produces."""
     compare = pytest.importorskip("clusterbench.analysis.compare")
 
-    def side(rid: str, scale: float) -> tuple[dict, list[dict]]:
-        rs = [res("stream", "triad", 100.0 * scale, "MB/s", threads=1, variant="regular")]
-        rs[0]["samples"] = [100.0 * scale * (1 + i / 1000) for i in range(10)]
-        return run(rid), rs
+    def side(rid: str, scale: float) -> tuple[Run, list[Result]]:
+        r = res("stream", "triad", 100.0 * scale, "MB/s", threads=1, variant="regular")
+        return run(rid), [replace(r, samples=[100.0 * scale * (1 + i / 1000) for i in range(10)])]
     (ra, xa), (rb, xb) = side("a" * 32, 1.0), side("b" * 32, 2.0)
-    d = compare.compare([ra], {ra["id"]: xa}, [rb], {rb["id"]: xb}, {"stream": ("threads", "variant")}).as_dict()
+    d = compare.compare([ra], {ra.id: xa}, [rb], {rb.id: xb}, {"stream": ("threads", "variant")}).as_dict()
     (spec,) = plan([], d)
     (row,) = spec.data["rows"]
     assert row["ratio"] == pytest.approx(2.0, rel=0.01) and row["lo"] <= row["ratio"] <= row["hi"]

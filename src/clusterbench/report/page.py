@@ -87,7 +87,7 @@ def page(sources: list[Source], figures: list[tuple[PlotSpec, str | None, str | 
              f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
              f"<p class=\"meta\">Written {_e(generated)} by clusterbench from {len(sources)} source(s): "
-             + ", ".join(f"{_e(s.label)} ({_e(s.runs[0].get('host') or '?')}, {len(s.runs)} run"
+             + ", ".join(f"{_e(s.label)} ({_e(s.runs[0].host or '?')}, {len(s.runs)} run"
                          f"{'s' if len(s.runs) != 1 else ''})" for s in sources) + ".</p>"]
     parts += [f"<p class=\"note\">{_e(n)}</p>" for n in notes]
     parts.append("<nav><ul>" + "".join(f"<li><a href=\"#plot-{_e(spec.slug)}\">{_e(spec.title)}</a></li>"
