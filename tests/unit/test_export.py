@@ -85,7 +85,7 @@ def test_csv_says_whether_the_run_completed(db: Path, tmp_path: Path) -> None:
     for ref, name in (("last", "cut.csv"), (None, "done.csv")):
         if ref is None:
             st = Store(db, readonly=True)
-            ref = next(r["id"] for r in st.list_runs() if r["status"] == "complete")
+            ref = next(r.id for r in st.list_runs() if r.status == "complete")
             st.close()
         out = tmp_path / name
         assert main(["--db", str(db), "results", "export", ref, "--format", "csv", "-o", str(out)]) == 0
@@ -104,7 +104,7 @@ def test_csv_says_whether_the_run_completed(db: Path, tmp_path: Path) -> None:
 
 def test_hpccoutf_export_of_a_stored_run(db: Path, capsys) -> None:
     st = Store(db, readonly=True)
-    done = next(r["id"] for r in st.list_runs() if r["status"] == "complete")
+    done = next(r.id for r in st.list_runs() if r.status == "complete")
     st.close()
     assert main(["--db", str(db), "results", "export", done, "--format", "hpccoutf"]) == 0
     text = capsys.readouterr().out
