@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterbench.benchmarks.declare import Result
+from clusterbench.records import Run
 from clusterbench.report.plots import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,31 +44,31 @@ def guide_kind(tmp_path: Path):
         sys.modules.pop(name, None)
 
 
-def _res(bench: str, metric: str, value: float, unit: str, **params) -> dict:
-    return {"benchmark": bench, "metric": metric, "value": value, "unit": unit, "higher_is_better": True,
-            "params": params, "samples": [value], "summary": {"n": 1}, "limit": None, "limits": [], "warnings": []}
+def _res(bench: str, metric: str, value: float, unit: str, **params) -> Result:
+    return Result(benchmark=bench, metric=metric, value=value, unit=unit, higher_is_better=True,
+                  params=params, samples=[value], summary={"n": 1}, limit=None, limits=[], warnings=[])
 
 
-def _run(rid: str, command: str) -> dict:
-    return {"id": rid, "started": "2026-01-01T00:00:00", "status": "complete", "host": "node1", "command": command,
+def _run(rid: str, command: str) -> Run:
+    return Run.from_json({"id": rid, "started": "2026-01-01T00:00:00", "status": "complete", "host": "node1", "command": command,
             "argv": command.split(), "probe": {"hostname": "node1"}, "builds": {}, "warnings": [], "cluster": {},
-            "clusterbench_version": "0.2.0"}
+            "clusterbench_version": "0.2.0"})
 
 
 class Store:
     """The part of Store the report reads."""
 
-    def __init__(self, runs: list[dict], results: dict[str, list[dict]]):
+    def __init__(self, runs: list[Run], results: dict[str, list[Result]]):
         self.runs, self.res = runs, results
 
-    def get_run(self, ref: str) -> dict:
-        return next(r for r in self.runs if r["id"].startswith(ref))
+    def get_run(self, ref: str) -> Run:
+        return next(r for r in self.runs if r.id.startswith(ref))
 
-    def results(self, ref: str) -> list[dict]:
-        return self.res[self.get_run(ref)["id"]]
+    def results(self, ref: str) -> list[Result]:
+        return self.res[self.get_run(ref).id]
 
-    def list_runs(self) -> list[dict]:
-        return [{k: r[k] for k in ("id", "command", "status", "started", "host")} for r in self.runs]
+    def list_runs(self) -> list[Run]:
+        return [Run(id=r.id, command=r.command, status=r.status, started=r.started, host=r.host) for r in self.runs]
 
 
 INTCPU = [_res("intcpu", "events_per_s", 900.0 * t, "events/s", threads=t, max_prime=10000) for t in (1, 2, 4)]
@@ -76,4 +78,4 @@ PEAK = [_res("peak", "gflops", 76.0, "Gflop/s", threads=2)]
 
 def _store() -> Store:
     a, b = _run("a" * 32, "clusterbench run intcpu"), _run("b" * 32, "clusterbench run node --quick")
-    return Store([a, b], {a["id"]: INTCPU, b["id"]: FPU + PEAK})
+    return Store([a, b], {a.id: INTCPU, b.id: FPU + PEAK})
