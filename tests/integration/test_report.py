@@ -1,7 +1,7 @@
 """`clusterbench report`: the HTML page with plots (clusterbench.report.html / .plots).
 
-Unit tests: which plots the data allows (each only where its data exists), on hand-made result
-dicts; the comparison chart from a hand-made ``Comparison.as_dict()``; headline figures; the page
+Unit tests: which plots the data allows (each only where its data exists), on hand-made
+``Result`` objects; the comparison chart from a hand-made ``Comparison.as_dict()``; headline figures; the page
 (escaped, nothing from the network); the output folder rules. Integration tests: real runs (`run node
 --quick`, `run mpi --quick`, a short `tune hpl`) made once into a temporary store, their report
 rendered by a real headless Chromium: a screenshot, no console or resource errors, every plot image
@@ -43,8 +43,8 @@ def test_every_plot_kind_draws_a_non_blank_png(tmp_path):
     srcs = every_kind_sources()
     for s in srcs:
         st.runs += s.runs
-        st.res[s.runs[0]["id"]] = s.results
-    p = H.write_report(st, [s.runs[0]["id"] for s in srcs], tmp_path / "rep", comparison=COMPARISON)
+        st.res[s.runs[0].id] = s.results
+    p = H.write_report(st, [s.runs[0].id for s in srcs], tmp_path / "rep", comparison=COMPARISON)
     pngs = sorted((tmp_path / "rep" / "plots").glob("*.png"))
     assert len(pngs) == 12, pngs
     for png in pngs:
@@ -160,9 +160,9 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     runs_s = time.monotonic() - t0
     st = Store(db, readonly=True)
     listed = st.list_runs()
-    node = next(r["id"] for r in listed if " run node" in r["command"])
-    mpi = next(r["id"] for r in listed if " run mpi" in r["command"])
-    trial = next(r["id"] for r in listed if " tune hpl" in r["command"])  # one trial: its tune comes along
+    node = next(r.id for r in listed if " run node" in r.command)
+    mpi = next(r.id for r in listed if " run mpi" in r.command)
+    trial = next(r.id for r in listed if " tune hpl" in r.command)  # one trial: its tune comes along
     t1 = time.monotonic()
     index = H.write_report(st, [node, mpi, trial], base / "out", comparison=COMPARISON)
     return {"store": st, "ids": {"node": node, "mpi": mpi, "trial": trial}, "index": index, "runs_s": runs_s,
@@ -204,15 +204,15 @@ def test_report_renders_in_chromium(real_report):
 
     # each run's headline figures, as text
     st, ids, page_text = real_report["store"], real_report["ids"], got["text"]
-    tune_ids = [r["id"] for r in real_report["all"] if " tune hpl" in r["command"]]
+    tune_ids = [r.id for r in real_report["all"] if " tune hpl" in r.command]
     node_rs, mpi_rs = st.results(ids["node"]), st.results(ids["mpi"])
     tune_rs = [r for t in tune_ids for r in st.results(t)]
     for rs in (node_rs, mpi_rs, tune_rs):
         for row in H.headline_figures(rs):
             assert row["value"] in page_text, row
-    triad = max(r["value"] for r in node_rs if r["benchmark"] == "stream" and r["metric"] == "triad")
-    lat = min(r["value"] for r in mpi_rs if r["benchmark"] == "pingpong" and r["metric"] == "latency")
-    rmax = max(r["value"] for r in tune_rs if r["benchmark"] == "hpl" and r["metric"] == "rmax")
+    triad = max(r.value for r in node_rs if r.benchmark == "stream" and r.metric == "triad")
+    lat = min(r.value for r in mpi_rs if r.benchmark == "pingpong" and r.metric == "latency")
+    rmax = max(r.value for r in tune_rs if r.benchmark == "hpl" and r.metric == "rmax")
     for v in (triad, lat, rmax):
         assert H.format_value(v) in page_text, v
     assert f"{len(tune_ids)} trial runs" in page_text

@@ -44,23 +44,23 @@ def runs(tmp_path_factory, mpi):
     db = tmp / "r.db"
     p = _cli(db, cfg, "run", "hpl", "--n", "1000", "--power", "cmd:echo 50")
     assert p.returncode == 0, p.stderr
-    metered = Store(db, readonly=True).list_runs()[0]["id"]
+    metered = Store(db, readonly=True).list_runs()[0].id
     q = _cli(db, cfg, "run", "hpl", "--n", "800")
     assert q.returncode == 0, q.stderr
     return {"db": db, "tmp": tmp, "cfg": cfg, "metered": metered, "run_out": p.stdout,
-            "plain": Store(db, readonly=True).list_runs()[0]["id"]}
+            "plain": Store(db, readonly=True).list_runs()[0].id}
 
 
 @pytest.mark.integration
 def test_report_shows_gflops_per_watt_and_energy_without_cost(runs):
     st = Store(runs["db"], readonly=True)
-    by = {r["metric"]: r for r in st.results(runs["metered"])}
-    rmax, gpw = by["rmax"]["value"], by["gflops_per_watt"]["value"]
+    by = {r.metric: r for r in st.results(runs["metered"])}
+    rmax, gpw = by["rmax"].value, by["gflops_per_watt"].value
     assert gpw == pytest.approx(rmax / 50, rel=0.01)
     text = _text(write_report(st, [runs["metered"]], runs["tmp"] / "rep1"))
     assert "Gflops per watt" in text and format_value(gpw) in text and format_value(rmax) in text
     assert "cmd:echo 50 (measured, 1 Hz)" in text and "Energy per benchmark" in text
-    whole = st.get_run(runs["metered"])["energy"]["benchmarks"][0]
+    whole = st.get_run(runs["metered"]).energy["benchmarks"][0]
     assert format_value(whole["joules"]) in text and "50.0" in text
     assert "EUR" not in text and "Performance per" not in text  # no cost model given: no price
     assert "List placement" in text and "Green500" in text and "TOP500" in text
@@ -69,15 +69,15 @@ def test_report_shows_gflops_per_watt_and_energy_without_cost(runs):
 @pytest.mark.integration
 def test_report_with_a_cost_model_matches_the_hand_computation(runs):
     st = Store(runs["db"], readonly=True)
-    by = {r["metric"]: r for r in st.results(runs["metered"])}
+    by = {r.metric: r for r in st.results(runs["metered"])}
     model = check_model({"currency": "EUR", "node_price": 600, "switch_price": 25, "power_price_kwh": 0.30,
                          "lifetime_years": 4})
     text = _text(write_report(st, [runs["metered"]], runs["tmp"] / "rep2", cost=model))
     price = 600 + 25  # one node and the switch
-    rmax, t = by["rmax"]["value"], by["time_s"]["value"]
+    rmax, t = by["rmax"].value, by["time_s"].value
     assert f"{rmax / price:.4g} Gflop/s/EUR" in text  # Gflop/s per EUR
     assert f"{1 / (t * price):.4g} 1/(s*EUR)" in text  # seed 003: 1 / (time x price)
-    joules = st.get_run(runs["metered"])["energy"]["benchmarks"][0]["joules"]
+    joules = st.get_run(runs["metered"]).energy["benchmarks"][0]["joules"]
     assert f"{joules / 3.6e6 * 0.30:.3g}" in text  # kWh x price
     life = price + 50 * 4 * 24 * 365.25 / 1000 * 0.30  # 4 years at 50 W
     assert format_value(life) in text and f"{rmax / life:.4g} Gflop/s/EUR" in text
