@@ -1,5 +1,6 @@
 """`run hpcc`: hpcc's summary keys on clusterbench's figures (unit tier: declarations, the emit hook,
 a real hpcc output read back into clusterbench's units)."""
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ from clusterbench.benchmarks import all_benchmarks, get_benchmark
 from clusterbench.benchmarks.base import HpccKey, RunContext
 from clusterbench.benchmarks.hpcc.suite import from_hpcc_summary
 from clusterbench.benchmarks.hpl.engines import parse_hpcc_output
+from clusterbench.records import Run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hpcc"
 
@@ -75,15 +77,15 @@ def test_hpccoutf_export_reads_back_with_hpccs_own_parser() -> None:
           ctx.emit(get_benchmark("stream"), "triad", [42000.0], {"threads": 2, "variant": "nt"}),
           ctx.emit(get_benchmark("pingpong"), "latency", [0.2, 0.17], {"size_bytes": 8}),
           ctx.emit(get_benchmark("pingpong"), "latency", [0.5], {"size_bytes": 1024})]
-    run = {"id": "abc", "status": "complete", "host": "h", "clusterbench_version": "0.3"}
-    text = hpccoutf(run, [r.as_json() for r in rs])
+    run = Run(id="abc", status="complete", host="h", clusterbench_version="0.3")
+    text = hpccoutf(run, rs)
     summary = parse_hpcc_output(text)["summary"]
     assert summary["HPL_Tflops"] == pytest.approx(0.0825) and summary["HPL_N"] == 9600
     assert (summary["HPL_nprow"], summary["HPL_npcol"]) == (1, 2)
     assert summary["StarSTREAM_Triad"] == pytest.approx(21.0)  # the better of the two, per process
     assert summary["MinPingPongLatency_usec"] == pytest.approx(0.17)
     assert summary["Success"] == 1
-    assert "Success=0" in hpccoutf({**run, "status": "incomplete"}, [r.as_json() for r in rs])
+    assert "Success=0" in hpccoutf(replace(run, status="incomplete"), rs)
 
 
 def test_randomaccess_keys_read_back_and_export_with_their_sizes() -> None:
@@ -107,7 +109,7 @@ def test_randomaccess_keys_read_back_and_export_with_their_sizes() -> None:
                                                     "processes": 2}),
           ctx.emit(ra, "gups", [0.04], {"mode": "mpi", "variant": "lcg", "table_words": 1 << 25, "errors": 0,
                                         "updates": 4 << 25, "processes": 2})]
-    keys = summary_keys([r.as_json() for r in rs])
+    keys = summary_keys(rs)
     assert keys["StarRandomAccess_GUPs"] == pytest.approx(0.05) and keys["RandomAccess_N"] == 1 << 24
     assert keys["MPIRandomAccess_LCG_GUPs"] == pytest.approx(0.04) and keys["MPIRandomAccess_LCG_N"] == 1 << 25
     assert keys["MPIRandomAccess_LCG_ExeUpdates"] == 4 << 25 and keys["MPIRandomAccess_LCG_Errors"] == 0
@@ -128,7 +130,7 @@ def test_ptrans_and_fft_keys_read_back_and_export_with_their_sizes() -> None:
           ctx.emit(get_benchmark("fft"), "gflops_per_process", [1.5], {"mode": "star", "n": 32768, "processes": 2}),
           ctx.emit(get_benchmark("ptrans"), "gbs", [2.5], {"n": 500, "nb": 64, "grid": [1, 2], "residual_max_abs": 0.0,
                                                          "time_s_best": 0.0008})]
-    keys = summary_keys([r.as_json() for r in rs])
+    keys = summary_keys(rs)
     assert keys["MPIFFT_Gflops"] == pytest.approx(3.0) and keys["MPIFFT_N"] == 65536
     assert keys["StarFFT_Gflops"] == pytest.approx(1.5) and keys["FFT_N"] == 32768
     assert (keys["PTRANS_GBs"], keys["PTRANS_n"], keys["PTRANS_nb"]) == (pytest.approx(2.5), 500, 64)
