@@ -3,7 +3,7 @@
 One file per plot kind in :mod:`clusterbench.report.plots.kinds` (a :class:`PlotKind` registered
 with :func:`register`; see ``docs/adding-a-plot.md``): adding a kind is adding a file there. Two
 layers. :func:`plan` is pure (no matplotlib): it walks the registry in page order and asks each kind
-which plots the report's sources (a run, or the trials of one ``tune hpl``, with their result dicts
+which plots the report's sources (a run, or the trials of one ``tune hpl``, with their Result objects
 and probe) allow, each only where its data exists, as :class:`PlotSpec` objects (plain lists and
 numbers, so tests can check the selection on hand-made results). :func:`render` draws one spec with
 its kind's ``draw``, matplotlib's Agg canvas, no pyplot state, into a PNG file. matplotlib is
