@@ -36,12 +36,24 @@ def _tree(p: Path) -> ast.Module:
     return ast.parse(p.read_text(), str(p))
 
 
+def _statements(tree: ast.AST):
+    """Every statement of ``tree``, nested ones included: ast.walk without the expressions (an import
+    is a statement, and only statements, handlers and match cases hold statements), a tenth of the nodes."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        todo.extend(child for child in ast.iter_child_nodes(node)
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)))
+
+
 def _imports(p: Path) -> list[tuple[str, str | None, int]]:
     """(module, imported name or None, line) for every import in ``p``, relative imports resolved."""
     rel = p.relative_to(SRC)
     package = ["clusterbench", *rel.parts[:-1]]
     out = []
-    for node in ast.walk(_tree(p)):
+    for node in _statements(_tree(p)):
         if isinstance(node, ast.Import):
             out += [(a.name, None, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -277,6 +277,16 @@ def _draw(values: Sequence[float], cdf: Sequence[float], u: float) -> float:
     return values[min(bisect.bisect_left(cdf, u), len(values) - 1)]
 
 
+def _median_in_place(values: list[float]) -> float:
+    """statistics.median of ``values`` (sorting them in place)."""
+    values.sort()
+    n = len(values)
+    if not n:
+        raise statistics.StatisticsError("no median for empty data")
+    i = n // 2
+    return values[i] if n % 2 else (values[i - 1] + values[i]) / 2
+
+
 def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequence[float]], *,
                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> tuple[float, float]:
@@ -296,10 +306,15 @@ def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequ
             ma = _draw(va, fa, rng.random())
             ratios.append(ratio_of(_draw(vb, fb, rng.random()), ma))
     else:
+        # rng.choices(g, k=len(g)) inlined (the same draws: g[floor(random() * len(g))] each), and
+        # statistics.median's arithmetic on a list sorted in place: a third of the cost, the same interval
+        draw = rng.random
+        sized_a = [(g, float(len(g)), range(len(g))) for g in groups_a]
+        sized_b = [(g, float(len(g)), range(len(g))) for g in groups_b]
         for _ in range(resamples):
-            sa = [x for g in groups_a for x in rng.choices(g, k=len(g))]
-            sb = [x for g in groups_b for x in rng.choices(g, k=len(g))]
-            ratios.append(ratio_of(statistics.median(sb), statistics.median(sa)))
+            sa = [g[int(draw() * n)] for g, n, idx in sized_a for _ in idx]
+            sb = [g[int(draw() * n)] for g, n, idx in sized_b for _ in idx]
+            ratios.append(ratio_of(_median_in_place(sb), _median_in_place(sa)))
     ratios.sort()
     tail = (1.0 - confidence) / 2.0
     return _quantile(ratios, tail), _quantile(ratios, 1.0 - tail)

@@ -38,10 +38,18 @@ def register(cls: type[Benchmark]) -> type[Benchmark]:
     return cls
 
 
+#: the package paths whose modules are all imported (the walk is done once a process: building the
+#: command line's parser asked for it ~16 times, each listing every family folder again)
+_LOADED: set[tuple[str, ...]] = set()
+
+
 def _load_all() -> None:
     """Import every benchmark module of every family folder (``node/``, ``mpi/``, ...); a module
     registers itself. Private modules (``_x``) and shared helpers are imported by their users."""
-    import_package_modules(__path__, __name__, recursive=True)
+    key = tuple(__path__)
+    if key not in _LOADED:
+        import_package_modules(__path__, __name__, recursive=True)
+        _LOADED.add(key)  # only once every module imported (a failed import is tried again next time)
 
 
 def get_benchmark(name: str) -> Benchmark:
