@@ -52,7 +52,7 @@ def handle(args: argparse.Namespace) -> int:
         comparison = compare_sides(store, args.runs[0], args.runs[1], include_incomplete=args.include_incomplete)
     done = write_report(store, selections, Path(args.output), comparison=comparison, cost=config.cost_model(),
                         force=args.force)
-    ids = list(dict.fromkeys(str(r["id"]) for sel in selections for r in sel.runs))
+    ids = list(dict.fromkeys(str(r.id) for sel in selections for r in sel.runs))
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "report": str(done), "runs": ids,
                    "left_out": [x for sel in selections for x in sel.left_out]})

@@ -108,7 +108,9 @@ def _cost_lines(report: Any) -> list[str]:
         model = config.cost_model()
     except UsageError as exc:
         return [f"warning [cost]: {exc}"]
-    return cost_lines(energy_cost([report.run], [r.as_json() for r in report.results], model))
+    from clusterbench.records import Run
+
+    return cost_lines(energy_cost([Run.from_json(report.run)], report.results, model))
 
 
 def _kept(store: Store, run_id: str) -> str:
