@@ -92,8 +92,8 @@ def test_a_run_still_running_then_killed_is_not_pooled(tmp_path: Path) -> None:
         end = time.monotonic() + 120
         running = None
         while time.monotonic() < end and slow.poll() is None:
-            runs = [r for r in Store(db, readonly=True).list_runs(tag="new") if r["status"] == "running"]
-            if runs and runs[0]["results"] >= 4:
+            runs = [r for r in Store(db, readonly=True).list_runs(tag="new") if r.status == "running"]
+            if runs and runs[0].results >= 4:
                 running = runs[0]
                 break
             time.sleep(0.1)
@@ -103,7 +103,7 @@ def test_a_run_still_running_then_killed_is_not_pooled(tmp_path: Path) -> None:
         b = json.loads(done.stdout)["sides"]["b"]
         assert [r["status"] for r in b["runs"]] == ["complete"]
         (left,) = b["left_out"]
-        assert left["id"] == running["id"] and left["status"] == "running" and "still running" in left["reason"]
+        assert left["id"] == running.id and left["status"] == "running" and "still running" in left["reason"]
         assert f"pid {slow.pid}" in left["reason"]
     finally:
         slow.send_signal(signal.SIGKILL)
@@ -112,4 +112,4 @@ def test_a_run_still_running_then_killed_is_not_pooled(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "B: left out 1 run(s) not complete" in done.stdout and "the process running it died" in done.stdout
     done = _cb(db, "compare", "old", "new", "--include-incomplete", "--json")
-    assert done.returncode == 0 and running["id"] in [r["id"] for r in json.loads(done.stdout)["sides"]["b"]["runs"]]
+    assert done.returncode == 0 and running.id in [r["id"] for r in json.loads(done.stdout)["sides"]["b"]["runs"]]

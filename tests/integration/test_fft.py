@@ -70,25 +70,25 @@ def test_stored_run_counts_flops_as_hpcc(live_probe, mpi, tmp_path) -> None:
     by = {(r.params["mode"], r.metric): r for r in rows}
     for mode in modes:
         g, gp = by[(mode, "gflops")], by[(mode, "gflops_per_process")]
-        p = g["params"]
+        p = g.params
         procs = 1 if mode == "single" else ranks
         assert p["n"] == n and p["processes"] == procs and p["flops_per_transform"] == F
         assert p["fftw_version"].startswith("fftw-3") and p["valid"] and p["scaled_error"] < 16
         assert p["plan_flags"] == ("FFTW_ESTIMATE" if mode == "mpi" else "FFTW_MEASURE")
         t = p["times_s"]
         want = [(procs if mode == "star" else 1) * F / s / 1e9 for s in t]
-        assert g["samples"] == pytest.approx(want, rel=1e-9) and g["value"] == pytest.approx(max(want), rel=1e-9)
+        assert g.samples == pytest.approx(want, rel=1e-9) and g.value == pytest.approx(max(want), rel=1e-9)
         if mode == "star":  # the mean of per-rank rates lies between the slowest's and the fastest's
-            for s, slow, fast in zip(gp["samples"], t, gp["params"]["times_s"]):
+            for s, slow, fast in zip(gp.samples, t, gp.params["times_s"]):
                 assert F / slow / 1e9 * (1 - 1e-9) <= s <= F / fast / 1e9 * (1 + 1e-9)
         else:
-            assert gp["samples"] == pytest.approx([s / procs for s in g["samples"]], rel=1e-12)
-    assert by[("single", "gflops")]["params"]["hpcc_key"] == "SingleFFT_Gflops"
-    assert "hpcc_key" not in by[("single", "gflops_per_process")]["params"]
+            assert gp.samples == pytest.approx([s / procs for s in g.samples], rel=1e-12)
+    assert by[("single", "gflops")].params["hpcc_key"] == "SingleFFT_Gflops"
+    assert "hpcc_key" not in by[("single", "gflops_per_process")].params
     if two:
-        assert by[("star", "gflops_per_process")]["params"]["hpcc_key"] == "StarFFT_Gflops"
-        assert by[("mpi", "gflops")]["params"]["hpcc_key"] == "MPIFFT_Gflops"
-        assert by[("mpi", "gflops")]["params"]["local_n_in"] == n // 2
+        assert by[("star", "gflops_per_process")].params["hpcc_key"] == "StarFFT_Gflops"
+        assert by[("mpi", "gflops")].params["hpcc_key"] == "MPIFFT_Gflops"
+        assert by[("mpi", "gflops")].params["local_n_in"] == n // 2
 
 
 @pytest.mark.integration

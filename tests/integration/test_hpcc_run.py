@@ -52,7 +52,7 @@ def test_run_hpcc_quick_on_two_ranks(live_probe, mpi, tmp_path) -> None:
     rep = session.run(["hpcc"], {"hpcc": {"allow_root": True}}, profile="quick", store=store,
                       probe_data=live_probe, argv=["clusterbench", "run", "hpcc", "--quick"])
     keys = _check(rep, store)
-    assert keys["MPIFFT_Gflops"]["params"]["processes"] == 2
+    assert keys["MPIFFT_Gflops"].params["processes"] == 2
     assert [m for m in get_benchmark("hpcc").members()][-1] == "hpcg"
 
 
@@ -67,5 +67,5 @@ def test_run_hpcc_quick_across_a_two_node_virtual_cluster(live_probe, mpi, sim_c
     keys = _check(rep, store)
     names = {n.name for n in c.nodes}
     for key in CROSS_NODE:  # these figures ran with a rank on each virtual node
-        placed = keys[key]["params"].get("placement") or []
+        placed = keys[key].params.get("placement") or []
         assert {p.get("node") or p.get("host") for p in placed} == names, (key, placed)

@@ -62,17 +62,17 @@ def test_run_stores_gbs_from_times(live_probe, mpi, tmp_path) -> None:
     session_run(["ptrans"], {"ptrans": {"ranks": ranks, "n": n, "nb": nb, "samples": 3, "allow_root": True}},
                 profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     (run,) = store.list_runs()
-    (row,) = store.results(run["id"])
-    p = row["params"]
-    assert row["metric"] == "gbs" and row["unit"] == "GB/s"
+    (row,) = store.results(run.id)
+    p = row.params
+    assert row.metric == "gbs" and row.unit == "GB/s"
     assert p["n"] == n and p["nb"] == nb and p["ranks"] == ranks and p["processes"] == ranks
     assert p["grid"] == ([1, 2] if ranks == 2 else [1, 1])  # HPL's default: the squarest with P <= Q
     assert p["residual"] == 0 and p["threshold"] == 16
     times = p["times_s"]  # the slowest rank's time of each sample
-    assert len(row["samples"]) == len(times) == 3 and all(t > 0 for t in times)
-    assert row["samples"] == pytest.approx([8 * n * n / t / 1e9 for t in times], rel=1e-9)
-    assert row["value"] == pytest.approx(max(row["samples"]))
-    assert p["hpcc_key"] == "PTRANS_GBs" and p["hpcc_value"] == pytest.approx(row["value"])
+    assert len(row.samples) == len(times) == 3 and all(t > 0 for t in times)
+    assert row.samples == pytest.approx([8 * n * n / t / 1e9 for t in times], rel=1e-9)
+    assert row.value == pytest.approx(max(row.samples))
+    assert p["hpcc_key"] == "PTRANS_GBs" and p["hpcc_value"] == pytest.approx(row.value)
     assert p["time_s_best"] == pytest.approx(min(times), rel=1e-9)
 
 

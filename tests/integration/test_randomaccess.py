@@ -66,7 +66,7 @@ def test_run_all_modes_stores_hpcc_keys(live_probe, mpi, tmp_path) -> None:
                                                     "variant": "both", "allow_root": True}},
                 profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
     (run,) = store.list_runs()
-    rows = store.results(run["id"])
+    rows = store.results(run.id)
     keys = {r.params.get("hpcc_key"): r for r in rows if r.params.get("hpcc_key")}
     want = {"SingleRandomAccess_GUPs", "SingleRandomAccess_LCG_GUPs"}
     if ranks == 2:
@@ -79,14 +79,14 @@ def test_run_all_modes_stores_hpcc_keys(live_probe, mpi, tmp_path) -> None:
         assert len(r.samples) == 2
     mpi_row = keys.get("MPIRandomAccess_GUPs")
     if mpi_row:  # all 4 x 2^16 updates over the slowest rank's time
-        p = mpi_row["params"]
+        p = mpi_row.params
         assert p["updates"] == 4 << 16 and p["lookahead"] == 1024 and p["table_scope"] == "total"
     star = keys.get("StarRandomAccess_GUPs")
     if star:  # HPCC's Star figure is the mean per process: the per-process samples' mean
-        per = star["params"]["per_process_gups"]
+        per = star.params["per_process_gups"]
         assert len(per) == 2
-        assert star["samples"] == pytest.approx([sum(c) / 2 for c in zip(*per)], rel=1e-9)
-        assert star["params"]["hpcc_value"] == pytest.approx(star["value"])
+        assert star.samples == pytest.approx([sum(c) / 2 for c in zip(*per)], rel=1e-9)
+        assert star.params["hpcc_value"] == pytest.approx(star.value)
 
 
 @pytest.mark.integration

@@ -194,7 +194,7 @@ def test_sweep_node_inside_salloc_runs_one_agent_per_node_through_srun(slurm_clu
         assert "launch task StepId=" in (s["dir"] / f"slurmd-{n}.log").read_text()
     runs = Store(db).list_runs()
     assert len(runs) == 1
-    assert {x["params"]["node"] for x in Store(db).results(runs[0]["id"])} == set(s["names"])
+    assert {x.params["node"] for x in Store(db).results(runs[0].id)} == set(s["names"])
     print(f"\nsweep node inside salloc -N {NODES}: {wall:.1f} s; job {doc['timing']['wall_s']:.1f} s, "
           f"orchestration {doc['timing']['orchestration_per_node_s']:.2f} s per node")
 
