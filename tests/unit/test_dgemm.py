@@ -39,3 +39,22 @@ def test_dgemm_threads_cpus_mismatch(ctx):
         get_benchmark("dgemm").resolve(ctx, {"threads": 2, "cpus": [0]})
     with pytest.raises(UsageError, match="twice"):
         get_benchmark("dgemm").resolve(ctx, {"cpus": [0, 0]})
+
+
+def test_openblas_on_old_kernels_is_named_by_dgemm_and_hpl_alike() -> None:
+    """One rule for both: OpenBLAS that took an AVX2 CPU for an old core (Nehalem) is a warning with the
+    coretype to force; a CPU without AVX2, or a library that chose its own kernels, is not."""
+    from clusterbench.benchmarks.base import RunContext
+    from clusterbench.benchmarks.hpl.builtin_engine import blas_warnings
+    from clusterbench.benchmarks.node.dgemm import generic_kernels_warning
+
+    avx2 = RunContext(probe={"cpu": {"isa": ["avx2"]}})
+    w = generic_kernels_warning(avx2, "OpenBLAS 0.3.21 NO_AFFINITY Nehalem MAX_THREADS=64", "DGEMM runs")
+    assert w is not None and w.code == "blas-generic-kernels" and "its Nehalem kernels" in w.message
+    assert "DGEMM runs several times below" in w.message and "--openblas-coretype Haswell" in w.remedy
+    hpl = blas_warnings(avx2, "OpenBLAS 0.3.21 Nehalem", [], "/x", None, 1)[0]
+    assert hpl is not None and "the dgemm that HPL spends its time in runs several times below" in hpl.message
+    assert generic_kernels_warning(RunContext(probe={"cpu": {"isa": ["sse4_2"]}}), "OpenBLAS Nehalem", "x") is None
+    assert generic_kernels_warning(avx2, "OpenBLAS 0.3.21 Haswell", "x") is None
+    assert "SkylakeX" in generic_kernels_warning(RunContext(probe={"cpu": {"isa": ["avx512f"]}}),
+                                                 "OpenBLAS Core2", "x").remedy

@@ -4,7 +4,6 @@ read from the kernel's records, the BLAS it mapped checked (:func:`blas_warnings
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from clusterbench.analysis.warnings import Warning_
@@ -13,8 +12,7 @@ from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks.mpi.common import KernelSession, launch_spec
 from clusterbench.benchmarks.base import RunContext
 from clusterbench.energy.phase import Phase
-from clusterbench.benchmarks.node.dgemm import coretype_warning, thread_env
-from clusterbench.probe.blas import OPENBLAS_OLD_CORES
+from clusterbench.benchmarks.node.dgemm import coretype_warning, generic_kernels_warning, thread_env
 from clusterbench.benchmarks.hpl.sizing import THRESHOLD
 from clusterbench.benchmarks.hpl.placement import cpuset
 from clusterbench.benchmarks.hpl.registry import HplOutcome, register_engine
@@ -24,15 +22,7 @@ def blas_warnings(ctx: RunContext, config: str, loaded: list[str], path: str, th
                   threads: int) -> list[Warning_ | None]:
     """As dgemm's: OpenBLAS on generic kernels, another library mapped, a thread count mismatch."""
     out: list[Warning_ | None] = []
-    m = re.search(r"OpenBLAS.*\b(" + "|".join(OPENBLAS_OLD_CORES) + r")\b", config or "")
-    flags = set((ctx.probe.get("cpu") or {}).get("isa") or [])
-    if m and flags & {"avx2", "avx512f"}:
-        better = "SkylakeX" if "avx512f" in flags else "Haswell"
-        out.append(Warning_(
-            "blas-generic-kernels",
-            f"OpenBLAS did not recognise this CPU and uses its {m.group(1)} kernels (no AVX2/AVX-512): the dgemm "
-            "that HPL spends its time in runs several times below what the cores can do",
-            f"rerun with --openblas-coretype {better} (sets OPENBLAS_CORETYPE), or use a newer OpenBLAS or --blas blis"))
+    out.append(generic_kernels_warning(ctx, config, "the dgemm that HPL spends its time in runs"))
     if loaded and not any(os.path.realpath(x) == os.path.realpath(path) for x in loaded):
         out.append(Warning_("blas-not-loaded", f"asked for {path} but the ranks mapped {loaded}",
                             "check LD_PRELOAD and the library path"))

@@ -38,6 +38,21 @@ def thread_env(n: int, cpus: list[int]) -> dict[str, str]:
     return env
 
 
+def generic_kernels_warning(ctx: RunContext, config: str | None, slowed: str) -> Warning_ | None:
+    """OpenBLAS on a core it took for an old one (no AVX2/AVX-512 kernels) on a CPU that has them;
+    ``slowed`` names what runs slow (dgemm's and HPL's warnings share this)."""
+    m = re.search(r"OpenBLAS.*\b(" + "|".join(OPENBLAS_OLD_CORES) + r")\b", config or "")
+    flags = set((ctx.probe.get("cpu") or {}).get("isa") or [])
+    if not (m and flags & {"avx2", "avx512f"}):
+        return None
+    better = "SkylakeX" if "avx512f" in flags else "Haswell"
+    return Warning_(
+        "blas-generic-kernels",
+        f"OpenBLAS did not recognise this CPU and uses its {m.group(1)} kernels (no AVX2/AVX-512): "
+        f"{slowed} several times below what the cores can do",
+        f"rerun with --openblas-coretype {better} (sets OPENBLAS_CORETYPE), or use a newer OpenBLAS or --blas blis")
+
+
 def coretype_warning(record: dict[str, Any], config: str) -> Warning_ | None:
     """The core the kernel's own OpenBLAS reports differs from the one checked before the run."""
     want = record.get("openblas_corename_after")
@@ -224,15 +239,7 @@ class Dgemm(KernelBenchmark):
         if mode == "star":
             p["late_s"] = [infos[i].get("late_s") for i in sorted(infos)]
         ws: list[Warning_ | None] = []
-        m = re.search(r"OpenBLAS.*\b(" + "|".join(OPENBLAS_OLD_CORES) + r")\b", config)
-        flags = set((ctx.probe.get("cpu") or {}).get("isa") or [])
-        if m and flags & {"avx2", "avx512f"}:
-            better = "SkylakeX" if "avx512f" in flags else "Haswell"
-            ws.append(Warning_(
-                "blas-generic-kernels",
-                f"OpenBLAS did not recognise this CPU and uses its {m.group(1)} kernels (no AVX2/AVX-512): "
-                "DGEMM runs several times below what the cores can do",
-                f"rerun with --openblas-coretype {better} (sets OPENBLAS_CORETYPE), or use a newer OpenBLAS or --blas blis"))
+        ws.append(generic_kernels_warning(ctx, config, "DGEMM runs"))
         ws.append(coretype_warning(params.get("openblas_record") or {}, config))
         loaded = info.get("blas_loaded") or []
         if loaded and not any(os.path.realpath(x) == os.path.realpath(p["blas_path"]) for x in loaded):
