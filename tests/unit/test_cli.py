@@ -89,3 +89,29 @@ def test_sim_cluster_needs_root(capsys, monkeypatch):
 def test_cluster_check_needs_two_hosts(capsys):
     assert main(["cluster", "check", "--hosts", "only-one"]) == 2
     assert "at least two hosts" in _one_line_error(capsys)
+
+
+def test_the_parser_is_built_once_and_again_when_a_benchmark_registers(monkeypatch):
+    """main() parses with one parser per process (building it declares every benchmark's options), and a
+    benchmark registered later (a plug-in) is on the next command line."""
+    from clusterbench import cli
+    from clusterbench.benchmarks import REGISTRY, Param, _load_all
+    from clusterbench.benchmarks.base import Benchmark
+
+    _load_all()
+    first = cli.parser()
+    assert cli.parser() is first
+
+    class Late(Benchmark):
+        name = "late-plugin"
+        help = "registered after the first parse"
+        params = (Param("widgets", int, 3, "how many widgets", min=1, max=9),)
+        metrics = ()
+
+    monkeypatch.setitem(REGISTRY, Late.name, Late)
+    again = cli.parser()
+    assert again is not first
+    assert again.parse_args(["run", "late-plugin", "--widgets", "4"]).widgets == 4
+    monkeypatch.delitem(REGISTRY, Late.name)
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["run", "late-plugin"])

@@ -102,7 +102,7 @@ def test_summary_names_every_stage_and_what_holds_the_cluster_back():
 
 
 def test_run_cluster_and_cluster_run_are_the_same_command():
-    from clusterbench.cli import build_parser
+    from clusterbench.cli import parser as build_parser
 
     a = build_parser().parse_args(["run", "cluster", "--hosts", "a,b", "--budget", "4m", "--tag", "t1"])
     b = build_parser().parse_args(["cluster", "run", "--hosts", "a,b", "--budget", "4m", "--tag", "t1"])

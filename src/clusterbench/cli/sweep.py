@@ -76,7 +76,7 @@ def node(args: argparse.Namespace) -> int:
 
     from clusterbench import doctor
     from clusterbench.benchmarks import ALIASES
-    from clusterbench.cli import build_parser
+    from clusterbench.cli import parser
     from clusterbench.sweep import node as sweep_node
     from clusterbench.ui import RichProgress, dump_json, write_lines
 
@@ -90,7 +90,7 @@ def node(args: argparse.Namespace) -> int:
         if name not in sweep_node.node_benchmarks():
             raise UsageError(f"'{words[0]}' is not a node benchmark",
                              f"choose from {', '.join(sweep_node.node_benchmarks())}")
-        ns = build_parser().parse_args(["run", name, *words[1:]])  # its own options, checked as `run` checks them
+        ns = parser().parse_args(["run", name, *words[1:]])  # its own options, checked as `run` checks them
         given = {p.name: getattr(ns, p.name) for p in all_benchmarks()[name].params
                  if getattr(ns, p.name, None) is not None}
         profile = ns.profile or "quick"
