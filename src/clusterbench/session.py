@@ -30,6 +30,7 @@ from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import Benchmark, Progress, Result, RunContext
 from clusterbench.energy import run as energy
 from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.records import Run
 from clusterbench.store import Store
 from clusterbench.store.db import now_iso
 from clusterbench.store.liveness import boot_id, process_start
@@ -59,14 +60,15 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 @dataclass
 class RunReport:
-    """What a session produced: the run record and its results (also in the store)."""
+    """What a session produced: the run record and its results (also in the store), typed as the
+    store hands them back."""
 
-    run: dict
+    run: Run
     results: list[Result] = field(default_factory=list)
 
     def document(self) -> dict:
         """The public ``--json`` document (schema :data:`clusterbench.SCHEMA_VERSION`)."""
-        return {"schema": SCHEMA_VERSION, "run": self.run, "results": [r.as_json() for r in self.results]}
+        return {"schema": SCHEMA_VERSION, "run": self.run.as_json(), "results": [r.as_json() for r in self.results]}
 
 
 @contextmanager
@@ -264,7 +266,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
             if store is not None:
                 store.finish_run(record["id"], status, error, warnings, ctx.notes, ended=record["ended"],
                                  energy=record.get("energy"))
-            report = RunReport(record, list(ctx.results))
+            report = RunReport(Run.from_json(record), list(ctx.results))
             if exc_now is not None:
                 try:
                     exc_now.report = report  # type: ignore[attr-defined]

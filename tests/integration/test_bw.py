@@ -153,7 +153,7 @@ def test_mtu_1500_vs_9000_shows_in_mpi_bandwidth(mpi, live_probe, sim_cluster, t
                              profile="quick", store=store, timeout=120, probe_data=live_probe)
         (res,) = report.results
         assert res.params["transport_used"] == "tcp"
-        cluster = store.get_run(report.run["id"]).cluster
+        cluster = store.get_run(report.run.id).cluster
         assert cluster["sim_cluster"]["mtu"] == mtu and cluster["sim_cluster"]["offload"] is False
         for n in c.nodes:
             assert {x["name"]: x["mtu"] for x in cluster["nodes"][n.name]["network"]["nics"]}["cb0"] == mtu

@@ -61,7 +61,7 @@ def test_stored_run_counts_flops_as_hpcc(live_probe, mpi, tmp_path) -> None:
     rep = session_run(["fft"], {"fft": {"mode": "all", "n": n, "ranks": ranks, "samples": 3, "plan_seconds": 0.2,
                                         "allow_root": True}},
                       profile="quick", use_store=True, store=store, probe_data=live_probe, argv=["clusterbench"])
-    rows = store.results(rep.run["id"])
+    rows = store.results(rep.run.id)
     modes = ["single", "star", "mpi"] if two else ["single"]
     assert sorted((r.params["mode"], r.metric) for r in rows) == sorted(
         (m, k) for m in modes for k in ("gflops", "gflops_per_process"))

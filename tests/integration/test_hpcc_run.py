@@ -24,7 +24,7 @@ CROSS_NODE = {"HPL_Tflops", "PTRANS_GBs", "MPIRandomAccess_GUPs", "MPIFFT_Gflops
 
 
 def _check(rep: session.RunReport, store: Store) -> dict[str, dict]:
-    rows = store.results(rep.run["id"])
+    rows = store.results(rep.run.id)
     assert len(rows) == len(rep.results) > 0
     keys = {r.params["hpcc_key"]: r for r in rows if r.params.get("hpcc_key")}
     assert KEYS <= set(keys), sorted(KEYS - set(keys))

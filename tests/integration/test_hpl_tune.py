@@ -142,7 +142,7 @@ def test_hpl_scaling_one_rmax_per_node_count(mpi, live_probe, sim_cluster, tmp_p
     assert rmax[1].params["percent_of_rpeak_nodes"] > 0
     # each node count's grid runs are full hpl results in the same run
     assert len([r for r in rep.results if r.benchmark == "hpl" and r.metric == "rmax"]) == 2
-    assert len(store.results(rep.run["id"])) == len(rep.results)
+    assert len(store.results(rep.run.id)) == len(rep.results)
     with pytest.raises(UsageError, match="asks for 3 nodes"):
         session.run(["hpl-scaling"], {"hpl-scaling": {"hosts": hosts, "nodes": "1..3", "allow_root": True}},
                     store=store, probe_data=live_probe)

@@ -19,8 +19,8 @@ def test_suite_runs_its_parts(live_probe, tmp_path):
                       profile="quick", store=st, probe_data=live_probe)
     benches = {r.benchmark for r in rep.results}
     assert benches == {"pingpong", "ring"}
-    assert rep.run["status"] == "complete"
-    assert len(st.results(rep.run["id"])) == len(rep.results)
+    assert rep.run.status == "complete"
+    assert len(st.results(rep.run.id)) == len(rep.results)
     ring = [r for r in rep.results if r.metric == "natural_ring_latency"]
     assert ring and ring[0].params.get("ranks", 2) >= 2
 
@@ -40,11 +40,11 @@ def test_quick_suite_on_a_two_node_virtual_cluster(mpi, live_probe, sim_cluster,
     rep = session.run(["mpi"], {"mpi": {"hosts": ",".join(f"{n}:1" for n in names), "allow_root": True}},
                       profile="quick", store=st, probe_data=live_probe, timeout=300)
     wall = time.monotonic() - t0
-    assert rep.run["status"] == "complete"
+    assert rep.run.status == "complete"
     assert {r.benchmark for r in rep.results} == {"pingpong", "bw", "multipair", "ring", "placement", "tcp"}
     for r in rep.results:
         if r.benchmark != "tcp" and not (r.benchmark == "placement" and r.params["class"] != "node"):
             assert r.params["transport_used"] == "tcp", (r.benchmark, r.metric)
-    cluster = st.get_run(rep.run["id"]).cluster
+    cluster = st.get_run(rep.run.id).cluster
     assert cluster["hosts"] == names and set(cluster["nodes"]) == set(names)
     assert wall < 180, wall  # the target is 90 s on a quiet 2-core machine; CI machines are shared

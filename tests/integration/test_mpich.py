@@ -106,7 +106,7 @@ def test_local_pingpong(mpich: M.MpiInstall, two_cpus: list[int], tmp_path: Path
     assert r.params["transport_used"] == expect
     assert any(lane in ln for ln in r.params["transport_proof"]["evidence"])
     assert 0 < r.value < (50 if expect == "shm" else 500)
-    assert {res.params["mpi"]["name"] for res in store.results(rep.run["id"])} == {"mpich"}
+    assert {res.params["mpi"]["name"] for res in store.results(rep.run.id)} == {"mpich"}
 
 
 def test_inter_node_on_the_virtual_cluster(mpich: M.MpiInstall, sim_cluster, tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ def test_inter_node_on_the_virtual_cluster(mpi, live_probe, sim_cluster, tmp_pat
     assert lat[0].params["pair"] == "inter-node"
     nodes = {p["node"] for p in lat[0].params["placement"]}
     assert nodes == {n.name for n in c.nodes}
-    cluster = store.get_run(report.run["id"]).cluster
+    cluster = store.get_run(report.run.id).cluster
     assert cluster["hosts"] == [n.name for n in c.nodes] and cluster["sim_cluster"]["mtu"] == 9000
     for n in c.nodes:
         node = cluster["nodes"][n.name]

@@ -26,7 +26,7 @@ def test_no_store_document_has_full_run_record(live_probe):
 def test_stored_record_matches_returned(tmp_path, live_probe):
     st = Store(tmp_path / "r.db")
     rep = session.run(["fpu"], {"fpu": {"ops": "mul"}}, profile="quick", store=st, probe_data=live_probe)
-    stored = st.get_run(rep.run["id"])
+    stored = st.get_run(rep.run.id)
     for key in ("id", "started", "ended", "status", "host", "command", "profile"):
-        assert getattr(stored, key) == rep.run[key], key
-    assert len(st.results(rep.run["id"])) == len(rep.results)
+        assert getattr(stored, key) == getattr(rep.run, key), key
+    assert len(st.results(rep.run.id)) == len(rep.results)

@@ -62,7 +62,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
             if last and last.results and not args.json:
                 print_results(last.results)
             if last and store is not None:
-                sys.stderr.write(f"clusterbench: run {last.run['id']} kept {_kept(store, last.run['id'])}, "
+                sys.stderr.write(f"clusterbench: run {last.run.id} kept {_kept(store, last.run.id)}, "
                                  "marked incomplete\n")
         raise
     if args.json:
@@ -74,7 +74,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     else:
         results = report.results
         if is_suite and not getattr(args, "verbose", False) and print_summary(results):
-            ref = (f"clusterbench results show {report.run['id'][:8]} (or --verbose)" if store is not None
+            ref = (f"clusterbench results show {report.run.id[:8]} (or --verbose)" if store is not None
                    else "rerun with --verbose")
             benches = len({r.benchmark for r in results})
             write_lines([f"{len(results)} figures from {benches} benchmark{'s' if benches != 1 else ''}; "
@@ -83,14 +83,14 @@ def run_benchmark(args: argparse.Namespace) -> int:
             print_results(results)
             if is_suite:
                 print_summary(results)
-        write_lines(f"note: {note}" for note in report.run.get("notes") or [])
-        write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in report.run.get("warnings") or [])
-        if report.run.get("energy"):
+        write_lines(f"note: {note}" for note in report.run.notes or [])
+        write_lines(f"warning [{w['code']}]: {w['message']}; {w['remedy']}" for w in report.run.warnings or [])
+        if report.run.energy:
             from clusterbench.energy.text import energy_lines
-            write_lines(energy_lines(report.run["energy"], report.results))
+            write_lines(energy_lines(report.run.energy, report.results))
             write_lines(_cost_lines(report))
         if store is not None:
-            write_lines([f"run {report.run['id']} stored in {store.path}"])
+            write_lines([f"run {report.run.id} stored in {store.path}"])
     return 0
 
 
@@ -108,9 +108,7 @@ def _cost_lines(report: Any) -> list[str]:
         model = config.cost_model()
     except UsageError as exc:
         return [f"warning [cost]: {exc}"]
-    from clusterbench.records import Run
-
-    return cost_lines(energy_cost([Run.from_json(report.run)], report.results, model))
+    return cost_lines(energy_cost([report.run], report.results, model))
 
 
 def _kept(store: Store, run_id: str) -> str:

@@ -261,7 +261,7 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
         from clusterbench import session
         rep = session.run(["hpl"], {"hpl": given}, store=store, argv=argv, timeout=max(sec, 60.0),
                           oversubscribe=oversubscribe, probe_data=probe_data, tags=[tag])
-        doc["run_ids"].append(rep.run["id"])
+        doc["run_ids"].append(rep.run.id)
         doc["stages"]["hpl"] = _hpl_summary(rep, sizing, rate_from, time.monotonic() - stage_t)
 
         # 5. doctor's findings per node
@@ -332,7 +332,7 @@ def _network_summary(nw: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 def _hpl_summary(rep: Any, sizing: dict[str, Any], rate_from: str, seconds: float) -> dict[str, Any]:
     rmax = next((r for r in rep.results if r.metric == "rmax"), None)
-    out: dict[str, Any] = {"run_id": rep.run["id"], "sizing": {**sizing, "rate_from": rate_from}, "seconds": seconds}
+    out: dict[str, Any] = {"run_id": rep.run.id, "sizing": {**sizing, "rate_from": rate_from}, "seconds": seconds}
     if rmax is None:
         return {**out, "verdict": "no Rmax"}
     lim = {x["name"]: x for x in rmax.limits or []}

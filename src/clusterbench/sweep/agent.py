@@ -421,8 +421,8 @@ def _run(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_dir: str
         bench_s = time.monotonic() - marks.get("go", t0)
         for r in report.results:
             out.emit("result", result=r.as_json())
-        out.emit("done", bench_s=bench_s, results=len(report.results), notes=report.run.get("notes") or [],
-                 warnings=report.run.get("warnings") or [], builds=report.run.get("builds") or {},
+        out.emit("done", bench_s=bench_s, results=len(report.results), notes=report.run.notes or [],
+                 warnings=report.run.warnings or [], builds=report.run.builds or {},
                  since_start_s=time.monotonic() - t0)
     except ClusterbenchError as exc:
         out.emit("error", message=exc.problem, fix=exc.fix, exit_code=exc.exit_code)

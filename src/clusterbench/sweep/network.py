@@ -170,7 +170,7 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
     wall = time.monotonic() - t0
     figures = [r for r in report.results if r.benchmark == BENCH]
     m = matrices(figures)
-    nics = nics_by_node(report.run.get("cluster"), names, m["nodes"])
+    nics = nics_by_node(report.run.cluster, names, m["nodes"])
     flags = flag_network(m["nodes"], m["pairs"], nics)
     judged = {"metrics": flags.pop("metrics"), "evidence": flags.pop("evidence")}
     rounds: dict[tuple[int, int], float] = {}  # (pass, round) -> its longest pair
@@ -191,8 +191,8 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
               "cpus_per_round": first.get("cpus_per_round"), "oversubscribed": bool(first.get("shared_cpus"))}
     sched = round_robin(n)
     return {
-        "sweep_schema": SWEEP_SCHEMA, "sweep": "network", "run_id": report.run["id"],
-        "stored": bool(use_store), "status": report.run.get("status"),
+        "sweep_schema": SWEEP_SCHEMA, "sweep": "network", "run_id": report.run.id,
+        "stored": bool(use_store), "status": report.run.status,
         "hosts": names, "nodes": m["nodes"],
         "schedule": {"method": "round-robin (circle method)", "rounds": len(sched),
                      "pairs": sum(len(r) for r in sched),
@@ -208,8 +208,8 @@ def sweep_network(hosts: Sequence[str] | None, *, pair_budget: float | None = No
                           "per_node_s": (wall - measured) / n if n else None, "nodes": n,
                           "definition": "wall time of the whole sweep minus the time measuring (per round the "
                                         "longest pair, summed over rounds and passes)"},
-        "notes": list(report.run.get("notes") or []),
-        "warnings": list(report.run.get("warnings") or []),
+        "notes": list(report.run.notes or []),
+        "warnings": list(report.run.warnings or []),
     }
 
 

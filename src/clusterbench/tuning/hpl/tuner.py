@@ -252,11 +252,11 @@ class _Tuner:
             trial.status, trial.note = "failed", str(exc)
             trial.wall_s = time.monotonic() - t
             rep_ = getattr(exc, "report", None)
-            trial.run_id = rep_.run["id"] if rep_ else None
+            trial.run_id = rep_.run.id if rep_ else None
             self._emit("failed", trial)
             return trial
         trial.wall_s = time.monotonic() - t
-        trial.run_id = rep.run["id"]
+        trial.run_id = rep.run.id
         trial.status = "measured"
         self._fill(trial, rep.results)
         if trial.kind == "hpl" and trial.time_s:
