@@ -146,14 +146,28 @@ def test_synthetic_sweep_flags_the_slow_node_with_its_cause(monkeypatch):
     ]
     from clusterbench import doctor
 
-    monkeypatch.setattr(doctor, "diagnose", lambda hosts, **kw: {"findings": findings, "cannot_tell": []})
-    sw._diagnose(doc, HOSTS, 10.0, None)
+    seen = {}
+    monkeypatch.setattr(doctor, "diagnose_evidence",
+                        lambda nodes: seen.update(nodes) or {"findings": findings, "cannot_tell": []})
+    evidence = {h: {"host": h, "items": {}} for h in HOSTS}
+    evidence["n2"] = None  # its agent sent none (it failed before): the others are judged
+    evidence["n3"] = {"error": "OSError: no /proc"}
+    sw._diagnose(doc, HOSTS, evidence)
+    assert set(seen) == {"n1", "n4"}
     assert [c["rule"] for c in doc["causes"]["n4"]] == ["cpu-governor"]
     assert doc["outliers"][0]["causes"] == ["cpu-governor"]
     text = "\n".join(sw.format_sweep_node(doc))
     assert "n4: CPU frequency governor not performance (cpu-governor)" in text
     assert "5.6 !" in text or " !" in text
     assert "modified z-score" in text and "orchestration" in text
+
+
+def test_no_evidence_from_any_node_says_so():
+    doc = {"outliers": [{"node": "n1", "benchmark": "peak"}], "causes": {}, "doctor": None}
+    sw._diagnose(doc, HOSTS, {h: None for h in HOSTS})
+    assert doc["doctor"] == {"ran": False, "error": "no node sent its evidence"}
+    sw._diagnose(doc, HOSTS, {"n1": {"error": "OSError: gone"}, "n2": None})
+    assert doc["doctor"] == {"ran": False, "error": "OSError: gone"}
 
 
 def test_beats_keep_a_node_alive_and_a_silent_node_is_lost():

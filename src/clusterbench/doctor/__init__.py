@@ -8,7 +8,8 @@ The feature, one module per concern:
 * :mod:`~clusterbench.doctor.rules`: the rules, one file per rule or small family, discovered;
 * :mod:`~clusterbench.doctor.engine`: the rules run over evidence (pure), and which rules bear on
   which figures;
-* :mod:`~clusterbench.doctor.gather`: :func:`diagnose` (every node's evidence, ``--during`` load);
+* :mod:`~clusterbench.doctor.gather`: :func:`diagnose` (every node's evidence, ``--during`` load),
+  :func:`diagnose_evidence` (the verdicts on evidence read already, e.g. by sweep node's agents);
 * :mod:`~clusterbench.doctor.fixes`: ``--fix`` / ``--undo`` / ``--verify`` and their journal in the store;
 * :mod:`~clusterbench.doctor.format`: the text output.
 
@@ -31,6 +32,7 @@ from clusterbench.doctor.gather import (
     DOCTOR_SCHEMA,
     LOADS,
     diagnose,
+    diagnose_evidence,
     hosts_from,
     load_command,
     run_clusterbench,
@@ -39,5 +41,5 @@ from clusterbench.doctor.gather import (
 from clusterbench.doctor.rule import CannotTell, Hit, Rule
 
 __all__ = ["FIX_TIMEOUT", "KEEP", "apply_fix", "benchmark_argv", "plan_after", "plan_fix", "undo_fix", "verify_fix",
-           "format_doctor", "format_fix", "format_fixes", "DOCTOR_SCHEMA", "LOADS", "diagnose", "hosts_from",
+           "format_doctor", "format_fix", "format_fixes", "DOCTOR_SCHEMA", "LOADS", "diagnose", "diagnose_evidence", "hosts_from",
            "load_command", "run_clusterbench", "softirqs_during", "CannotTell", "Hit", "Rule"]

@@ -74,9 +74,15 @@ def diagnose(hosts: Sequence[str] | None = None, root: str = "/", *, timeout: fl
         if not hosts:  # this machine: the one node, whatever its name
             only = next(iter(nodes))
             nodes[only].setdefault("items", {})["softirqs.load"] = next(iter(load["items"].values()))
+    return {**diagnose_evidence(nodes), "root": root if not hosts else None,
+            "during": None if load is None else {k: v for k, v in load.items() if k != "items"}}
+
+
+def diagnose_evidence(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The rules' verdicts on evidence already read (``{node: evidence document}``, e.g. by the nodes'
+    own sweep agents), in :func:`diagnose`'s document."""
     verdicts = engine.evaluate(nodes, hosts_text=",".join(nodes) if len(nodes) > 1 else None)
-    return {"doctor_schema": DOCTOR_SCHEMA, "hosts": list(nodes), "root": root if not hosts else None,
-            "during": None if load is None else {k: v for k, v in load.items() if k != "items"},
+    return {"doctor_schema": DOCTOR_SCHEMA, "hosts": list(nodes), "root": None, "during": None,
             **verdicts, "rules": [r.describe() for r in engine.RULES], "evidence": nodes}
 
 

@@ -367,6 +367,16 @@ def _supervise(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_di
     return 0
 
 
+def _evidence() -> dict:
+    """doctor's evidence of this node (:func:`clusterbench.doctor.evidence.gather`), or what stopped it."""
+    from clusterbench.doctor import evidence as ev
+
+    try:
+        return ev.gather("/")
+    except Exception as exc:  # the figures do not depend on it
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def _write_all(fd: int, data: bytes) -> bool:
     """Write all of ``data``; False when the reader is gone (EPIPE: Python ignores SIGPIPE)."""
     try:
@@ -414,6 +424,8 @@ def _run(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_dir: str
             raise ClusterbenchError(f"{node}: cannot run on cpus {node_cpus.get(node)} ({exc.strerror})",
                                     "give cpus this node has (see clusterbench probe)") from exc
         out.emit("probe", probe=probe_data, network=network, cpus=cpus)
+        if spec.get("evidence"):  # doctor's evidence of this node, read here before the barrier
+            out.emit("evidence", evidence=_evidence())
         name = spec["benchmark"]
         report = session.run([name], {name: dict(spec.get("given") or {})}, profile=spec.get("profile") or "quick",
                              use_store=False, timeout=spec.get("kernel_timeout"), progress=Barrier(),

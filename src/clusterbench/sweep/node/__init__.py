@@ -48,9 +48,11 @@ CPUs
 Outliers
     Per figure (benchmark, metric and the benchmark's key params), the nodes' values are judged with
     :func:`clusterbench.analysis.outliers.flag` (modified z-score beyond 3.5 on the bad side and at
-    least 10 % from the median, 3 or more nodes: :data:`outliers.METHOD`). When a node is flagged,
-    ``doctor`` reads every node once (:func:`clusterbench.doctor.diagnose`) and the findings that fire
-    on that node, bear on that benchmark and do not fire on every node are its likely causes.
+    least 10 % from the median, 3 or more nodes: :data:`outliers.METHOD`). Each node's agent reads
+    doctor's evidence of its node where it runs, before the start barrier (the sweep's own launch, no
+    second way to reach the nodes); when a node is flagged, doctor's rules judge that evidence
+    (:func:`clusterbench.doctor.diagnose_evidence`) and the findings that fire on that node, bear on
+    that benchmark and do not fire on every node are its likely causes.
 
 Stored
     One run (unless ``use_store`` is False): each node's figures with ``params.node``, the nodes' probes
@@ -71,7 +73,6 @@ from typing import Any
 from clusterbench.analysis import outliers
 from clusterbench.benchmarks.base import Progress
 from clusterbench.errors import (
-    ClusterbenchError,
     KernelFailed,
     UsageError,
 )
@@ -127,7 +128,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
                profile: str = "quick", mpi: str | None = None, allow_root: bool = False,
                timeout: float | None = None, launch_timeout: float | None = None, store: Any = None,
                use_store: bool = True, python: str | None = None, node_cpus: dict[str, list[int]] | None = None,
-               diagnose: bool = True, doctor_timeout: float = 60.0, tags: Sequence[str] = (), note: str | None = None,
+               diagnose: bool = True, tags: Sequence[str] = (), note: str | None = None,
                argv: Sequence[str] | None = None, progress: Progress | None = None,
                probe_data: dict | None = None, oversubscribe: bool = False) -> dict:
     """Run ``benchmark`` (default: the quick node profile) on every host at once as one launcher job,
@@ -204,7 +205,8 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
         store.check_writable()
 
     spec = {"v": agent_mod.PROTOCOL, "benchmark": name, "given": given, "profile": profile, "timeout": timeout,
-            "kernel_timeout": timeout, "hosts": names, "node_cpus": node_cpus or {}, "sync_dir": None}
+            "kernel_timeout": timeout, "hosts": names, "node_cpus": node_cpus or {}, "sync_dir": None,
+            "evidence": bool(diagnose)}
     py = python or os.environ.get("CLUSTERBENCH_REMOTE_PYTHON")
     from clusterbench.launch import nodes as nodes_mod
     from clusterbench.launch import remote
@@ -248,7 +250,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
                            + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
     doc = _document(name, given, profile, names, job, gathered, wall, prepare_s, sim, fillers)
     if doc["outliers"] and diagnose:
-        _diagnose(doc, names, doctor_timeout, python)
+        _diagnose(doc, names, {h: gathered.nodes[h].evidence for h in names})
     if store is not None:
         doc["run_id"] = _store_run(store, doc, gathered, name, profile, probe_data, ctx, sim, tags, note, argv)
         doc["store"] = str(store.path)
@@ -297,17 +299,20 @@ def _document(name: str, given: dict, profile: str, hosts: list[str], job: Job, 
     }
 
 
-def _diagnose(doc: dict, hosts: list[str], timeout: float, python: str | None) -> None:
+def _diagnose(doc: dict, hosts: list[str], evidence: dict[str, dict | None]) -> None:
+    """doctor's findings on the nodes, from the evidence each node's agent read where it ran (the
+    sweep's own launch: no second way to reach the nodes), and the ones that may explain an outlier."""
     from clusterbench import doctor
 
     flagged: dict[str, set[str]] = {}
     for o in doc["outliers"]:
         flagged.setdefault(o["node"], set()).add(o["benchmark"])
-    try:
-        res = doctor.diagnose(hosts, timeout=timeout, python=python)
-    except ClusterbenchError as exc:
-        doc["doctor"] = {"ran": False, "error": str(exc)}
+    read = {h: e for h, e in evidence.items() if e and not e.get("error")}
+    if not read:
+        why = next((e["error"] for e in evidence.values() if e and e.get("error")), "no node sent its evidence")
+        doc["doctor"] = {"ran": False, "error": why}
         return
+    res = doctor.diagnose_evidence(read)
     causes = likely_causes(flagged, res.get("findings") or [], hosts)
     doc["doctor"] = {"ran": True, "error": None, "findings": len(res.get("findings") or []),
                      "cannot_tell": len(res.get("cannot_tell") or [])}

@@ -45,6 +45,7 @@ class NodeReport:
     probe: dict | None = None
     network: dict | None = None
     cpus: list[int] | None = None
+    evidence: dict | None = None  # doctor's evidence of the node, when the sweep asked for it
     ready_s: float | None = None
     results: list[dict] = field(default_factory=list)
     done: dict | None = None
@@ -154,6 +155,8 @@ class Gather:
             rep.hello = rec
         elif kind == "probe":
             rep.probe, rep.network, rep.cpus = rec.get("probe"), rec.get("network"), rec.get("cpus")
+        elif kind == "evidence":
+            rep.evidence = rec.get("evidence") if isinstance(rec.get("evidence"), dict) else None
         elif kind == "ready":
             rep.ready_s = now
         elif kind == "result":
