@@ -32,6 +32,9 @@ os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARN
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: starts real processes (compilers, kernels, MPI, "
                                        "Slurm, namespaces, reference tools); deselect with -m 'not integration'")
+    config.addinivalue_line("markers", "slow: the emulated tier, run last by ./bootstrap.sh test: a virtual cluster of "
+                                       "separate machines (own root, sshd, install), Slurm across them, run cluster, "
+                                       "sweeps of 8 and more nodes; select with -m slow")
     # matplotlib builds its font cache on first use by running fc-list; on a fresh machine that would
     # happen inside the first unit test that draws a plot, where processes are refused, and the plot
     # would be missing. Build it here, before any guard.

@@ -190,6 +190,7 @@ def test_four_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, c
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_eight_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
     """8 nodes (four pairs a round on 2 cores): node 4 limited to 100 Mbit/s (the classic link
     negotiated at 100 Mb/s instead of 1 Gb/s) and node 7 at MTU 1500; 13 of the 28 links slow."""
@@ -214,6 +215,7 @@ def _count_runs(db) -> int:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_thirty_two_nodes_sweep_within_the_bound(mpi, live_probe, sim_cluster, tmp_path) -> None:
     """The issue's scale test: 32 virtual nodes on this machine's cores (oversubscribed), 496 pairs in
     31 rounds, a small per-pair budget; the orchestration cost per node is printed."""

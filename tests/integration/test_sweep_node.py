@@ -96,6 +96,7 @@ def four_nodes(mpi, sim_cluster, live_probe):
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_cpu_hog_on_one_node_is_flagged(four_nodes, capsys):
     from clusterbench import cli
     from clusterbench.store import Store
