@@ -25,7 +25,8 @@ def add_parser(cmds: Any) -> None:
                      "(node1...), PID namespace and sshd; the head reaches the nodes through real ssh")
     sup.add_argument("--break", dest="breaks", action="append", default=[], metavar="NODE:KIND[=VALUE]",
                      help="with --machines, for tests: make a node differ or fail (no-sshd, password, unknown-key, "
-                     "hostname=NAME, hosts-missing=NODE, no-compiler, no-mpi, disk=SIZE); repeatable")
+                     "hostname=NAME, hosts-missing=NODE, reverse=NODE, no-compiler, no-mpi, disk=SIZE, version, changed-key, "
+                     "hang); repeatable")
     sup.add_argument("--offload", choices=("on", "off"), default="on",
                      help="veth segmentation/receive offloads (default on, Linux's default; 'off' sends "
                      "MTU-sized frames as on a wire, so MTU shows in bandwidth; needs ethtool)")

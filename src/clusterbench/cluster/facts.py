@@ -105,11 +105,16 @@ _RPM = {"build-essential": "gcc make", "openmpi-bin": "openmpi", "libopenmpi-dev
         "libfftw3-mpi-dev": "fftw-openmpi-devel", "libnuma-dev": "numactl-devel"}
 
 
-def missing_packages(facts: dict[str, Any]) -> tuple[list[str], str | None]:
-    """(what is missing, by name; the command that installs it on this node's OS, or None)."""
+#: what a node cannot do without: clusterbench builds its kernels there and MPI starts its ranks there
+REQUIRED = ("C compiler", "MPI")
+
+
+def missing_packages(facts: dict[str, Any], only: tuple[str, ...] | None = None) -> tuple[list[str], str | None]:
+    """(what is missing, by name; the command that installs it on this node's OS, or None);
+    ``only``: look at these needs only (names from :data:`PACKAGES`, e.g. :data:`REQUIRED`)."""
     missing, pkgs = [], []
     for what, key, deb in PACKAGES:
-        if not facts.get(key):
+        if (only is None or what in only) and not facts.get(key):
             missing.append(what)
             pkgs += deb
     if not missing:

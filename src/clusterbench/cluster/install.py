@@ -237,6 +237,12 @@ def install(hosts: Sequence[str], *, kernels: bool = True, timeout: float = NODE
         inst = f.get("installed") or {}
         if f.get("marker"):
             row["shared_home"] = True
+        lacking = [w for w in missing if w in F.REQUIRED]
+        if lacking:  # nothing is installed on a node that could not run it: no half install
+            return {**row, "status": "failed",
+                    "error": f"{host} lacks {' and '.join(lacking)}"
+                             + (f"; install with (on {host}): {cmd}" if cmd else
+                                f"; install {', '.join(missing)} with its package manager")}
         if inst.get("digest") == digest and f.get("venv_python"):
             return {**row, "status": "already installed", "digest": digest}
         try:
@@ -278,7 +284,7 @@ def format_install(doc: dict[str, Any]) -> list[str]:
         state = r["status"] + (" (shared home)" if r.get("shared_home") else "")
         k = f"; kernels: {', '.join(r['kernels'])}" if r.get("kernels") else ""
         lines.append(f"  {h}: {state}" + (f": {r['error']}" if r.get("error") else "") + k)
-        if r.get("missing"):
+        if r.get("missing") and r["status"] != "failed":  # a failed node's error says it, in one line
             lines.append(f"  {h}: missing {', '.join(r['missing'])}"
                          + (f"; install with: {r['install_command']}" if r.get("install_command") else ""))
     if doc.get("kernels_error"):

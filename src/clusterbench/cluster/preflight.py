@@ -137,7 +137,15 @@ def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
         row["seconds"] = round(time.monotonic() - t0, 3)
         return row
     row.update(reachable=True, facts=f, clock=clock_offset(host), seconds=round(time.monotonic() - t0, 3))
-    probs = row["problems"]
+    row["problems"] += node_problems(host, f)
+    return row
+
+
+def node_problems(host: str, f: dict[str, Any]) -> list[dict[str, str]]:
+    """What one node's facts (:data:`~clusterbench.cluster.facts.SNIPPET`) show wrong on their own:
+    its name against the hostfile's, its resolution of the others (forward and back), its Python,
+    its free memory."""
+    probs: list[dict[str, str]] = []
     me = str(f.get("hostname") or "")
     if _is_address(host):
         probs.append(_problem(host, "name", f"the hostfile names {me or 'a node'} by its address {host}: MPI's "
@@ -163,11 +171,27 @@ def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
     if f.get("mem_available") is not None and f["mem_available"] < LOW_MEMORY:
         probs.append(_problem(host, "memory", f"{host} has {f['mem_available'] / 2**20:.0f} MiB free",
                               "stop what uses its memory before benchmarking"))
-    return row
+    return probs
 
 
-def _differences(rows: dict[str, dict[str, Any]], digest: str | None) -> list[dict[str, str]]:
-    """Versions that differ between the nodes (and the head for clusterbench), named per node."""
+def clock_problems(clock: dict[str, dict[str, float]]) -> list[dict[str, str]]:
+    """A node whose clock is off the head's by more than :data:`CLOCK_LIMIT_S` beyond the measurement's
+    uncertainty."""
+    return [_problem(h, "clock", f"{h}'s clock is {c['offset_s']:+.2f} s off the head's",
+                     f"run NTP (chrony or systemd-timesyncd) on {h} and the head")
+            for h, c in clock.items() if abs(c["offset_s"]) > CLOCK_LIMIT_S + c["uncertainty_s"]]
+
+
+#: the names preflight gives the software it compares -> their names in facts.PACKAGES
+_NEEDS = {"MPI": "MPI", "compiler": "C compiler", "BLAS": "BLAS"}
+
+
+def differences(rows: dict[str, dict[str, Any]], digest: str | None) -> list[dict[str, str]]:
+    """Versions that differ between the nodes (and the head for clusterbench), named per node; a node
+    without the compiler, MPI or BLAS named with the command that installs it there. ``rows``:
+    ``{host: {"reachable": bool, "facts": facts}}``."""
+    from clusterbench.cluster.facts import missing_packages
+
     probs = []
     checks = (("clusterbench", lambda f: (f.get("installed") or {}).get("digest")),
               ("MPI", lambda f: f.get("mpirun")), ("compiler", lambda f: f.get("cc")),
@@ -188,7 +212,9 @@ def _differences(rows: dict[str, dict[str, Any]], digest: str | None) -> list[di
             continue
         missing = [h for h, v in vals.items() if not v]
         for h in missing:
+            _, cmd = missing_packages(facts[h], only=(_NEEDS[what],))
             probs.append(_problem(h, "software", f"{h} has no {what}",
+                                  f"install it on {h}: {cmd}" if cmd else
                                   "see `clusterbench cluster install` for the packages to install"))
         present = {h: v for h, v in vals.items() if v}
         if len(set(present.values())) > 1:
@@ -277,17 +303,14 @@ def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = Fals
         rows = dict(zip(names, pool.map(lambda h: _node(h, [n for n in names if n != h], head), names)))
     _, digest = prepare_wheels()
     problems = [p for r in rows.values() for p in r["problems"]]
-    problems += _differences(rows, digest)
+    problems += differences(rows, digest)
     for h, lines in (repeats or {}).items():
         slots = next((x.slots for x in hosts if x.name == h), None)
         problems.append(_problem(h, "hostfile", f"the hostfile names {h} on lines {', '.join(map(str, lines))}: "
                                  f"Open MPI adds their slots up ({slots})",
                                  f"name {h} once, with the slots you mean: {h} slots=N"))
     clock = _clock(rows)
-    for h, c in clock.items():
-        if abs(c["offset_s"]) > CLOCK_LIMIT_S + c["uncertainty_s"]:
-            problems.append(_problem(h, "clock", f"{h}'s clock is {c['offset_s']:+.2f} s off the head's",
-                                     f"run NTP (chrony or systemd-timesyncd) on {h} and the head"))
+    problems += clock_problems(clock)
     for h in hosts:
         f = rows[h.name].get("facts") or {}
         if f.get("cpus") and h.slots > f["cpus"]:
@@ -367,7 +390,10 @@ def quick(hosts: Sequence[str]) -> None:
     with ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, len(remote_hosts))) as pool:
         rows = dict(zip(remote_hosts, pool.map(lambda h: _node(h, [n for n in names if n != h], head), remote_hosts)))
     problems = [p for r in rows.values() for p in r["problems"] if p["check"] != "memory"]
-    problems += [p for p in _differences(rows, digest) if p["check"] == "version"]
+    # a node without MPI or the compiler first: installing clusterbench there is no fix before that
+    diffs = differences(rows, digest)
+    problems += [p for p in diffs if p["check"] == "software" and p["problem"].endswith(("no MPI", "no compiler"))]
+    problems += [p for p in diffs if p["check"] == "version"]
     if problems:
         p = problems[0]
         more = len(problems) - 1

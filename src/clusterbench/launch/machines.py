@@ -29,11 +29,14 @@ default ``plm_rsh_agent``, MPICH Hydra's ssh bootstrap, clusterbench's own remot
 
 For tests, a node can be made to differ or break at ``up`` (:data:`BREAKS`): no sshd, a password
 instead of the key, a host key the head does not know, another host name, an ``/etc/hosts``
-without some node, no compiler, no MPI, a small disk.
+without some node, an ``/etc/hosts`` naming a node's address by another name, no compiler, no MPI,
+a small disk, another clusterbench installed, a host key in the head's known_hosts that is not the
+node's, a node that hangs (sshd stopped: connections accepted, never answered).
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -64,7 +67,15 @@ BREAKS = {
     "no-compiler": "no C compiler on the node (cc, gcc, mpicc removed)",
     "no-mpi": "no MPI on the node (mpirun, mpiexec, orted, mpicc removed)",
     "disk": "the node's home is a tmpfs of VALUE (e.g. 8m): installs run out of space",
+    "version": "another clusterbench is installed on the node (version 0.0.0, another digest)",
+    "hang": "the node hangs: its sshd is stopped (SIGSTOP) once up, so connections are accepted, never answered",
+    "changed-key": "the head's known_hosts holds another host key for the node (as after a reinstall)",
+    "reverse": "the node's /etc/hosts names node VALUE's address by another name first (reverse lookup mismatch)",
 }
+#: the kinds that need =VALUE
+_VALUED = ("hostname", "hosts-missing", "disk", "reverse")
+#: what the ``version`` break writes as the node's installed.json
+OTHER_VERSION = json.dumps({"version": "0.0.0", "digest": "0000000000000000", "installed": "2000-01-01T00:00:00+0000"})
 _BREAK_RE = re.compile(r"^([a-z0-9]+):([a-z-]+)(?:=([A-Za-z0-9._-]+))?$")
 #: seconds a node may take from its start to answering on port 22
 READY_S = 20.0
@@ -108,6 +119,10 @@ chmod 700 "$R/root/.ssh"
 if [ -z "${CB_PASSWORD:-}" ]; then
     cp "$CB_STATE/id_ed25519.pub" "$R/root/.ssh/authorized_keys"
     chmod 600 "$R/root/.ssh/authorized_keys"
+fi
+if [ -n "${CB_VERSION:-}" ]; then
+    mkdir -p "$R/root/.local/share/clusterbench"
+    printf '%s\n' "$CB_VERSION" > "$R/root/.local/share/clusterbench/installed.json"
 fi
 cp "$CB_STATE/hosts-$CB_NS" "$R/etc/hosts"
 echo "$CB_HOSTNAME" > "$R/etc/hostname"
@@ -173,11 +188,11 @@ def parse_breaks(items: Sequence[str], node_names: Sequence[str]) -> dict[str, d
         node, kind, value = m[1], m[2], m[3] or ""
         if node not in node_names:
             raise UsageError(f"--break {item!r}: no node {node}", f"the nodes are {', '.join(node_names)}")
-        needs = kind in ("hostname", "hosts-missing", "disk")
+        needs = kind in _VALUED
         if needs != bool(value):
             raise UsageError(f"--break {item!r}: {kind} {'needs' if needs else 'takes no'} =VALUE",
                              f"e.g. --break {node}:{kind}" + ("=node1" if needs else ""))
-        if kind == "hosts-missing" and value not in node_names and value != HEAD_NAME:
+        if kind in ("hosts-missing", "reverse") and value not in node_names and value != HEAD_NAME:
             raise UsageError(f"--break {item!r}: no node {value}", f"the nodes are {', '.join(node_names)}")
         out.setdefault(node, {})[kind] = value
     return out
@@ -189,11 +204,13 @@ def ssh_dir(c: "SimCluster") -> Path:
     return Path(c.state_file).parent / f"{c.prefix}machines"
 
 
-def _hosts_text(c: "SimCluster", missing: Sequence[str] = ()) -> str:
+def _hosts_text(c: "SimCluster", missing: Sequence[str] = (), reverse: str = "") -> str:
+    """``/etc/hosts`` naming the head and every node, but those in ``missing``; ``reverse``'s address
+    named ``<reverse>-alias`` first (so it resolves forward, and back to another name)."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     for m in [c.head, *c.nodes]:
         if m.name not in missing:
-            lines.append(f"{m.address}\t{m.name}")
+            lines.append(f"{m.address}\t{m.name}-alias {m.name}" if m.name == reverse else f"{m.address}\t{m.name}")
     return "\n".join(lines) + "\n"
 
 
@@ -212,7 +229,8 @@ def _prepare_files(c: "SimCluster") -> Path:
         raise EnvironmentProblem(f"ssh-keygen failed: {p.stderr.strip()}", "check OpenSSH's installation")
     (d / "hosts-head").write_text(_hosts_text(c))
     for m in c.nodes:
-        (d / f"hosts-{m.namespace}").write_text(_hosts_text(c, [c.breaks.get(m.name, {}).get("hosts-missing", "")]))
+        br = c.breaks.get(m.name, {})
+        (d / f"hosts-{m.namespace}").write_text(_hosts_text(c, [br.get("hosts-missing", "")], br.get("reverse", "")))
     # the client's defaults for the cluster, as a user would write them: no prompt, ever
     (d / "config").write_text("Host *\n    BatchMode yes\n    ConnectTimeout 5\n    StrictHostKeyChecking yes\n"
                               "    UserKnownHostsFile ~/.ssh/known_hosts\n    LogLevel ERROR\n")
@@ -253,7 +271,8 @@ def start_node(c: "SimCluster", m: "SimNode") -> None:
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "CB_NS": m.namespace,
            "CB_STATE": str(ssh_dir(c)), "CB_HOSTNAME": br.get("hostname") or m.name, "CB_ADDRESS": m.address,
            "CB_INIT": _INIT, "CB_SSHD": "0" if "no-sshd" in br else "1", "CB_REMOVE": " ".join(remove),
-           "CB_PASSWORD": "1" if "password" in br else "", "CB_DISK": br.get("disk", ""), "LANG": "C.UTF-8"}
+           "CB_PASSWORD": "1" if "password" in br else "", "CB_DISK": br.get("disk", ""), "LANG": "C.UTF-8",
+           "CB_VERSION": OTHER_VERSION if "version" in br else ""}
     nsenter = shutil.which("nsenter") or "/usr/bin/nsenter"
     unshare = shutil.which("unshare") or "/usr/bin/unshare"
     # nsenter --net, not `ip netns exec`: that mounts a fresh /sys without this machine's cgroup
@@ -367,10 +386,44 @@ def bring_up(c: "SimCluster") -> None:
                                  "run `clusterbench sim-cluster down` and check unshare")
     lines = []
     for m in c.nodes:
-        if "unknown-key" in c.breaks.get(m.name, {}):
+        br = c.breaks.get(m.name, {})
+        if "unknown-key" in br:
             continue
-        lines.append(f"{m.name},{m.address} {_read_host_key(pids[m.name])}\n")
+        key = _other_host_key(d) if "changed-key" in br else _read_host_key(pids[m.name])
+        lines.append(f"{m.name},{m.address} {key}\n")
     (d / "known_hosts").write_text("".join(lines))
+    for m in c.nodes:
+        if "hang" in c.breaks.get(m.name, {}):
+            hang_node(c, m)
+
+
+def _other_host_key(d: Path) -> str:
+    """A host key no node has (the ``changed-key`` break): made once per cluster, in its ssh folder."""
+    f = d / "other_host_key"
+    if not f.exists():
+        p = process.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "other", "-f", str(f)], timeout=30)
+        if p.returncode != 0:
+            raise EnvironmentProblem(f"ssh-keygen failed: {p.stderr.strip()}", "check OpenSSH's installation")
+    return " ".join(Path(str(f) + ".pub").read_text().split()[:2])
+
+
+def node_sshd(m: "SimNode") -> int | None:
+    """The pid of a node's listening sshd (a child of its init), or None."""
+    init = holder_pid(m.namespace, pid_ns=True)
+    if init is None:
+        return None
+    return next((int(e) for e in os.listdir("/proc")
+                 if e.isdigit() and _ppid(int(e)) == init and _comm(int(e)) == "sshd"), None)
+
+
+def hang_node(c: "SimCluster", m: "SimNode") -> None:
+    """Make a node hang as a machine does (the ``hang`` break): its sshd stopped, so the kernel still
+    accepts connections on port 22 and nothing ever answers. ``down`` ends it as any node (SIGKILL)."""
+    pid = node_sshd(m)
+    if pid is None:
+        raise EnvironmentProblem(f"sim-cluster: machine {m.name} has no sshd to stop",
+                                 "run `clusterbench sim-cluster down` and up again")
+    os.kill(pid, signal.SIGSTOP)
 
 
 # --------------------------------------------------------------------------- running things there

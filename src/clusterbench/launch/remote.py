@@ -308,17 +308,21 @@ def run_command(host: str | Transport, argv: Sequence[str], *, timeout: float = 
 
 #: what ssh says -> (what it means, what to do); the first that matches names the problem
 SSH_PROBLEMS = (
+    # before "Host key verification failed", which ssh prints after this warning too
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "its host key changed since it was recorded",
+     "if the node was reinstalled, ssh-keygen -R {host}, then ssh {host} once to record the new key"),
     ("Host key verification failed", "its host key is not in known_hosts (or changed)",
      "check the key, then add it: ssh {host} once and answer yes, or ssh-keyscan {host} >> ~/.ssh/known_hosts "
      "(a changed key: ssh-keygen -R {host} first)"),
-    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "its host key changed since it was recorded",
-     "if the node was reinstalled, ssh-keygen -R {host}, then ssh {host} once to record the new key"),
     ("Permission denied", "it asks for a password (the key is not accepted)",
      "set up password-less ssh: ssh-copy-id {host}"),
     ("Connection refused", "nothing answers on the ssh port (sshd is not running)",
      "start sshd on {host} (systemctl start ssh)"),
     ("Could not resolve hostname", "its name does not resolve", "add {host} to /etc/hosts (or DNS) on this machine"),
     ("Name or service not known", "its name does not resolve", "add {host} to /etc/hosts (or DNS) on this machine"),
+    # the connection is accepted and sshd never greets: the machine hangs (or its sshd is stopped)
+    ("banner exchange", "it accepts the connection and never answers (the machine hangs, or its sshd is stuck)",
+     "restart sshd on {host} (systemctl restart ssh), or reboot {host}"),
     ("timed out", "it does not answer (down, or a firewall)", "check that {host} is up: ping {host}"),
     ("No route to host", "there is no route to it", "check its network and address"),
 )
