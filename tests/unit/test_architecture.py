@@ -113,7 +113,34 @@ def test_no_private_name_is_imported_across_packages():
     assert not bad, "make the name public, or move it where it is used: " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("rule", ["sizes", "io", "private", "private-attribute"])
+#: programs that reach another node or start processes there: only launch/ names them in a command line
+REACH_PROGRAMS = {"ssh", "scp", "sftp", "rsync", "srun", "salloc", "sbatch", "qsub", "pbsdsh", "flux", "nsenter"}
+
+
+def _starts(node: ast.AST) -> str | None:
+    """The program a list or tuple literal starts, when it is one that reaches a node (``ip netns exec``
+    too; ``ip -n NS link`` configures a namespace, it runs nothing there)."""
+    if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts:
+        return None
+    words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts[:3]]
+    if words[0] in REACH_PROGRAMS:
+        return words[0]
+    return "ip netns exec" if words == ["ip", "netns", "exec"] else None
+
+
+def test_only_launch_reaches_a_node():
+    """One way to reach a node: a command line (a list whose first item is a program's name) that
+    starts ssh, a scheduler's launcher or ``ip netns exec`` is built in launch/ only; everyone else
+    asks launch/ (remote.transport, the launcher registry, the tagged per-node mode)."""
+    bad = []
+    for p in _modules():
+        if _rel(p).startswith("launch/"):
+            continue
+        bad += [f"{_rel(p)}:{node.lineno} starts {_starts(node)}" for node in ast.walk(_tree(p)) if _starts(node)]
+    assert not bad, "reach nodes through clusterbench.launch (remote.transport, a launcher): " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("rule", ["sizes", "io", "private", "private-attribute", "reach"])
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     """Each rule fails on a tree that breaks it (a check that cannot fail is no check)."""
     pkg = tmp_path / "clusterbench"
@@ -128,6 +155,9 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     elif rule == "private":
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store.db import _secret\n")
         check = test_no_private_name_is_imported_across_packages
+    elif rule == "reach":
+        (pkg / "store" / "sync.py").write_text("import subprocess\nsubprocess.run(['ssh', 'node1', 'true'])\n")
+        check = test_only_launch_reaches_a_node
     else:
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store import db\nx = db._secret\n")
         check = test_no_private_name_is_imported_across_packages
