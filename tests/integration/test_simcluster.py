@@ -385,3 +385,33 @@ def test_a_long_python_path_still_names_the_module(tmp_path):
                                    "program": sc_running._program(argv)}]) == "1 timeit in t-n1"
 
 
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_down_after_a_crash_removes_the_machines_and_tells_their_own_processes_from_a_job(live_env: Path) -> None:
+    """The virtual cluster of machines after a crash that lost its state file: the machines' own
+    processes (init, sshd, the head's holder) are not taken for a job (`down` refused without --force,
+    and named sshd by a piece of its retitled command line), a job's process still is, and `down`
+    removes the namespaces and every machine's processes."""
+    from clusterbench.launch import machines as M
+
+    try:
+        c = sc.up(2, prefix=PREFIX, state=live_env, machines=True)
+    except EnvironmentProblem as exc:
+        pytest.skip(f"machines unusable here: {exc}")
+    inits = [M.holder_pid(n.namespace, pid_ns=True) for n in c.nodes]
+    assert all(inits), inits
+    _sh([*sc.exec_prefix(c.head, c), "ssh", "-o", "BatchMode=yes", "node1",
+         "nohup sleep 120 >/dev/null 2>&1 </dev/null &"], timeout=30)
+    Path(c.state_file).unlink()
+    using = sc_running.processes(prefix=PREFIX)
+    assert [p["program"] for p in using] == ["sleep"], using
+    assert "sleep in cbtst-n1" in sc_running.describe_processes(using)
+    assert set(sc.down(prefix=PREFIX, state=live_env)) == set(c.namespaces())
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{pid}") for pid in inits) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in inits), "a machine's init outlived down"
+    assert sc.list_namespaces(PREFIX) == []
+    assert str(live_env) not in Path("/proc/self/mounts").read_text()

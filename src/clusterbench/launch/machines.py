@@ -456,9 +456,15 @@ def _ppid(pid: int) -> int | None:
 def own_processes(c: "SimCluster") -> set[int]:
     """The processes that are the machines themselves, not a job on them: each node's init, the
     ``unshare`` that started it and its listening sshd; the head's holder and its ``unshare``."""
+    return own_processes_in(c.head.namespace, [m.namespace for m in c.nodes])
+
+
+def own_processes_in(head: str, nodes: Sequence[str]) -> set[int]:
+    """:func:`own_processes` from the namespaces' names alone (after a crash that lost the state file,
+    ``down`` still tells the machines' own processes from a job's)."""
     own: set[int] = set()
-    for m, pid_ns in [(c.head, False), *((m, True) for m in c.nodes)]:
-        pid = holder_pid(m.namespace, pid_ns=pid_ns)
+    for ns, pid_ns in [(head, False), *((n, True) for n in nodes)]:
+        pid = holder_pid(ns, pid_ns=pid_ns)
         if pid is None:
             continue
         own.add(pid)

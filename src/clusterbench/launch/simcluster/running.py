@@ -59,15 +59,19 @@ def processes(*, prefix: str | None = None) -> list[dict]:
     agents, a slurmd) or was left by one."""
     _require_root()
     prefix = _check_prefix(prefix)
+    from clusterbench.launch import machines as M
+
     own: set[int] = set()
+    c = None
     with contextlib.suppress(EnvironmentProblem):
         c = load(prefix=prefix)
-        if c is not None and c.machines:  # machines do run processes of their own: init, sshd, the head's holder
-            from clusterbench.launch import machines as M
-
-            own = M.own_processes(c)
+    spaces = list_namespaces(prefix)
+    if c is not None and c.machines:  # machines do run processes of their own: init, sshd, the head's holder
+        own = M.own_processes(c)
+    elif c is None and spaces:  # no state (a crash): machines, if these were, are told by their namespaces
+        own = M.own_processes_in(f"{prefix}head", [ns for ns in spaces if ns not in (f"{prefix}head", f"{prefix}br")])
     out = []
-    for ns in list_namespaces(prefix):
+    for ns in spaces:
         p = _run(["ip", "netns", "pids", ns], check=False)
         for x in p.stdout.split():
             if x.isdigit() and int(x) != os.getpid() and int(x) not in own and _alive(int(x)):
@@ -83,6 +87,8 @@ def _program(words: Sequence[str]) -> str:
         return "?"
     if "-m" in words[:-1] and os.path.basename(words[0]).startswith("python"):
         return words[words.index("-m") + 1]
+    if len(words) == 1 and " " in words[0]:  # a process that retitled itself ("sshd: /usr/sbin/sshd -D ...")
+        return os.path.basename(words[0].split()[0].rstrip(":"))
     return os.path.basename(words[0])
 
 
