@@ -120,8 +120,11 @@ def test_a_stage_leaves_the_launch_its_time_and_its_work_shrinks_to_fit():
     assert t == 18.0 + (fit.BUILD_S + fit.MIN_WORK_S["network"]) * 4.0 and t > 34.0
     assert fit.stage_timeout("network", 200.0, 18.0, 1.0) == 200.0  # a long one stays as it was
     # what the stage measures shrinks instead: less per pair, never below the least
-    assert fit.pair_budget(3, fit.work_seconds("network", t, 18.0, 4.0)) < 0.5 and fit.pair_budget(3, 0.1) == fit.PAIR_MIN_S
-    assert fit.pair_budget(3, 100.0) == fit.PAIR_MAX_S and fit.pair_budget(4, 6.0) == 1.0
+    pb = fit.pair_budget(3, fit.work_seconds("network", t, 18.0, 4.0))
+    assert pb < 0.3 and fit.pair_budget(3, 1.0) == fit.PAIR_MIN_S and fit.pair_budget(3, 100.0) == fit.PAIR_MAX_S
+    assert fit.allpairs_seconds(3, fit.pair_budget(3, 8.0)) == pytest.approx(8.0)
+    # never below what the all-pairs benchmark itself asks (its estimate and launch allowance)
+    assert fit.network_timeout(3, 34.0, 1.0) >= fit.allpairs_seconds(3, 1.0) + fit.ALLPAIRS_LAUNCH_S
     # the node profile leaves out its least needed parts first, never peak or dgemm
     est = {"peak": 3.0, "fpu": 1.0, "stream": 2.0, "membw": 4.0, "memlat": 5.0, "dgemm": 4.0}
     assert fit.node_skip(est, 100.0) == ()

@@ -206,13 +206,13 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
     launch_s = fit.launch_allowance(len(names), virtual=virtual)
     doc["slowdown"] = slow
 
-    def bounded(stage: str, sec: float) -> float:
+    def bounded(stage: str, sec: float, launch: float = launch_s) -> float:
         """The stage's timeout (:func:`fit.stage_timeout`); a budget too short for even that is the
         stage's reason for not being done."""
-        t = fit.stage_timeout(stage, sec, launch_s, slow)
+        t = fit.stage_timeout(stage, sec, launch, slow)
         if t > left():
             raise UsageError(f"{max(0.0, left()):.0f} s of the budget left, and {stage} needs at least {t:.0f} s "
-                             f"here (the launch {launch_s:.0f} s, at {slow:.1f}x this machine's idle speed)",
+                             f"here (the launch {launch:.0f} s, at {slow:.1f}x this machine's idle speed)",
                              "give a larger --budget")
         return t
 
@@ -261,8 +261,10 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
         stage, stage_t = "network", time.monotonic()
         sec = begin(stage)
         try:
-            timeout = bounded(stage, sec)
-            pb = fit.pair_budget(len(names), fit.work_seconds(stage, timeout, launch_s, slow))
+            net_launch = max(launch_s, fit.ALLPAIRS_LAUNCH_S)
+            timeout = bounded(stage, sec, net_launch)
+            pb = fit.pair_budget(len(names), fit.work_seconds(stage, timeout, net_launch, slow))
+            timeout = fit.network_timeout(len(names), timeout, pb)
             nw = sweep_network.sweep_network(names, pair_budget=pb, allow_root=allow_root,
                                              oversubscribe=oversubscribe, timeout=timeout, store=store, tags=[tag],
                                              argv=argv, probe_data=probe_data)

@@ -20,11 +20,16 @@ NODE_DROP_ORDER = ("memlat", "membw", "intcpu", "fpu", "stream")
 #: the parts the node stage always runs (HPL is sized from DGEMM's rate, Rpeak from peak)
 NODE_KEEP = ("peak", "dgemm")
 #: seconds of a stage's work below which it is not worth starting (besides its launch), unloaded
-MIN_WORK_S = {"node": 8.0, "network": 2.0}
+MIN_WORK_S = {"node": 8.0, "network": 4.0}
 #: seconds a node's kernels may take to build and start there, unloaded (on top of the launcher's timeout)
 BUILD_S = 8.0
 #: a pair's measuring time in the network matrix: at most, at least (s)
 PAIR_MAX_S, PAIR_MIN_S = 1.0, 0.2
+#: the all-pairs benchmark's own allowance for MPI's start, over its estimate
+#: (:meth:`clusterbench.benchmarks.mpi.allpairs.AllPairs.prepare` refuses a timeout below the two)
+ALLPAIRS_LAUNCH_S = 30.0
+#: passes of the matrix the network stage runs: one, and the re-measurement of suspect pairs (at most one)
+NETWORK_PASSES = 2
 
 
 def slowdown(load: float | None = None, cpus: int | None = None) -> float:
@@ -74,12 +79,28 @@ def node_skip(estimates: Mapping[str, float], work_s: float) -> tuple[str, ...]:
     return tuple(skip)
 
 
+def rounds(n: int) -> int:
+    """Rounds of the round-robin schedule of ``n`` nodes: n-1 for even n, n for odd."""
+    return max(1, n - 1 if n % 2 == 0 else n)
+
+
+def allpairs_seconds(n: int, pair_s: float) -> float:
+    """The all-pairs benchmark's own estimate of its measuring (its ``estimate_seconds``) for ``n``
+    nodes at ``pair_s`` per pair, with the re-measurement pass."""
+    return 2.0 + NETWORK_PASSES * rounds(n) * (pair_s * 1.1 + 0.05)
+
+
 def pair_budget(n: int, work_s: float) -> float:
-    """Measuring seconds per pair of the network matrix for ``n`` nodes in ``work_s``: the round-robin
-    schedule's rounds (n-1 for even n, n for odd) share half of it (the rest is MPI's start and the
-    gathers between rounds), between :data:`PAIR_MIN_S` and :data:`PAIR_MAX_S`."""
-    rounds = max(1, n - 1 if n % 2 == 0 else n)
-    return max(PAIR_MIN_S, min(PAIR_MAX_S, 0.5 * work_s / rounds))
+    """Measuring seconds per pair of the network matrix for ``n`` nodes whose measuring fits ``work_s``
+    (:func:`allpairs_seconds`), between :data:`PAIR_MIN_S` and :data:`PAIR_MAX_S`."""
+    pair = ((work_s - 2.0) / (NETWORK_PASSES * rounds(n)) - 0.05) / 1.1
+    return max(PAIR_MIN_S, min(PAIR_MAX_S, pair))
+
+
+def network_timeout(n: int, timeout: float, pair_s: float) -> float:
+    """The network stage's timeout: ``timeout``, but never below what the all-pairs benchmark asks of
+    a run of ``pair_s`` per pair (its estimate and :data:`ALLPAIRS_LAUNCH_S`)."""
+    return max(timeout, allpairs_seconds(n, pair_s) + ALLPAIRS_LAUNCH_S + 1.0)
 
 
 def node_estimates(probe_data: dict[str, Any], profile: str = "quick") -> dict[str, float]:
@@ -110,4 +131,5 @@ def missing_lines(stages: Mapping[str, Mapping[str, Any]], order: Sequence[str])
 
 
 __all__ = ["slowdown", "launch_allowance", "stage_timeout", "work_seconds", "node_skip", "pair_budget",
+           "rounds", "allpairs_seconds", "network_timeout",
            "node_estimates", "missing_lines", "NODE_DROP_ORDER", "NODE_KEEP"]
