@@ -32,7 +32,7 @@ def _cli(*args: str, db: Path, timeout: float = 400) -> subprocess.CompletedProc
 
 @pytest.mark.integration
 def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, mpi):
-    from machinekit import leftovers
+    from machinekit import leftovers, on
 
     from clusterbench.errors import EnvironmentProblem
     from clusterbench.launch import simcluster
@@ -113,7 +113,12 @@ def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, 
             err.append(line)
             if "[2/5 node]" in line:
                 break
-        time.sleep(8.0)  # the agents measure on every node
+        # the agents measure on every node (the stage's work fits its time, so it may be short: watch for them)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "clusterbench.sweep.agent" not in \
+                on(c, "node1", "ps", "-e", "-o", "args=").stdout:
+            time.sleep(0.2)
+        time.sleep(1.0)
         os.killpg(run.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
         out, rest = run.communicate(timeout=90)
         lines = (("".join(err)) + rest).strip().splitlines()
