@@ -32,16 +32,20 @@ def on(c, node: str, *cmd: str, timeout: float = 30) -> subprocess.CompletedProc
 
 
 def leftovers(c) -> dict[str, list[str]]:
-    """Per machine: processes other than its init and sshd, and files in its /tmp and /var/tmp."""
+    """Per machine: processes other than what the machine itself runs (its init, pid 1, and the sshd
+    that init started), and files in its /tmp and /var/tmp. A python3 of clusterbench's (an agent, a
+    kernel's wrapper) or an ssh session still open is a leftover; so is the listing's own ``ps`` not."""
     from clusterbench.launch import machines as M
 
     out = {}
     for m in c.nodes:
         if not M.node_alive(m):
             continue  # a machine that was killed: nothing runs there any more
-        ps = on(c, m.name, "ps", "-e", "-o", "pid=,comm=").stdout.split("\n")
-        procs = [ln.strip() for ln in ps if ln.strip() and ln.split()[1:2] not in (["python3"], ["sshd"], ["ps"])
-                 and ln.split()[0] != "1"]
+        # the shell's pid is the one ``ps`` takes over (exec), so the listing can leave itself out
+        ps = on(c, m.name, "sh", "-c", 'echo "$$"; exec ps -e -o pid=,ppid=,comm=,args=').stdout.split("\n")
+        me, rows = ps[0].strip(), [ln.split(None, 3) for ln in ps[1:] if ln.strip()]
+        own = {"1"} | {r[0] for r in rows if r[1] == "1" and r[2] == "sshd"}
+        procs = [" ".join([r[0], *r[2:]]) for r in rows if r[0] not in own and r[0] != me]  # pid comm args
         tmp = on(c, m.name, "sh", "-c", "ls -A /tmp /var/tmp | grep -v ':$' | grep -v '^$' || true").stdout.split()
         if procs or tmp:
             out[m.name] = procs + tmp

@@ -291,12 +291,24 @@ def test_a_machine_killed_during_hpl_ends_the_run_and_leaves_nothing(tmp_path, m
         time.sleep(1.0)
         M.stop_node(c, c.node("node2"))
         out, err = run.communicate(timeout=120)
+        # the user sees one line: the node lost, and what to do about it
         lines = err.strip().splitlines()
-        assert run.returncode != 0 and lines, err
-        assert "MPI lost node node2 in the middle of the run" in lines[-1], err
-        assert "clusterbench cluster preflight --hosts node2" in lines[-1]
-        rows = sqlite3.connect(db).execute("SELECT status FROM runs").fetchall()
-        assert all(s != "complete" for (s,) in rows)
+        assert run.returncode != 0 and len(lines) == 1, err
+        assert "MPI lost node node2 in the middle of the run" in lines[0], err
+        assert "clusterbench cluster preflight --hosts node2" in lines[0], err
+        # no run with figures: at most the run's row, marked not complete, with no figure in it ...
+        con = sqlite3.connect(db)
+        rows = con.execute("SELECT id, status FROM runs").fetchall()
+        assert len(rows) <= 1 and all(s != "complete" for _, s in rows), rows
+        assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 0
+        con.close()
+        if rows:  # ... which compare and report leave out unless told to include it
+            rid = rows[0][0]
+            p = _cli("compare", rid, rid, db=db)
+            assert p.returncode != 0 and f"side '{rid}' has no complete run" in p.stderr, p.stdout + p.stderr
+            p = _cli("report", "last", "-o", str(tmp_path / "rep"), db=db)
+            assert p.returncode != 0 and "selector 'last' has no complete run" in p.stderr, p.stdout + p.stderr
+            assert not (tmp_path / "rep" / "index.html").exists()
         time.sleep(1.0)
         left = {k: v for k, v in _leftovers(c).items() if k != "node2"}
         assert left == {}, left

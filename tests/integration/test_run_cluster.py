@@ -32,7 +32,7 @@ def _cli(*args: str, db: Path, timeout: float = 400) -> subprocess.CompletedProc
 
 @pytest.mark.integration
 def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, mpi):
-    from machinekit import leftovers
+    from machinekit import leftovers, on
 
     from clusterbench.errors import EnvironmentProblem
     from clusterbench.launch import simcluster
@@ -66,6 +66,7 @@ def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, 
         print("\n".join(ch.format_summary(doc)))
         print(f"run cluster --budget 4m on 3 machines: {took:.1f} s")
         assert doc["run_cluster_schema"] == 1 and doc["tag"] == "rc-a" and doc["within_budget"]
+        assert doc["ok"] and doc["missing"] == [], [(s, doc["stages"][s].get("reason")) for s in doc["missing"]]
         assert took <= 240 + 10, took  # the budget, plus this Python's start and the JSON
         # progress on stderr: which stage and the time left
         for i, stage in enumerate(ch.STAGES, 1):
@@ -90,6 +91,15 @@ def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, 
         p = _cli("report", "rc-a", "-o", str(tmp_path / "rep"), db=db)
         assert p.returncode == 0 and "report of 3 run(s)" in p.stdout, p.stderr
         assert (tmp_path / "rep" / "index.html").exists()
+        # compare reads the tagged set as one side: against a second network matrix (short, its own tag)
+        p = _cli("sweep", "network", "--hosts", "node1,node2,node3", "--pair-budget", "0.2", "--oversubscribe",
+                 "--tag", "rc-n", db=db)
+        assert p.returncode == 0, p.stderr
+        p = _cli("compare", "rc-a", "rc-n", "--benchmark", "allpairs", "--json", db=db)
+        assert p.returncode == 0, p.stderr
+        cmp_doc = json.loads(p.stdout)
+        assert {r["id"] for r in cmp_doc["sides"]["a"]["runs"]} == set(doc["run_ids"]), cmp_doc["sides"]["a"]
+        assert len(cmp_doc["matches"]) >= 3 * 2, cmp_doc["summary"]  # latency and bandwidth of each pair
         time.sleep(1.0)
         assert leftovers(c) == {}
 
@@ -103,13 +113,18 @@ def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, 
             err.append(line)
             if "[2/5 node]" in line:
                 break
-        time.sleep(8.0)  # the agents measure on every node
+        # the agents measure on every node (the stage's work fits its time, so it may be short: watch for them)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "clusterbench.sweep.agent" not in \
+                on(c, "node1", "ps", "-e", "-o", "args=").stdout:
+            time.sleep(0.2)
+        time.sleep(1.0)
         os.killpg(run.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
         out, rest = run.communicate(timeout=90)
         lines = (("".join(err)) + rest).strip().splitlines()
         assert run.returncode == 130, lines
         assert "stage node" in lines[-1] and "interrupted" in lines[-1], lines
-        assert sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 3  # rc-a's, kept
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 4  # rc-a's and rc-n's, kept
         time.sleep(2.0)
         assert leftovers(c) == {}
     finally:

@@ -109,3 +109,46 @@ def test_run_cluster_and_cluster_run_are_the_same_command():
     keep = ("hosts", "hostfile", "budget", "tag", "tune_share", "oversubscribe", "allow_root", "remote_python", "json")
     assert {k: getattr(a, k) for k in keep} == {k: getattr(b, k) for k in keep}
     assert ch.default_tag(0).startswith("cluster-19")
+
+
+def test_a_stage_leaves_the_launch_its_time_and_its_work_shrinks_to_fit():
+    from clusterbench.cluster import fit
+
+    assert fit.slowdown(8.0, 2) == 4.0 and fit.slowdown(0.5, 2) == 1.0
+    # a short allotment on a loaded machine: the timeout grows to the launch plus the least work
+    t = fit.stage_timeout("network", 34.0, 18.0, 4.0)
+    assert t == 18.0 + (fit.BUILD_S + fit.MIN_WORK_S["network"]) * 4.0 and t > 34.0
+    assert fit.stage_timeout("network", 200.0, 18.0, 1.0) == 200.0  # a long one stays as it was
+    # what the stage measures shrinks instead: less per pair, never below the least
+    pb = fit.pair_budget(3, fit.work_seconds("network", t, 18.0, 4.0))
+    assert pb < 0.3 and fit.pair_budget(3, 1.0) == fit.PAIR_MIN_S and fit.pair_budget(3, 100.0) == fit.PAIR_MAX_S
+    assert fit.allpairs_seconds(3, fit.pair_budget(3, 8.0)) == pytest.approx(8.0)
+    # never below what the all-pairs benchmark itself asks (its estimate and launch allowance)
+    assert fit.network_timeout(3, 34.0, 1.0) >= fit.allpairs_seconds(3, 1.0) + fit.ALLPAIRS_LAUNCH_S
+    # the node profile leaves out its least needed parts first, never peak or dgemm
+    est = {"peak": 3.0, "fpu": 1.0, "stream": 2.0, "membw": 4.0, "memlat": 5.0, "dgemm": 4.0}
+    assert fit.node_skip(est, 100.0) == ()
+    assert fit.node_skip(est, 12.0) == ("memlat", "membw")
+    assert fit.node_skip(est, 1.0) == ("memlat", "membw", "fpu", "stream")
+
+
+def test_a_stage_not_done_is_said_with_its_reason_and_the_others_kept():
+    from clusterbench.cluster import fit
+
+    doc = {"hosts": ["n1", "n2"], "tag": "t", "budget_s": 240, "seconds": 230, "within_budget": True,
+           "run_ids": ["a" * 32, "c" * 32], "missing": ["network"],
+           "stages": {"preflight": {"ok": True, "problems": [], "seconds": 3.0},
+                      "node": {"run_id": "a" * 32, "verdict": "no outlier node", "outlier_nodes": {}, "seconds": 60,
+                               "done": True, "skipped": ["memlat"]},
+                      "network": {"done": False, "reason": "kernel 'allpairs' timed out after 53 s", "fix": "rerun",
+                                  "exit_code": 4, "seconds": 53},
+                      "hpl": {"run_id": "c" * 32, "verdict": "Rmax 2 Gflop/s", "seconds": 90, "done": True},
+                      "doctor": {"verdict": "0 findings on 0 node(s)", "findings": {}, "seconds": 3, "done": True}}}
+    doc["holds_back"] = ch.holds_back(doc)
+    text = "\n".join(ch.format_summary(doc))
+    assert "network    NOT DONE: kernel 'allpairs' timed out after 53 s" in text, text
+    assert "missing: network" in text and "left out to fit its time: memlat" in text
+    assert "hpl        Rmax 2" in text and "runs tagged t: aaaaaaaa, cccccccc" in text
+    assert fit.missing_lines(doc["stages"], doc["missing"]) == [
+        "stage network not done: kernel 'allpairs' timed out after 53 s (rerun)"]
+    assert ch.exit_code(doc) == 4 and ch.exit_code({**doc, "missing": []}) == 0

@@ -166,7 +166,9 @@ def run_cluster(args: argparse.Namespace) -> int:
         dump_json(doc)
     else:
         write_lines(ch.format_summary(doc))
-    return 0
+    from clusterbench.cluster.fit import missing_lines
+    write_lines([f"run cluster: {ln}" for ln in missing_lines(doc["stages"], doc["missing"])], sys.stderr)
+    return ch.exit_code(doc)
 
 
 ACTIONS = {"check": check, "install": install, "preflight": preflight, "run": run_cluster}

@@ -61,9 +61,9 @@ def run_benchmark(args: argparse.Namespace) -> int:
             last = getattr(exc, "report", None)
             if last and last.results and not args.json:
                 print_results(last.results)
-            if last and store is not None:
-                sys.stderr.write(f"clusterbench: run {last.run.id} kept {_kept(store, last.run.id)}, "
-                                 "marked incomplete\n")
+            kept = _kept(store, last.run.id) if last and store is not None else None
+            if kept:  # a run that kept no figure: the error's line alone (compare and report leave it out)
+                sys.stderr.write(f"clusterbench: run {last.run.id} kept {kept}, marked incomplete\n")
         raise
     if args.json:
         doc = report.document()
@@ -111,9 +111,11 @@ def _cost_lines(report: Any) -> list[str]:
     return cost_lines(energy_cost([report.run], report.results, model))
 
 
-def _kept(store: Store, run_id: str) -> str:
-    """How many results the store really holds for the run (a full disk may have refused some)."""
+def _kept(store: Store, run_id: str) -> str | None:
+    """How many results the store really holds for the run (a full disk may have refused some); None
+    when it holds none."""
     try:
-        return f"{store.count_results(run_id)} result(s)"
+        n = store.count_results(run_id)
+        return f"{n} result(s)" if n else None
     except ClusterbenchError:
         return "an unknown number of results (the store cannot be read)"

@@ -19,9 +19,17 @@ to the next):
 5. ``doctor``: :func:`clusterbench.doctor.diagnose` of the hosts; its findings per node.
 
 Every stored run carries the one tag (``cluster-YYYYmmdd-HHMM`` unless given), so ``report TAG``
-renders them and ``compare TAG1 TAG2`` compares two characterisations. A stage that fails (or Ctrl-C)
-ends the command with one line naming the stage (:class:`StageFailed`, or a KeyboardInterrupt whose
-message names it); the runs already stored are complete runs and are kept.
+renders them and ``compare TAG1 TAG2`` compares two characterisations.
+
+Each stage's timeout bounds it but leaves the launch its time on a slow machine; what the stage
+measures shrinks to fit (:mod:`clusterbench.cluster.fit`: parts of the node profile left out, less
+time per pair of the network matrix, a smaller N for HPL). A stage that still cannot finish (it
+times out, a node is lost, the budget left is too small) is reported as not done, with its reason
+and fix (``stages[STAGE]`` ``{"done": false, "reason", "fix"}``, ``missing``); the later stages still
+run, the runs stored are kept, and the summary says what is missing (the command then exits non-zero,
+with one line per stage not done: :func:`clusterbench.cluster.fit.missing_lines`). Ctrl-C ends the
+command with one line naming the stage (a KeyboardInterrupt whose message names it); the runs
+already stored are complete runs and are kept.
 """
 from __future__ import annotations
 
@@ -164,6 +172,7 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
     """Run the stages (module docstring) on ``hosts`` (:class:`~clusterbench.launch.mpi.hosts.Host`
     list) within ``budget_s`` seconds; returns the ``--json`` document (``run_cluster_schema`` 1)."""
     from clusterbench import doctor
+    from clusterbench.cluster import fit
     from clusterbench.cluster.preflight import preflight
     from clusterbench.probe import probe as do_probe
     from clusterbench.store import Store
@@ -187,9 +196,30 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
         return budget_s - (time.monotonic() - t0)
 
     def allot(stage: str) -> float:
-        """This stage's seconds: its share plus what earlier stages left, less the later stages' shares."""
+        """This stage's seconds: the budget left less the later stages' shares (its share, plus what
+        earlier stages left or less what they took over theirs), never more than the budget left."""
         later = sum(plan[s] for s in order[order.index(stage) + 1:])
-        return max(plan[stage], left() - later)
+        return max(0.0, left() - later)
+
+    virtual = _shares_memory(names)  # the virtual cluster: launches and cpus of this one machine
+    slow = fit.slowdown()
+    launch_s = fit.launch_allowance(len(names), virtual=virtual)
+    doc["slowdown"] = slow
+
+    def bounded(stage: str, sec: float, launch: float = launch_s) -> float:
+        """The stage's timeout (:func:`fit.stage_timeout`); a budget too short for even that is the
+        stage's reason for not being done."""
+        t = fit.stage_timeout(stage, sec, launch, slow)
+        if t > left():
+            raise UsageError(f"{max(0.0, left()):.0f} s of the budget left, and {stage} needs at least {t:.0f} s "
+                             f"here (the launch {launch:.0f} s, at {slow:.1f}x this machine's idle speed)",
+                             "give a larger --budget")
+        return t
+
+    def not_done(stage: str, exc: ClusterbenchError, since: float) -> None:
+        doc["stages"][stage] = {"done": False, "reason": exc.problem, "fix": exc.fix,
+                                "exit_code": exc.exit_code, "seconds": time.monotonic() - since}
+        say(f"[{stage}] not done: {exc.problem}")
 
     def begin(stage: str) -> float:
         sec = allot(stage)
@@ -209,24 +239,40 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
         py = remote_python or _remote_python(pre, names)
         probe_data = do_probe()
 
-        # 2. the quick node profile on every node at once
+        # 2. the quick node profile on every node at once, its parts fitting the stage's time
         stage, stage_t = "node", time.monotonic()
         sec = begin(stage)
-        nd = sweep_node.sweep_node(names, None, profile="quick", allow_root=allow_root, timeout=sec, store=store,
-                                   python=py, tags=[tag], argv=argv, probe_data=probe_data,
-                                   oversubscribe=oversubscribe)
-        doc["run_ids"].append(nd["run_id"])
-        doc["stages"]["node"] = _node_summary(nd, time.monotonic() - stage_t)
+        nd: dict[str, Any] = {}
+        try:
+            timeout = bounded(stage, sec)
+            share = max(1.0, len(names) / (os.cpu_count() or 1)) if virtual else 1.0
+            skip = fit.node_skip(fit.node_estimates(probe_data), fit.work_seconds(stage, timeout, launch_s,
+                                                                                   slow * share))
+            nd = sweep_node.sweep_node(names, None, given={"skip": list(skip)} if skip else None, profile="quick",
+                                       allow_root=allow_root, timeout=timeout, store=store, python=py, tags=[tag],
+                                       argv=argv, probe_data=probe_data, oversubscribe=oversubscribe)
+            doc["run_ids"].append(nd["run_id"])
+            doc["stages"]["node"] = {**_node_summary(nd, time.monotonic() - stage_t), "done": True,
+                                     "timeout_s": timeout, "skipped": list(skip)}
+        except ClusterbenchError as exc:
+            not_done(stage, exc, stage_t)
 
-        # 3. the network matrix
+        # 3. the network matrix, each pair measured for what the stage's time allows
         stage, stage_t = "network", time.monotonic()
         sec = begin(stage)
-        pair_budget = max(0.2, min(1.0, 0.25 * sec / max(1, len(names))))
-        nw = sweep_network.sweep_network(names, pair_budget=pair_budget, allow_root=allow_root,
-                                         oversubscribe=oversubscribe, timeout=sec, store=store, tags=[tag],
-                                         argv=argv, probe_data=probe_data)
-        doc["run_ids"].append(nw["run_id"])
-        doc["stages"]["network"] = _network_summary(nw, time.monotonic() - stage_t)
+        try:
+            net_launch = max(launch_s, fit.ALLPAIRS_LAUNCH_S)
+            timeout = bounded(stage, sec, net_launch)
+            pb = fit.pair_budget(len(names), fit.work_seconds(stage, timeout, net_launch, slow))
+            timeout = fit.network_timeout(len(names), timeout, pb)
+            nw = sweep_network.sweep_network(names, pair_budget=pb, allow_root=allow_root,
+                                             oversubscribe=oversubscribe, timeout=timeout, store=store, tags=[tag],
+                                             argv=argv, probe_data=probe_data)
+            doc["run_ids"].append(nw["run_id"])
+            doc["stages"]["network"] = {**_network_summary(nw, time.monotonic() - stage_t), "done": True,
+                                        "timeout_s": timeout, "pair_budget_s": pb}
+        except ClusterbenchError as exc:
+            not_done(stage, exc, stage_t)
 
         # 4. HPL across all nodes, N from the time left and the smallest node's memory
         rate_node, rate_from = node_rate(nd)
@@ -236,7 +282,7 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
         rate = rate_node * len(names)
         mems = [((pre["nodes"][h].get("facts") or {}).get("mem_available")) for h in names]
         low = min(m for m in mems if m) if all(mems) else None
-        mem_bytes = None if low is None else float(low) * (1 if _shares_memory(names) else len(names))
+        mem_bytes = None if low is None else float(low) * (1 if virtual else len(names))
         base = {"hosts": ",".join(f"{h.name}:{h.slots}" for h in hosts), "allow_root": allow_root or None}
         ranks = sum(h.slots for h in hosts)
         from clusterbench.benchmarks.hpl.sizing import choose_grid, default_nb
@@ -246,29 +292,40 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
         if "tune" in plan:
             stage, stage_t = "tune", time.monotonic()
             sec = begin(stage)
-            doc["stages"]["tune"] = _tune(sec, rate, mem_bytes, nb, ranks, grid_p, base, store, probe_data,
-                                          oversubscribe, argv, tag, doc)
-            best = doc["stages"]["tune"].get("best") or {}
-            given.update({k: best[k] for k in ("nb", "grid") if best.get(k)})
-            nb = int(given.get("nb") or nb)
+            try:
+                doc["stages"]["tune"] = {**_tune(sec, rate, mem_bytes, nb, ranks, grid_p, base, store, probe_data,
+                                                 oversubscribe, argv, tag, doc), "done": True}
+                best = doc["stages"]["tune"].get("best") or {}
+                given.update({k: best[k] for k in ("nb", "grid") if best.get(k)})
+                nb = int(given.get("nb") or nb)
+            except ClusterbenchError as exc:
+                not_done(stage, exc, stage_t)
         stage, stage_t = "hpl", time.monotonic()
         sec = begin(stage)
-        sizing = choose_n(sec, rate, mem_bytes, nb=nb, ranks=ranks, p=grid_p)
-        given.update(base, n=sizing["n"], nb=nb)
-        given = {k: v for k, v in given.items() if v is not None}
-        say(f"[hpl] N={sizing['n']} ({sizing['bound']}-bound: {sec:.0f} s at {HPL_EFFICIENCY:.0%} of "
-            f"{rate:.3g} Gflop/s, {rate_from} x {len(names)}), expected {sizing['expected_s']:.0f} s")
-        from clusterbench import session
-        rep = session.run(["hpl"], {"hpl": given}, store=store, argv=argv, timeout=max(sec, 60.0),
-                          oversubscribe=oversubscribe, probe_data=probe_data, tags=[tag])
-        doc["run_ids"].append(rep.run.id)
-        doc["stages"]["hpl"] = _hpl_summary(rep, sizing, rate_from, time.monotonic() - stage_t)
+        try:
+            # HPL's own start (launch, staging, generation) takes longer on a slow machine: N fits what is left
+            sizing = choose_n(max(0.0, sec - (slow - 1.0) * HPL_OVERHEAD_S), rate, mem_bytes, nb=nb, ranks=ranks,
+                              p=grid_p)
+            given.update(base, n=sizing["n"], nb=nb)
+            given = {k: v for k, v in given.items() if v is not None}
+            say(f"[hpl] N={sizing['n']} ({sizing['bound']}-bound: {sec:.0f} s at {HPL_EFFICIENCY:.0%} of "
+                f"{rate:.3g} Gflop/s, {rate_from} x {len(names)}), expected {sizing['expected_s']:.0f} s")
+            from clusterbench import session
+            rep = session.run(["hpl"], {"hpl": given}, store=store, argv=argv, timeout=max(sec, 60.0, launch_s + 30),
+                              oversubscribe=oversubscribe, probe_data=probe_data, tags=[tag])
+            doc["run_ids"].append(rep.run.id)
+            doc["stages"]["hpl"] = {**_hpl_summary(rep, sizing, rate_from, time.monotonic() - stage_t), "done": True}
+        except ClusterbenchError as exc:
+            not_done(stage, exc, stage_t)
 
         # 5. doctor's findings per node
         stage, stage_t = "doctor", time.monotonic()
         sec = begin(stage)
-        dx = doctor.diagnose(names, timeout=max(10.0, sec), python=py)
-        doc["stages"]["doctor"] = _doctor_summary(dx, names, time.monotonic() - stage_t)
+        try:
+            dx = doctor.diagnose(names, timeout=max(10.0, sec), python=py)
+            doc["stages"]["doctor"] = {**_doctor_summary(dx, names, time.monotonic() - stage_t), "done": True}
+        except ClusterbenchError as exc:
+            not_done(stage, exc, stage_t)
     except NotReady:
         raise
     except ClusterbenchError as exc:
@@ -281,7 +338,8 @@ def characterise(hosts: Sequence[Any], *, budget_s: float, tag: str | None = Non
                           getattr(exc, "signum", signal.SIGINT)) from exc
     doc["seconds"] = time.monotonic() - t0
     doc["within_budget"] = doc["seconds"] <= budget_s
-    doc["ok"] = True
+    doc["missing"] = [s for s in order if (doc["stages"].get(s) or {}).get("done") is False]
+    doc["ok"] = not doc["missing"]
     doc["holds_back"] = holds_back(doc)
     return doc
 
@@ -395,6 +453,11 @@ def format_summary(doc: dict[str, Any]) -> list[str]:
         if not s:
             continue
         run = f", run {s['run_id'][:8]}" if s.get("run_id") else ""
+        if s.get("done") is False:
+            lines.append(f"  {name:<9}  NOT DONE: {s['reason']} ({s['seconds']:.0f} s)")
+            continue
+        if s.get("skipped"):
+            run += f"; left out to fit its time: {', '.join(s['skipped'])}"
         if key == "tune":
             b = s.get("best") or {}
             text = (f"best NB {b.get('nb', '-')}, grid {b.get('grid', '-')}" if b else "no best") \
@@ -410,6 +473,10 @@ def format_summary(doc: dict[str, Any]) -> list[str]:
             z = s["sizing"]
             lines.append(f"             N={s['n']} NB={s['nb']} grid {s['grid']}, {s['time_s']:.1f} s; N {z['bound']}-bound "
                          f"(time: {z['n_time']}, memory: {z['n_mem'] or '-'}); {s.get('rpeak_of') or 'Rpeak unknown'}")
+    missing = doc.get("missing") or []
+    if missing:
+        lines.append(f"missing: {', '.join(missing)} (not done, see above; the other stages' results are kept, "
+                     "and what holds the cluster back is what they found)")
     hb = doc.get("holds_back") or []
     lines.append("what holds the cluster back:" if hb else "what holds the cluster back: nothing found")
     lines += [f"  - {x}" for x in hb]
@@ -433,5 +500,12 @@ def budget_seconds(text: str | float) -> float:
     return parse_budget(text)
 
 
+def exit_code(doc: dict[str, Any]) -> int:
+    """0 when every stage was done, else the exit code of the first stage not done (its cause's)."""
+    for s in doc.get("missing") or []:
+        return int(doc["stages"][s].get("exit_code") or 4)
+    return 0
+
+
 __all__ = ["characterise", "choose_n", "split_budget", "format_summary", "NotReady", "StageFailed",
-           "RUN_CLUSTER_SCHEMA"]
+           "RUN_CLUSTER_SCHEMA", "exit_code"]
