@@ -369,9 +369,10 @@ def test_mpi_suite_tcp_and_cmd_power_inside_salloc(slurm_machines, tmp_path):
     db = tmp_path / "r.db"
     two = s["names"][:2]
     script = 'exec "$0" -m clusterbench --db "$1" run placement --hosts "$(scontrol show hostnames | paste -sd, -)" --quick'
-    r = _salloc(s, 2, ["sh", "-c", script, sys.executable, str(db)])
+    refused = tmp_path / "refused.db"
+    r = _salloc(s, 2, ["sh", "-c", script, sys.executable, str(refused)])
     assert r.returncode != 0 and f"cpus of {two[0]} (0,1) but Slurm job" in r.stderr, r.stderr[-2000:]
-    assert "salloc --exclusive" in r.stderr and _results(db) == 0
+    assert "salloc --exclusive" in r.stderr and _results(refused) == 0
     for n in two:
         assert on(c, n, "sh", "-c", f"echo {WATTS[n]} > /etc/cb-watts").returncode == 0
     job, d = _salloc_each(s, 2, {
