@@ -23,6 +23,12 @@ What Slurm 22.05 (Debian 12) needed on these machines:
 * no ``NodeAddr``, no ``-N``: every slurmd has its machine's host name, and the names resolve
   through the machines' and the head's own /etc/hosts; ``SlurmctldHost=head``;
 * the default ``TmpFS`` (/tmp) is every machine's own: PMIx's per-step directories do not collide.
+
+Every other multi-node command runs inside ``salloc`` too (the MPI suite, tcp, a ``cmd:`` meter,
+hpl hybrid, hpl-scaling, tune hpl, hpcg, ptrans, pdes, hpcc; cluster check and doctor with no
+--hosts; a fix and its undo on one machine): 2.5 minutes on 2 shared cores (measured 144 s). A job
+of ``salloc -N 2`` holds one cpu a node: placement's pinned pair on one node needs ``--exclusive``
+(without it the launch is refused before srun, naming the node and the fix).
 """
 from __future__ import annotations
 
