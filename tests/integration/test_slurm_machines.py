@@ -23,6 +23,12 @@ What Slurm 22.05 (Debian 12) needed on these machines:
 * no ``NodeAddr``, no ``-N``: every slurmd has its machine's host name, and the names resolve
   through the machines' and the head's own /etc/hosts; ``SlurmctldHost=head``;
 * the default ``TmpFS`` (/tmp) is every machine's own: PMIx's per-step directories do not collide.
+
+Every other multi-node command runs inside ``salloc`` too (the MPI suite, tcp, a ``cmd:`` meter,
+hpl hybrid, hpl-scaling, tune hpl, hpcg, ptrans, pdes, hpcc; cluster check and doctor with no
+--hosts; a fix and its undo on one machine): 2.5 minutes on 2 shared cores (measured 144 s). A job
+of ``salloc -N 2`` holds one cpu a node: placement's pinned pair on one node needs ``--exclusive``
+(without it the launch is refused before srun, naming the node and the fix).
 """
 from __future__ import annotations
 
@@ -195,9 +201,10 @@ def slurm_machines(tmp_path_factory: pytest.TempPathFactory):
     assert not down_left, down_left
 
 
-def _salloc(s: dict, nodes: int, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    """``salloc -N nodes argv`` from the head (the login node)."""
-    cmd = [*s["head"], "salloc", "-N", str(nodes), "--time=5", "--job-name=cbtest", *argv]
+def _salloc(s: dict, nodes: int, argv: list[str], timeout: float = 120, opts: tuple[str, ...] = ()
+            ) -> subprocess.CompletedProcess:
+    """``salloc -N nodes [opts] argv`` from the head (the login node)."""
+    cmd = [*s["head"], "salloc", "-N", str(nodes), *opts, "--time=5", "--job-name=cbtest", *argv]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=s["env"])
 
 
@@ -209,6 +216,10 @@ def _job(stderr: str) -> str:
 
 def _slurmd_log(s: dict, node: str) -> str:
     return on(s["cluster"], node, "cat", f"{s['dir']}/slurmd.log").stdout
+
+
+def _results(db: Path) -> int:
+    return sqlite3.connect(db).execute("SELECT count(*) FROM results").fetchone()[0] if db.exists() else 0
 
 
 def _runs(db: Path) -> int:
@@ -293,3 +304,203 @@ def test_hpl_and_sweep_network_inside_salloc_through_srun(slurm_machines, tmp_pa
     assert _runs(db) == 2
     left = {n: [x for x in v if x.split()[1:2] not in (["munged"], ["slurmd"])] for n, v in leftovers(c).items()}
     assert not any(left.values()), left  # the module's daemons stay for its other tests; nothing else
+
+
+# -- every other multi-node command inside an allocation (issue 24, section 2) ---------------------
+#: each machine's meter reads a file only that machine has: a figure proves the meter ran there
+WATTS = {"node1": 7.5, "node2": 9.25, "node3": 11.0}
+
+
+def _salloc_each(s: dict, nodes: int, cmds: dict[str, list[str]], db: Path, out: Path,
+                 timeout: float, opts: tuple[str, ...] = ()) -> tuple[str, dict[str, dict]]:
+    """``clusterbench --db db ARGS --json`` for each of ``cmds`` (name -> ARGS) in one ``salloc -N
+    nodes``, in order, each going on after one failed; ``$H`` in ARGS is the job's nodes (a,b,c).
+    Returns the job id and each command's JSON document; fails naming every command that failed."""
+    import shlex
+
+    lines = ['H="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)"']
+    for name, argv in cmds.items():
+        args = " ".join('"$H"' if a == "$H" else shlex.quote(a) for a in argv)
+        lines.append(f'T=$(date +%s.%N); "$0" -m clusterbench --db "$1" {args} --json > "$2/{name}.json" '
+                     f'2> "$2/{name}.err" || echo {name} >> "$2/failed"; '
+                     f'echo "{name} $T $(date +%s.%N)" >> "$2/times"')
+    out.mkdir(exist_ok=True)
+    r = _salloc(s, nodes, ["sh", "-c", "\n".join(lines), sys.executable, str(db), str(out)], timeout=timeout,
+                opts=opts)
+    times = (out / "times").read_text() if (out / "times").exists() else ""
+    print("\n".join(f"{float(b) - float(a):6.1f} s  {n}" for n, a, b in (ln.split() for ln in times.splitlines())))
+    failed = (out / "failed").read_text().split() if (out / "failed").exists() else []
+    assert r.returncode == 0 and not failed, (r.stderr[-1500:], {n: (out / f"{n}.err").read_text()[-2500:]
+                                                                   for n in failed})
+    return _job(r.stderr), {n: json.loads((out / f"{n}.json").read_text()) for n in cmds}
+
+
+def _through_srun(s: dict, job: str, docs: dict[str, dict], hosts: list[str]) -> None:
+    """Every rank-launching figure's ranks started by srun (not mpirun) on the job's nodes, whose
+    slurmd each ran tasks of this job's steps."""
+    for name, doc in docs.items():
+        mpi = [r["params"]["mpi"] for r in doc.get("results", []) if isinstance(r["params"].get("mpi"), dict)]
+        assert mpi and all(m.get("launcher") == "srun" for m in mpi), (name, mpi[:1])
+    for n in hosts:
+        assert f"launch task StepId={job}." in _slurmd_log(s, n), n
+
+
+def _head_only_and_clean(s: dict) -> None:
+    """No results store on any machine and nothing left but the module's daemons."""
+    c = s["cluster"]
+    for n in s["names"]:
+        assert on(c, n, "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == "", n
+    deadline = time.monotonic() + 10  # a step's tasks are reaped by their slurmstepd after srun returns
+    while True:
+        left = {n: [x for x in v if x.split()[-1] not in ("munged", "slurmd")] for n, v in leftovers(c).items()}
+        if not any(left.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert not any(left.values()), left
+
+
+def _placed(res: dict) -> list[str]:
+    prm = res["params"]
+    ranks = prm.get("rank_placement") if isinstance(prm.get("placement"), str) else prm.get("placement")
+    return [r["host"] for r in ranks or []]
+
+
+def test_mpi_suite_tcp_and_cmd_power_inside_salloc(slurm_machines, tmp_path):
+    """pingpong with a ``cmd:`` meter run on each machine, bw, multipair, placement, tcp and the
+    interconnect suite (run mpi: ring here) inside ``salloc -N 2 --exclusive``: ranks started by
+    srun. placement pins a pair of ranks to two cpus of one node: in ``salloc -N 2`` (one cpu a
+    node) that is named before the launch, nothing stored."""
+    s = slurm_machines
+    c = s["cluster"]
+    db = tmp_path / "r.db"
+    two = s["names"][:2]
+    script = 'exec "$0" -m clusterbench --db "$1" run placement --hosts "$(scontrol show hostnames | paste -sd, -)" --quick'
+    refused = tmp_path / "refused.db"
+    r = _salloc(s, 2, ["sh", "-c", script, sys.executable, str(refused)])
+    assert r.returncode != 0 and f"cpus of {two[0]} (0,1) but Slurm job" in r.stderr, r.stderr[-2000:]
+    assert "salloc --exclusive" in r.stderr and _results(refused) == 0
+    for n in two:
+        assert on(c, n, "sh", "-c", f"echo {WATTS[n]} > /etc/cb-watts").returncode == 0
+    job, d = _salloc_each(s, 2, {
+        "pingpong": ["run", "pingpong", "--hosts", "$H", "--quick", "--max-size", "4096", "--oversubscribe",
+                     "--power", "cmd:cat /etc/cb-watts", "--power-interval", "0.5"],
+        "bw": ["run", "bw", "--hosts", "$H", "--quick", "--max-size", "65536", "--oversubscribe"],
+        "multipair": ["run", "multipair", "--hosts", f"{two[0]}:2,{two[1]}:2", "--quick", "--pairs", "1,2",
+                      "--max-size", "65536", "--oversubscribe"],
+        "placement": ["run", "placement", "--hosts", "$H", "--quick", "--oversubscribe"],
+        "tcp": ["run", "tcp", "--hosts", "$H", "--streams", "1", "--seconds", "0.5", "--repeats", "1",
+                "--latency-iterations", "500"],
+        "ring": ["run", "mpi", "--hosts", "$H", "--quick", "--skip", "pingpong,bw,multipair,placement,tcp",
+                 "--oversubscribe"],
+    }, db, tmp_path / "suite", timeout=300, opts=("--exclusive",))
+    lat = [r for r in d["pingpong"]["results"] if r["metric"] == "latency"]
+    assert lat and all(_placed(r) == two for r in lat)
+    energy = d["pingpong"]["run"]["energy"]
+    assert energy["basis"] == "measured" and set(energy["sources"]) == set(two), energy
+    per_node = energy["benchmarks"][0]["per_node"]
+    for n in two:  # each machine's own reading: its meter ran there
+        assert per_node[n]["avg_watts"] == pytest.approx(WATTS[n]) and per_node[n]["samples"] >= 2, per_node
+    assert {r["metric"] for r in d["bw"]["results"]} == {"bw", "bibw"}
+    assert all(_placed(r) == two for r in d["bw"]["results"])
+    pair2 = next(r for r in d["multipair"]["results"] if r["params"].get("pairs") == 2)
+    assert _placed(pair2) == [two[0], two[0], two[1], two[1]], _placed(pair2)
+    node_pair = [r for r in d["placement"]["results"] if r["params"].get("class") == "node"]
+    assert node_pair and all(_placed(r) == two for r in node_pair)
+    by = {r["metric"]: r for r in d["tcp"]["results"]}
+    assert set(by) == {"throughput", "rtt", "latency"} and by["throughput"]["value"] > 0
+    assert (by["throughput"]["params"]["server"], by["throughput"]["params"]["client"]) == tuple(two)
+    assert {r["benchmark"] for r in d["ring"]["results"]} == {"ring"}
+    assert all(_placed(r) == two for r in d["ring"]["results"])
+    _through_srun(s, job, {k: v for k, v in d.items() if k != "tcp"}, two)
+    assert _runs(db) == len(d)
+    _head_only_and_clean(s)
+
+
+def test_hpl_family_inside_salloc(slurm_machines, tmp_path):
+    """hpl hybrid (threads per rank), hpl-scaling and tune hpl (its smallest budget) inside
+    ``salloc -N 2``, every rank started by srun."""
+    s = slurm_machines
+    db = tmp_path / "r.db"
+    two = s["names"][:2]
+    job, d = _salloc_each(s, 2, {
+        "hybrid": ["run", "hpl", "--hosts", f"{two[0]}:2,{two[1]}:2", "--n", "800", "--topology", "hybrid",
+                   "--oversubscribe"],
+        "scaling": ["run", "hpl-scaling", "--hosts", "$H", "--nodes", "1,2", "--n-per-node", "600", "--quick",
+                    "--oversubscribe"],
+        "tune": ["tune", "hpl", "--hosts", "$H", "--budget", "15s", "--n", "600", "--nb-list", "64,128", "--top",
+                 "1", "--topologies", "pure", "--blas-list", "openblas", "--oversubscribe"],
+    }, db, tmp_path, timeout=300)
+    rmax = next(r for r in d["hybrid"]["results"] if r["metric"] == "rmax")
+    prm = rmax["params"]
+    assert prm["topology"] == "hybrid" and prm["ranks"] == 2 and prm["threads_per_rank"] == 2, prm
+    assert prm["passed"] and _placed(rmax) == two
+    rm = [r for r in d["scaling"]["results"] if r["metric"] == "rmax"]
+    assert tuple(two) in {tuple(r["params"]["hosts"]) for r in rm} and any(len(r["params"]["hosts"]) == 1 for r in rm)
+    assert all(set(r["params"]["hosts"]) <= set(two) and r["value"] > 0 for r in rm), rm
+    tune = d["tune"]["tune"]
+    assert tune["best"]["status"] == "measured" and tune["best"]["value"] > 0, tune["best"]
+    trials = [t for t in tune["trials"] if t["kind"] == "hpl" and t["status"] == "measured"]
+    assert trials
+    con = sqlite3.connect(db)
+    for t in trials:  # every hpl trial ran across the two machines, its ranks started by srun
+        rows = [json.loads(p) for (p,) in con.execute("SELECT params FROM results WHERE run_id=?", (t["run_id"],))]
+        rows = [p for p in rows if p.get("hosts")]
+        assert rows and all(p["hosts"] == two and p["mpi"]["launcher"] == "srun" for p in rows), t["key"]
+    _through_srun(s, job, {k: v for k, v in d.items() if k != "tune"}, two)
+    _head_only_and_clean(s)
+
+
+def test_hpcc_hpcg_ptrans_pdes_inside_salloc(slurm_machines, tmp_path):
+    """hpcg, ptrans, pdes and hpcc at their smallest sizes inside ``salloc -N 2``, through srun."""
+    s = slurm_machines
+    db = tmp_path / "r.db"
+    two = s["names"][:2]
+    job, d = _salloc_each(s, 2, {
+        "hpcg": ["run", "hpcg", "--hosts", "$H", "--quick", "--oversubscribe"],
+        "ptrans": ["run", "ptrans", "--hosts", "$H", "--n", "500", "--quick", "--oversubscribe"],
+        "pdes": ["run", "pdes", "--hosts", "$H", "--quick", "--oversubscribe"],
+        "hpcc": ["run", "hpcc", "--hosts", "$H", "--quick", "--oversubscribe",
+                 "--skip", "hpl,hpcg,fft,randomaccess,stream,dgemm"],
+    }, db, tmp_path, timeout=300)
+    rating = next(r for r in d["hpcg"]["results"] if r["metric"] == "rating")
+    assert rating["value"] > 0 and _placed(rating) == two
+    g = next(r for r in d["ptrans"]["results"] if r["metric"] == "gbs")
+    assert g["value"] > 0 and g["params"]["hosts"] == two
+    ev = next(r for r in d["pdes"]["results"] if r["metric"] == "events_per_s")
+    assert ev["value"] > 0 and _placed(ev) == two
+    keys = {r["params"].get("hpcc_key") for r in d["hpcc"]["results"]}
+    assert {"PTRANS_GBs", "MinPingPongLatency_usec", "NaturallyOrderedRingLatency_usec"} <= keys, keys
+    _through_srun(s, job, d, two)
+    assert _runs(db) == len(d)
+    _head_only_and_clean(s)
+
+
+def test_check_doctor_fix_and_undo_on_the_allocations_nodes(slurm_machines, tmp_path):
+    """cluster check and doctor with no --hosts inside ``salloc -N 3`` take the job's nodes; a fix
+    on one of them and its undo change that machine only."""
+    s = slurm_machines
+    c = s["cluster"]
+    db = tmp_path / "r.db"
+    names = s["names"]
+    rps_file = "/sys/class/net/cb0/queues/rx-0/rps_cpus"
+    before = {h: on(c, h, "cat", rps_file).stdout.strip() for h in names}
+    _, d = _salloc_each(s, NODES, {
+        "check": ["cluster", "check"],
+        "doctor": ["doctor"],
+        "fix": ["doctor", "--hosts", names[1], "--fix", "rps-single-queue", "--yes"],
+    }, db, tmp_path, timeout=200)
+    assert d["check"]["answered"] == names and d["check"]["errors"] == {}, d["check"].get("errors")
+    assert {h: x["probe"]["hostname"] for h, x in d["check"]["probes"].items()} == {h: h for h in names}
+    assert d["doctor"]["hosts"] == names
+    assert {f["node"] for f in d["doctor"]["findings"] if f["rule"] == "rps-single-queue"} == set(names)
+    fix = d["fix"]["fix"]
+    assert fix["status"] == "applied" and fix["hosts"] == [names[1]]
+    after = {h: on(c, h, "cat", rps_file).stdout.strip() for h in names}
+    assert int(after[names[1]], 16) != 0 and int(before[names[1]], 16) == 0
+    assert all(after[h] == before[h] for h in names if h != names[1])
+    _, d = _salloc_each(s, NODES, {"undo": ["doctor", "--undo", fix["id"], "--yes"]}, db, tmp_path / "u",
+                        timeout=120)
+    assert d["undo"]["fix"]["status"] == "undone"
+    assert {h: on(c, h, "cat", rps_file).stdout.strip() for h in names} == before
+    _head_only_and_clean(s)
+

@@ -60,3 +60,23 @@ def test_each_scheduler_answers_inside_for_itself_and_names_its_own_launcher():
     assert allocation.own_launcher({"PBS_JOBID": "5"}) is None  # mpirun reads PBS's node file itself
     assert allocation.own_launcher({"PBS_JOBID": "5", "SLURM_JOB_ID": "6"}) == "srun"
     assert allocation.own_launcher({}) is None
+
+
+def test_cpus_the_slurm_job_holds_per_node_and_ranks_pinned_beyond_them():
+    """``salloc -N 2`` holds one cpu per node: ranks pinned to two cpus of one node are named before
+    srun starts them (slurmd refuses the binding and srun says only "Job step aborted")."""
+    from clusterbench.launch.allocation.slurm import job_cpus
+    from clusterbench.launch.mpi.launchers.srun import check_job_cpus
+    from clusterbench.launch.mpi.spec import LaunchSpec, RankPlace
+
+    assert job_cpus({"SLURM_JOB_CPUS_PER_NODE": "2(x2),1"}, ["a", "b", "c"]) == {"a": 2, "b": 2, "c": 1}
+    assert job_cpus({"SLURM_JOB_CPUS_PER_NODE": "1(x2)"}, ["a", "b", "c"]) is None  # does not fit: unknown
+    assert job_cpus({}, ["a"]) is None and job_cpus({"SLURM_JOB_CPUS_PER_NODE": "x"}, ["a"]) is None
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_CPUS_PER_NODE": "1(x2)", "PATH": ""}
+    pair = LaunchSpec(2, places=[RankPlace("node1", 0), RankPlace("node1", 1)])
+    with pytest.raises(EnvironmentProblem, match="pinned to 2 cpus of node1 .* job 7 holds 1") as e:
+        check_job_cpus(pair, env)
+    assert "--exclusive" in e.value.fix
+    check_job_cpus(LaunchSpec(2, places=[RankPlace("node1", 0), RankPlace("node2", 1)]), env)  # one a node
+    check_job_cpus(pair, {**env, "SLURM_JOB_CPUS_PER_NODE": "2(x2)"})
+    check_job_cpus(pair, {"PATH": ""})  # outside a job: nothing to hold them to

@@ -27,7 +27,7 @@ def add_parser(cmds: Any) -> None:
     clu = cmds.add_parser(NAME, help="compare the nodes of a cluster")
     csub = subcommands(clu, "action")
     chk = csub.add_parser("check", help="list every difference between nodes that changes results")
-    host_options(chk, required=True, hostfile=False)
+    host_options(chk, SLURM_DEFAULT, hostfile=False)
     chk.add_argument("--keep-going", action="store_true", help="compare the hosts that answer; list the others (exit 3 if fewer than two answer)")
     chk.add_argument("--timeout", type=float, default=60.0, help="seconds per host (default 60)")
     chk.add_argument("--remote-python", help="python with clusterbench installed on the hosts (default python3)")
@@ -130,7 +130,9 @@ def check(args: argparse.Namespace) -> int:
     from clusterbench.cluster.check import check as check_nodes
     from clusterbench.ui import dump_json, write_lines
 
-    hosts = list(dict.fromkeys(host_names(args.hosts)))
+    from clusterbench.launch import allocation
+
+    hosts = list(dict.fromkeys(host_names(args.hosts) if args.hosts else allocation.hosts() or []))
     if len(hosts) < 2:
         raise UsageError("--hosts needs at least two hosts to compare", "e.g. --hosts node1,node2")
     res = check_nodes(hosts, timeout=args.timeout, keep_going=args.keep_going, python=args.remote_python)

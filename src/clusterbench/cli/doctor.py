@@ -16,7 +16,7 @@ INTERRUPTED = "finished results were kept, the run is marked incomplete"
 
 def add_parser(cmds: Any) -> None:
     doc = cmds.add_parser(NAME, help="what holds this node or cluster back: findings, fixes, undo (read-only)")
-    host_options(doc, "this machine")
+    host_options(doc, "the Slurm allocation's nodes inside one, else this machine")
     doc.add_argument("--timeout", type=float, default=60.0, help="seconds per host (default 60)")
     doc.add_argument("--remote-python", help="python with clusterbench installed on the hosts (default python3)")
     json_option(doc, "print one JSON document (doctor_schema 1)")
@@ -50,7 +50,9 @@ def handle(args: argparse.Namespace) -> int:
             write_lines(lines)
         return 0
 
-    hosts = doctor.hosts_from(args.hosts, args.hostfile)
+    from clusterbench.launch import allocation
+
+    hosts = doctor.hosts_from(args.hosts, args.hostfile) or allocation.hosts()
     if args.benchmark and not args.verify:
         raise UsageError("--benchmark is for --verify", "add --verify RULE, or drop --benchmark")
     if args.fixes:

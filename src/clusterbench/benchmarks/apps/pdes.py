@@ -27,7 +27,7 @@ interval of the median, from 8 repeats), and the digest of the committed history
 Correctness, before anything is stored: each run's own checks (processed = committed + rolled
 back, nothing below --end left, the event population unchanged), the same digest and committed
 count in every repeat and, for the parallel engines, the same as the sequential engine's for the
-same model (``--verify``, on by default: one sequential run on this node first).
+same model (``--verify``, on by default: one sequential run first, on the first rank's node).
 """
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class Pdes(MpiBenchmark):
               "give the median's)", min=1, max=1000),
         Param("seed", int, 1, "random seed (the committed history depends on it alone)", min=0, max=2 ** 62),
         Param("verify", bool, True, "check the committed history against the sequential engine's (one sequential "
-              "run on this node first)"),
+              "run first, on the first rank's node)"),
         *RANK_PARAMS,
         Param("drop_anti", int, None, "test hook: rank 0 does not send its N-th anti-message (the run must fail)",
               min=1),
@@ -228,7 +228,13 @@ class Pdes(MpiBenchmark):
             recs.append(rec)
             ctx.progress.advance(1)
 
-        if local_one:  # this node, whatever the run's hosts ([] rather than None: no hosts)
+        if local_one and p["host_list"]:
+            # the first rank's node, its own build: this node may be outside the run's nodes (a
+            # login node outside the Slurm job, whose "this node" srun would put on a job's node)
+            first = p["places"][0]
+            places = [first]
+            hosts = [next((h for h in p["host_list"] if h[0] == first[0]), p["host_list"][0])]
+        elif local_one:  # this node ([] rather than None: no hosts)
             places, hosts = [(None, p["cpus"][0])], []
         else:
             places, hosts = p["places"], p["host_list"]

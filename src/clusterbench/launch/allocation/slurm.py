@@ -48,6 +48,19 @@ def _scontrol(nodelist: str, env: Mapping[str, str]) -> list[str] | None:
     return names if p.returncode == 0 and names else None
 
 
+def job_cpus(env: Mapping[str, str], hosts: list[str]) -> dict[str, int] | None:
+    """How many cpus the job holds on each of ``hosts`` (the job's nodes, in its order), from
+    ``$SLURM_JOB_CPUS_PER_NODE`` (``2(x3),1``), or None where it is unset or does not fit them."""
+    text = env.get("SLURM_JOB_CPUS_PER_NODE") or ""
+    counts: list[int] = []
+    for part in filter(None, text.split(",")):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            return None
+        counts += [int(m[1])] * int(m[2] or 1)
+    return dict(zip(hosts, counts)) if counts and len(counts) == len(hosts) else None
+
+
 def inside(env: Mapping[str, str]) -> bool:
     """Inside a Slurm job: its id is set (salloc, sbatch, srun all set it)."""
     return bool(env.get("SLURM_JOB_ID"))

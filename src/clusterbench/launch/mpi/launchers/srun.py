@@ -2,8 +2,9 @@
 environment, placement as ``--cpu-bind=map_cpu`` (or a per-rank wrapper when nodes differ)."""
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem, UsageError
@@ -52,6 +53,35 @@ def _srun_cpu_map(spec: LaunchSpec) -> list[int] | None:
         elif cpus[local] != p.cpu:
             return None
     return cpus
+
+
+def check_job_cpus(spec: LaunchSpec, env: Mapping[str, str] | None = None) -> None:
+    """Ranks pinned to more distinct cpus of a node than the Slurm job holds there: named before the
+    launch (slurmd refuses a binding outside the step's cpus, and srun says only "Job step
+    aborted"). ``salloc -N 2`` holds one cpu per node; pinned pairs on one node need more."""
+    from clusterbench.launch import allocation
+    from clusterbench.launch.allocation import slurm
+
+    env = os.environ if env is None else env
+    if not spec.places or not allocation.inside("slurm", env):
+        return
+    try:
+        job = allocation.current(env)
+    except EnvironmentProblem:
+        return
+    held = slurm.job_cpus(env, list(job.hosts)) if job is not None and job.scheduler == "slurm" else None
+    if not held:
+        return
+    wanted: dict[str, set[int]] = {}
+    for p in spec.places:
+        if p.host is not None and p.cpu is not None:
+            wanted.setdefault(p.host, set()).add(p.cpu)
+    for host, cpus in wanted.items():
+        if host in held and len(cpus) > held[host]:
+            raise EnvironmentProblem(
+                f"the ranks are pinned to {len(cpus)} cpus of {host} ({','.join(map(str, sorted(cpus)))}) but "
+                f"Slurm job {job.job_id} holds {held[host]} cpu(s) there",
+                f"allocate whole nodes (salloc --exclusive) or more cpus per node (salloc -c {len(cpus)})")
 
 
 #: ``--label``: ``RANK: `` at the start of every line
@@ -115,6 +145,7 @@ def _srun_command(mpi: MpiInstall | None, spec: LaunchSpec, program: Sequence[st
         cmd.append("--overcommit")
     wrapper: list[str] = []
     if spec.places and all(p.cpu is not None for p in spec.places):
+        check_job_cpus(spec)
         cpu_map = _srun_cpu_map(spec)
         if cpu_map is not None:
             cmd.append("--cpu-bind=map_cpu:" + ",".join(map(str, cpu_map)))
