@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from machinekit import leftovers, on, set_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the emulated tier: separate machines
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from machinekit import leftovers, on, set_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the emulated tier: separate machines
 
 HOSTS = ("node1", "node2", "node3")
 #: each machine's meter reads a file only that machine has: a figure proves the meter ran there

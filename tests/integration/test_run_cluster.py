@@ -31,6 +31,7 @@ def _cli(*args: str, db: Path, timeout: float = 400) -> subprocess.CompletedProc
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_run_cluster_on_three_machines_within_its_budget(tmp_path, monkeypatch, mpi):
     from machinekit import leftovers, on
 

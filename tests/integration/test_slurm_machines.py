@@ -48,7 +48,7 @@ import pytest
 from machinekit import leftovers, on, set_env
 from slurmkit import common_conf, ours, skip_unless_slurm
 
-pytestmark = pytest.mark.integration  # every test here starts real processes
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # real processes; the emulated tier (Slurm across machines)
 
 NODES = 3
 PREFIX = "cbslm-"  # this module's virtual cluster: other tests run theirs at the same time
