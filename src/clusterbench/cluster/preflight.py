@@ -231,12 +231,11 @@ def _clock(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kind: str | None) -> dict[str, Any]:
-    """The MPI launch (``hostname`` on every slot) and, when installed everywhere, the MPI hello."""
-    import tempfile
-
+    """The MPI hello across every slot when clusterbench is installed everywhere: it proves the launch
+    too (each rank reports its host), so the launch of ``hostname`` on every slot runs only where there
+    is no hello, or to tell why the hello failed (one MPI launch across 32 machines instead of two)."""
     from clusterbench.benchmarks.mpi.common import sim_cluster_of
     from clusterbench.launch import mpi as M
-    from clusterbench import process
     from clusterbench.launch import simcluster
 
     out: dict[str, Any] = {}
@@ -248,6 +247,26 @@ def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kin
         spec.prefix = simcluster.exec_prefix(sim.head, sim)
         spec.sim = sim
         spec.tcp_include = sim.subnet
+    if installed:
+        out["hello"] = _hello(mpi, spec)
+        if out["hello"].get("ok"):
+            launch = {"command": "the MPI hello's launch", "by_hello": True, "seconds": out["hello"]["seconds"], "ok": True,
+                      "ranks": out["hello"]["ranks"], "hosts": out["hello"].pop("hosts")}
+            return {"launch": launch, "hello": out["hello"]}
+    out["launch"] = launch = _hostname_launch(mpi, spec)
+    if not installed or not launch["ok"]:  # the launch's own failure says why (as when the hello never ran)
+        out["hello"] = {"skipped": "clusterbench is not installed on every node" if not installed
+                        else "the MPI launch failed"}
+    return {"launch": out["launch"], "hello": out["hello"]}
+
+
+def _hostname_launch(mpi: Any, spec: Any) -> dict[str, Any]:
+    """``hostname`` on every slot through the MPI's launcher: the ranks and hosts it reached, or why not."""
+    import tempfile
+
+    from clusterbench import process
+    from clusterbench.launch import mpi as M
+
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cb-preflight-") as wd:
         cmd, env = M.build_command(mpi, spec, ["hostname"], wd)
@@ -263,27 +282,29 @@ def _mpi_checks(hosts: Sequence[Any], installed: bool, allow_root: bool, mpi_kin
         problem, fix = M.explain_failure(text, rc, "MPI launch of `hostname`")
         launch.update(problem=problem if rc is not None else f"MPI launch did not finish within {MPI_TIMEOUT:g} s",
                       fix=fix)
-    out["launch"] = launch
-    if not installed or rc != 0:
-        out["hello"] = {"skipped": "clusterbench is not installed on every node" if not installed
-                        else "the MPI launch failed"}
-        return out
+    return launch
+
+
+def _hello(mpi: Any, spec: Any) -> dict[str, Any]:
+    """The MPI hello kernel across every slot (an allreduce and a ring exchange, checked): its time,
+    and the host every rank reported."""
     from clusterbench.kernels.build import build_kernel
+    from clusterbench.launch import mpi as M
 
     b = build_kernel("hello", openmp=False, cc=mpi.mpicc)
     t0 = time.monotonic()
     try:
         run = M.run_mpi(mpi, spec, [str(b.path)], timeout=MPI_TIMEOUT, launch_timeout=MPI_TIMEOUT, name="hello")
         res = next((r for r in run.records if r.get("type") == "result"), None)
-        out["hello"] = {"ok": res is not None, "seconds": round(time.monotonic() - t0, 3),
-                        "exchange_s": res["samples"][0] if res else None, "ranks": run.info.get("nranks"),
-                        "mpi_library": run.info.get("mpi_library")}
-    except EnvironmentProblem as exc:
-        out["hello"] = {"ok": False, "problem": exc.problem, "fix": exc.fix, "seconds": round(time.monotonic() - t0, 3)}
+        return {"ok": res is not None, "seconds": round(time.monotonic() - t0, 3),
+                "exchange_s": res["samples"][0] if res else None, "ranks": run.info.get("nranks"),
+                "mpi_library": run.info.get("mpi_library"),
+                "hosts": sorted({str(r.get("host")) for r in run.info.get("ranks") or []})}
+    except EnvironmentProblem as exc:  # (the hostname launch then tells whether the launch itself works)
+        return {"ok": False, "problem": exc.problem, "fix": exc.fix, "seconds": round(time.monotonic() - t0, 3)}
     except Exception as exc:  # KernelFailed: the launch or the exchange failed  # noqa: BLE001
-        out["hello"] = {"ok": False, "problem": getattr(exc, "problem", str(exc)), "fix": getattr(exc, "fix", ""),
-                        "seconds": round(time.monotonic() - t0, 3)}
-    return out
+        return {"ok": False, "problem": getattr(exc, "problem", str(exc)), "fix": getattr(exc, "fix", ""),
+                "seconds": round(time.monotonic() - t0, 3)}
 
 
 def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = False, mpi_kind: str | None = None,
@@ -425,8 +446,8 @@ def format_preflight(doc: dict[str, Any], hosts_arg: str | None = None) -> list[
     m = doc.get("mpi") or {}
     if m.get("launch"):
         la = m["launch"]
-        lines.append(f"  MPI launch: {'ok' if la['ok'] else 'FAILED'}, {la['ranks']} rank(s) on "
-                     f"{len(la['hosts'])} node(s) in {la['seconds']:.2f} s")
+        lines.append(f"  MPI launch: {'ok' if la['ok'] else 'FAILED'}, {la['ranks']} rank(s) on {len(la['hosts'])} node(s)"
+                     + (" (the hello's)" if la.get("by_hello") else f" in {la['seconds']:.2f} s"))
     if m.get("hello"):
         he = m["hello"]
         lines.append("  MPI hello: " + (f"skipped ({he['skipped']})" if "skipped" in he else
