@@ -1,5 +1,5 @@
 """Read access by key to a typed record, deprecated: for scripts written against the dicts the store
-handed back before 0.3 (see :mod:`clusterbench.records`)."""
+handed back before 0.2.0 (see :mod:`clusterbench.records`)."""
 from __future__ import annotations
 
 import warnings

@@ -7,7 +7,7 @@ bundle holds. Each round-trips through JSON (``as_json`` / ``from_json``), as py
 run it belongs to: what ``results table`` pivots and what ``compare`` pools) live here.
 
 Reading one of them as a dict (``run["id"]``, ``r.get("params")``) still works for scripts written
-against the dicts the store handed back before 0.3, with a :class:`DeprecationWarning`; clusterbench's own
+against the dicts the store handed back before 0.2.0, with a :class:`DeprecationWarning`; clusterbench's own
 code uses the attributes (the test suite turns the warning into an error).
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Run(DictReading):
     full: bool = field(default=False, repr=False, compare=False)
 
     def as_json(self) -> dict:
-        """The record as ``--json`` prints it (and as the store handed it back before 0.3)."""
+        """The record as ``--json`` prints it (and as the store handed it back before 0.2.0)."""
         d: dict[str, Any] = {}
         for f in fields(self):
             if f.name == "full" or (f.name in FULL_FIELDS and not self.full) or (f.name == "results" and self.results is None):
