@@ -42,7 +42,7 @@ def human_size(n: int) -> str:
     return f"{n // MiB} MiB" if n >= MiB and n % MiB == 0 else f"{n // KiB} KiB" if n % KiB == 0 else f"{n} B"
 
 
-def _kind_of_mode(mode: int) -> str:
+def kind_of_mode(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -65,7 +65,7 @@ def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None, fix
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{what} {p} is {_kind_of_mode(st.st_mode)}, not a regular file",
+            raise UsageError(f"{what} {p} is {kind_of_mode(st.st_mode)}, not a regular file",
                              fix or f"give the path of a {what} on disk")
         if st.st_size > limit:
             raise UsageError(f"{what} {p} is {st.st_size} bytes, larger than the {human_size(limit)} "
