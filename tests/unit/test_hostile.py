@@ -153,3 +153,18 @@ def test_a_fix_left_applying_by_a_dead_process_reads_interrupted(tmp_path):
     st.db.commit()
     f = st.get_fix("thp-1")
     assert f["status"] == "interrupted" and "applying was interrupted" in f["error"] and "pid" not in f
+
+
+def test_an_interrupted_sweep_with_no_store_does_not_speak_of_a_kept_run(monkeypatch, capsys):
+    """(``run --no-store`` is tested with a real SIGTERM in tests/integration/test_hostile.py.)"""
+    from clusterbench.cli import main, sweep
+
+    def stopped(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(sweep.ACTIONS, "node", stopped)
+    assert main(["sweep", "node", "--hosts", "a,b", "--no-store"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (Ctrl-C); nothing was stored (--no-store)" in err and "kept" not in err, err
+    assert main(["sweep", "node", "--hosts", "a,b"]) == 130
+    assert "the run is marked incomplete" in capsys.readouterr().err
