@@ -35,6 +35,7 @@ LIMITS: dict[str, int] = {
     "shared library": 1024 * MiB,  # MKL's largest are a few hundred MiB
     "benchmark file": 1 * MiB,
     "text file": 1 * MiB,
+    "report manifest": 1 * MiB,  # an earlier report's list of its files (tens of thousands of plots)
 }
 
 
@@ -42,7 +43,7 @@ def human_size(n: int) -> str:
     return f"{n // MiB} MiB" if n >= MiB and n % MiB == 0 else f"{n // KiB} KiB" if n % KiB == 0 else f"{n} B"
 
 
-def _kind_of_mode(mode: int) -> str:
+def kind_of_mode(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -51,9 +52,11 @@ def _kind_of_mode(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None, fix: str | None = None) -> bytes:
+def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None, fix: str | None = None,
+               head: int | None = None) -> bytes:
     """The content of the regular file ``path`` (a ``what``: a key of :data:`LIMITS` or any name),
-    at most ``limit`` bytes (default: the limit of ``what``); UsageError otherwise."""
+    at most ``limit`` bytes (default: the limit of ``what``); UsageError otherwise. With ``head``, only
+    its first ``head`` bytes, whatever its size (a file of any size, but still only a regular one)."""
     p = Path(path)
     limit = LIMITS.get(what, LIMITS["text file"]) if limit is None else limit
     try:
@@ -65,8 +68,14 @@ def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None, fix
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{what} {p} is {_kind_of_mode(st.st_mode)}, not a regular file",
+            raise UsageError(f"{what} {p} is {kind_of_mode(st.st_mode)}, not a regular file",
                              fix or f"give the path of a {what} on disk")
+        if head is not None:
+            os.set_blocking(fd, True)
+            data = b""
+            while len(data) < head and (chunk := os.read(fd, head - len(data))):
+                data += chunk
+            return data
         if st.st_size > limit:
             raise UsageError(f"{what} {p} is {st.st_size} bytes, larger than the {human_size(limit)} "
                              f"clusterbench reads of a {what}", fix or f"give a {what} under {human_size(limit)}")

@@ -57,6 +57,34 @@ def test_sigterm_ends_any_command_with_143():
     assert p.returncode == 143 and "interrupted (signal SIGTERM)" in err, (p.returncode, err)
 
 
+def _children(pid: int) -> list[str]:
+    try:
+        return [c for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.integration
+def test_sigterm_of_a_run_with_no_store_does_not_speak_of_a_kept_run(tmp_path):
+    """``run memlat --no-store`` stopped said "finished results were kept, the run is marked incomplete"
+    though nothing is stored; with a store it still says so (and it is true)."""
+    for no_store in (True, False):
+        cmd = [sys.executable, "-m", "clusterbench", "--db", str(tmp_path / "r.db"), "run", "memlat",
+               *(["--no-store"] if no_store else [])]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not _children(p.pid) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # its kernel is running: the run has begun (and its signal handling with it)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 143, err
+        if no_store:
+            assert "interrupted (signal SIGTERM); nothing was stored (--no-store)" in err, err
+            assert "kept" not in err and "incomplete" not in err and not (tmp_path / "r.db").exists(), err
+        else:
+            assert "the run is marked incomplete" in err, err
+
+
 def _procs() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, command line) of every live process."""
     out = {}

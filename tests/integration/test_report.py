@@ -327,3 +327,29 @@ def test_ctrl_c_during_report_writes_nothing_and_says_so(tmp_path):
     assert len(lines) == 1 and "interrupted (Ctrl-C)" in lines[0] and "the report was not written" in lines[0], err
     assert "marked incomplete" not in err and "Traceback" not in err
     assert not out.exists() and _temp_folders(tmp_path) == []
+
+
+@pytest.mark.integration
+def test_report_force_over_a_fifo_manifest_or_page_is_refused_not_a_hang(tmp_path):
+    """``report -o DIR --force`` opened the earlier report's manifest (and, without one, its index.html)
+    with a plain open(): a FIFO there hung the command. Now one line naming the file, at once."""
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    cmd = [sys.executable, "-m", "clusterbench", "--db", str(db), "report", "last", "-o", str(out), "--force"]
+    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    (out / H.MANIFEST).unlink()
+    os.mkfifo(out / H.MANIFEST)
+    for name in (H.MANIFEST, "index.html"):
+        if name == "index.html":  # a report older than manifests, whose page is a FIFO
+            (out / H.MANIFEST).unlink()
+            (out / "index.html").unlink()
+            os.mkfifo(out / "index.html")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"report --force hung on a FIFO {name}")
+        assert proc.returncode == 2, err
+        assert f"{out / name} is a FIFO (pipe), not a regular file" in err and err.count("\n") == 1, err

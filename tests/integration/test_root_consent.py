@@ -73,3 +73,20 @@ def test_probe_silent_about_root_for_a_user(as_root, monkeypatch, capsys):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert main(["probe"]) == 0
     assert "running as root" not in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_probe_silent_about_root_when_consent_is_already_given(as_root, monkeypatch, capsys):
+    """As root with CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1 (or the config file's consent), probe still said
+    "MPI benchmarks need --allow-root; to make it permanent, export ...": it is already permanent."""
+    monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
+    assert main(["probe"]) == 0
+    assert "running as root" not in capsys.readouterr().out
+    monkeypatch.delenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT")
+    as_root.parent.mkdir(parents=True)
+    as_root.write_text("allow_run_as_root = true\n")
+    assert main(["probe"]) == 0
+    assert "running as root" not in capsys.readouterr().out
+    monkeypatch.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "0")  # consent withdrawn: the hint is back
+    assert main(["probe"]) == 0
+    assert "CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1" in capsys.readouterr().out

@@ -444,3 +444,24 @@ def test_concurrent_writers_create_a_new_store_once(tmp_path: Path) -> None:
             assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall() == [(str(STORE_SCHEMA),)]
 
 
+
+
+@pytest.mark.integration
+def test_a_fifo_as_the_store_is_refused_at_once_not_a_hang(tmp_path: Path) -> None:
+    """``--db FIFO results list`` hung in SQLite's first read and ignored SIGTERM (kill -9 needed);
+    ``$CLUSTERBENCH_DB`` naming one did the same. Now one line naming the path and the fix."""
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)
+    for args, env in ((("--db", str(fifo), "results", "list"), None),
+                      (("results", "list"), {"CLUSTERBENCH_DB": str(fifo)}),
+                      (("--db", str(fifo), "run", "fpu", "--quick"), None)):
+        proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **(env or {})})
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"clusterbench {' '.join(args)} hung on a FIFO store")
+        assert proc.returncode == 5, err
+        assert err.count("\n") == 1 and f"{fifo} is a FIFO (pipe), not a regular file" in err and "--db" in err, err

@@ -105,6 +105,19 @@ def test_power_a_node_cannot_draw_is_missing_with_its_reason(tmp_path):
     assert "below the 0.4 W" in E.implausible_power(1.0, 0.3, 4)
 
 
+def test_a_log_that_covers_the_interval_is_not_said_not_to_cover_it(tmp_path):
+    """A CSV log reading 1e308 W was refused as "the log ... does not cover the interval:" though it
+    covers it: the reason is the power, which is no physical power."""
+    t0 = 1_795_000_000.0
+    log = tmp_path / "n1.csv"
+    log.write_text("time,watts\n" + "".join(f"{t0 + i:.1f},{1e308 if i in (1, 2, 3) else 30}\n" for i in range(5)))
+    e = build_meter([f"csv:{log}"], nodes=["n1"]).energy(t0 + 0.5, t0 + 3.5, wait=False)
+    assert "joules" not in e and "does not cover" not in e["missing"], e["missing"]
+    assert e["missing"].startswith(f"n1: the log {log}: a power sample of 1e+308 W is not a physical power"), e
+    e = build_meter([f"csv:{log}"], nodes=["n1"]).energy(t0 + 3.5, t0 + 9, wait=False)  # this one it does not
+    assert "does not cover the interval: the last power sample is" in e["missing"], e["missing"]
+
+
 def test_declared_power_is_bounded_per_node_and_per_cluster_meter():
     with pytest.raises(UsageError, match="1e-300 W is not a power a running node draws"):
         check_specs([], 1e-300)
@@ -153,3 +166,18 @@ def test_a_fix_left_applying_by_a_dead_process_reads_interrupted(tmp_path):
     st.db.commit()
     f = st.get_fix("thp-1")
     assert f["status"] == "interrupted" and "applying was interrupted" in f["error"] and "pid" not in f
+
+
+def test_an_interrupted_sweep_with_no_store_does_not_speak_of_a_kept_run(monkeypatch, capsys):
+    """(``run --no-store`` is tested with a real SIGTERM in tests/integration/test_hostile.py.)"""
+    from clusterbench.cli import main, sweep
+
+    def stopped(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(sweep.ACTIONS, "node", stopped)
+    assert main(["sweep", "node", "--hosts", "a,b", "--no-store"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (Ctrl-C); nothing was stored (--no-store)" in err and "kept" not in err, err
+    assert main(["sweep", "node", "--hosts", "a,b"]) == 130
+    assert "the run is marked incomplete" in capsys.readouterr().err

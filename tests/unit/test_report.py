@@ -324,6 +324,32 @@ def test_an_earlier_report_without_manifest_keeps_the_users_files(tmp_path):
     assert (out / "notes.txt").read_text() == "keep" and not (out / "plots" / "07-old.png").exists()
 
 
+def test_a_manifest_or_page_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path, capsys):
+    """--force read the earlier report's manifest unbounded: a link to /dev/zero ran out of memory.
+    (A FIFO, which hung, is tested with a real process in tests/integration/test_report.py.)"""
+    db = _stream_store(tmp_path / "r.db")
+    out = tmp_path / "rep"
+    assert _report(db, "base", "-o", str(out)) == 0
+    (out / H.MANIFEST).unlink()
+    (out / H.MANIFEST).symlink_to("/dev/zero")
+    before = _tree_of(out)
+    capsys.readouterr()
+    assert _report(db, "last", "-o", str(out), "--force") == 2
+    err = capsys.readouterr().err
+    assert f"{out / H.MANIFEST} is a character device, not a regular file" in err and err.count("\n") == 1
+    assert "-o" in err and _tree_of(out) == before
+    (out / H.MANIFEST).unlink()  # a report older than manifests, whose page is a device
+    (out / "index.html").unlink()
+    (out / "index.html").symlink_to("/dev/zero")
+    assert _report(db, "last", "-o", str(out), "--force") == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'index.html'} is a character device, not a regular file" in err and err.count("\n") == 1
+    (out / H.MANIFEST).write_text(" " * (2 * 1024 * 1024))  # a regular file, but beyond the stated limit
+    assert _report(db, "last", "-o", str(out), "--force") == 2
+    err = capsys.readouterr().err
+    assert "larger than the 1 MiB clusterbench reads of a report manifest" in err and err.count("\n") == 1
+
+
 def test_report_to_a_file_names_a_fix_that_works(tmp_path, capsys):
     db = _stream_store(tmp_path / "r.db")
     f = tmp_path / "results.csv"

@@ -182,3 +182,31 @@ def test_an_empty_db_path_is_refused_not_the_default_store(tmp_path: Path, monke
             Store(path)
         assert main(["--db", path, "results", "list"]) == 2
         assert "results store path is empty" in capsys.readouterr().err
+
+
+def test_a_device_or_socket_as_the_store_is_refused_before_sqlite_opens_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """/dev/zero read as "store is empty" (exit 5); the store is a regular file or does not exist yet.
+    (A FIFO, which hung SQLite's first read, is tested with a real process in tests/integration.)"""
+    import socket
+
+    from clusterbench.cli import main
+
+    sock_path = tmp_path / "s.sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    link = tmp_path / "link.db"
+    link.symlink_to("/dev/zero")  # stat follows the symlink, as SQLite does
+    try:
+        for path, kind in (("/dev/zero", "a character device"), (sock_path, "a socket"),
+                           (link, "a character device")):
+            for readonly in (False, True):
+                with pytest.raises(StoreError, match=f"is {kind}, not a regular file") as ei:
+                    Store(path, readonly=readonly)
+                assert str(path) in str(ei.value) and "--db" in ei.value.fix and "empty" not in str(ei.value)
+        monkeypatch.setenv("CLUSTERBENCH_DB", "/dev/zero")
+        assert main(["results", "list"]) == 5
+        err = capsys.readouterr().err
+        assert "/dev/zero is a character device, not a regular file" in err and "empty" not in err
+    finally:
+        sock.close()

@@ -158,6 +158,10 @@ def power_options(sub: argparse.ArgumentParser) -> None:
                      help="seconds between power samples (default: rapl 0.1, cmd and ipmi 1)")
 
 
+#: what an interrupted command left when it ran with --no-store (its INTERRUPTED speaks of a stored run)
+NOT_STORED = "nothing was stored (--no-store)"
+
+
 def common_run_options(sub: argparse.ArgumentParser) -> None:
     """What every `run BENCHMARK` takes besides its own parameters."""
     prof = sub.add_mutually_exclusive_group()

@@ -42,7 +42,19 @@ def handle(args: argparse.Namespace) -> int:
         dump_json(data)
     else:
         write_text(format_probe(data))
-        if hasattr(os, "geteuid") and os.geteuid() == 0:  # say once, up front, how root consent is given
-            from clusterbench import config
+        if hasattr(os, "geteuid") and os.geteuid() == 0 and not _root_consent_given():
+            from clusterbench import config  # say once, up front, how root consent is given
+
             sys.stdout.write(f"running as root: MPI benchmarks need --allow-root; {config.permanent_root_hint()}\n")
     return 0
+
+
+def _root_consent_given() -> bool:
+    """Whether standing consent to run MPI as root is already set (then there is nothing to say);
+    a malformed config file is not consent (the commands that need it say what is wrong)."""
+    from clusterbench import config
+
+    try:
+        return config.allow_run_as_root()
+    except UsageError:
+        return False

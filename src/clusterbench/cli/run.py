@@ -7,7 +7,7 @@ from typing import Any
 
 from clusterbench.benchmarks import all_benchmarks
 from clusterbench.cli import cluster
-from clusterbench.cli.options import add_param, common_run_options, subcommands
+from clusterbench.cli.options import NOT_STORED, add_param, common_run_options, subcommands
 from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.store import Store
 
@@ -59,11 +59,14 @@ def run_benchmark(args: argparse.Namespace) -> int:
     except (ClusterbenchError, KeyboardInterrupt) as exc:
         with session.shielded(discard=True):  # a second Ctrl-C must not swallow what was kept
             last = getattr(exc, "report", None)
-            if last and last.results and not args.json:
+            shown = bool(last and last.results and not args.json)
+            if shown:
                 print_results(last.results)
             kept = _kept(store, last.run.id) if last and store is not None else None
             if kept:  # a run that kept no figure: the error's line alone (compare and report leave it out)
                 sys.stderr.write(f"clusterbench: run {last.run.id} kept {kept}, marked incomplete\n")
+            if store is None and isinstance(exc, KeyboardInterrupt):  # INTERRUPTED speaks of a stored run
+                exc.outcome = NOT_STORED + ("; the finished results are shown above" if shown else "")  # type: ignore[attr-defined]
         raise
     if args.json:
         doc = report.document()

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from clusterbench.benchmarks import all_benchmarks
-from clusterbench.cli.options import allow_root_option, host_options, json_option, mpi_option, subcommands, tag_options
+from clusterbench.cli.options import NOT_STORED, allow_root_option, host_options, json_option, mpi_option, subcommands, tag_options
 from clusterbench.errors import UsageError
 from clusterbench.store import Store
 
@@ -67,7 +67,12 @@ def add_parser(cmds: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    return ACTIONS[args.action](args)
+    try:
+        return ACTIONS[args.action](args)
+    except KeyboardInterrupt as exc:
+        if getattr(args, "no_store", False):  # INTERRUPTED speaks of a stored run
+            exc.outcome = NOT_STORED  # type: ignore[attr-defined]
+        raise
 
 
 # -- node (owner: clusterbench.sweep.node) --

@@ -132,8 +132,10 @@ class CsvSource(Source):
             raise E.NotCovered(f"{self.path}: {exc}") from None
         try:
             j = E.integrate_power(times, watts, t0, t1)
-        except E.NotCovered as exc:
+        except E.NotReached as exc:
             raise E.NotCovered(f"the log {self.path} does not cover the interval: {exc}") from None
+        except E.NotCovered as exc:  # it covers the interval, but a reading in it is not a power
+            raise E.NotCovered(f"the log {self.path}: {exc}") from None
         inside = [w for t, w in zip(times, watts) if t0 <= t <= t1]
         return {"joules": j, "avg_watts": E.average_power(j, t0, t1), "samples": len(inside),
                 "peak_watts": max(inside, default=None)}

@@ -38,6 +38,11 @@ class NotCovered(ValueError):
     """The samples cannot give the energy over the interval; ``str(exc)`` says why."""
 
 
+class NotReached(NotCovered):
+    """The samples do not reach back to the interval's start or on to its end (the one reason that is
+    a log "not covering" the interval; a sample that is not a power is another)."""
+
+
 #: the power a running node can draw, in W: a Raspberry Pi Zero idles near 0.5 W; a node with eight
 #: accelerators peaks near 10 kW. A meter reading outside this range per node it covers measured
 #: something else (a disconnected or wrong channel, mW logged as W): its figure is not used.
@@ -82,11 +87,11 @@ def _sorted(times: Sequence[float], values: Sequence[float]) -> tuple[list[float
 
 def _covers(ts: list[float], t0: float, t1: float, what: str) -> None:
     if not ts:
-        raise NotCovered(f"no {what}")
+        raise NotReached(f"no {what}")
     if ts[0] > t0:
-        raise NotCovered(f"the first {what} is {ts[0] - t0:.3g} s after the start of the interval")
+        raise NotReached(f"the first {what} is {ts[0] - t0:.3g} s after the start of the interval")
     if ts[-1] < t1:
-        raise NotCovered(f"the last {what} is {t1 - ts[-1]:.3g} s before the end of the interval")
+        raise NotReached(f"the last {what} is {t1 - ts[-1]:.3g} s before the end of the interval")
 
 
 def _at(ts: list[float], vs: list[float], t: float) -> float:
@@ -118,8 +123,8 @@ def integrate_power(times: Sequence[float], watts: Sequence[float], t0: float, t
     pts = [(t0, _at(ts, ws, t0))] + [(t, w) for t, w in zip(ts, ws) if t0 < t < t1] + [(t1, _at(ts, ws, t1))]
     joules = sum((b[0] - a[0]) * (a[1] + b[1]) / 2.0 for a, b in zip(pts, pts[1:]))
     if not math.isfinite(joules):
-        raise NotCovered(f"the energy over the interval is not a finite number (a power sample of {max(ws):.3g} W "
-                         "overflowed it)")
+        raise NotCovered(f"a power sample of {max(ws):.3g} W is not a physical power (above the {MAX_NODE_WATTS:g} W "
+                         "any node can draw): the energy over the interval is not a finite number (it overflowed)")
     return joules
 
 

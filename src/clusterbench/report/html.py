@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench.errors import UsageError
+from clusterbench.files import read_bytes
 from clusterbench.report.figures import format_value, headline_figures
 from clusterbench.report.page import GENERATOR, page
 from clusterbench.report.plots import PlotSpec, plan, render
@@ -55,24 +56,34 @@ def _unwritable(path: Path, exc: OSError) -> UsageError:
     return UsageError(f"cannot write the report to {path} ({why})", "choose a writable directory for -o")
 
 
+#: what to do about a manifest or index.html in -o that cannot be read (a FIFO, /dev/zero, too large)
+_UNREADABLE_FIX = "move it out of that folder, or choose another -o folder"
+
+
 def _is_report(path: Path) -> bool:
-    """An earlier report written before reports had a manifest (its index.html names the generator)."""
-    try:
-        with open(path / "index.html", encoding="utf-8", errors="replace") as f:
-            return f'content="{GENERATOR}"' in f.read(4096)
-    except OSError:
+    """An earlier report written before reports had a manifest (its index.html names the generator).
+    Read through the bounded reader: a FIFO hung here, so anything but a regular file is refused."""
+    page_file = path / "index.html"
+    if not page_file.exists():
         return False
+    head = read_bytes(page_file, "report page", fix=_UNREADABLE_FIX, head=4096)
+    return f'content="{GENERATOR}"' in head.decode("utf-8", errors="replace")
 
 
 def _own_files(outdir: Path) -> set[str] | None:
     """The files an earlier report wrote in ``outdir`` (relative paths), from its manifest; for a report
-    older than manifests, its index.html and numbered plots; None when ``outdir`` holds no report."""
-    try:
-        doc = json.loads((outdir / MANIFEST).read_text(encoding="utf-8"))
-        if isinstance(doc, dict) and doc.get("generator") == GENERATOR and isinstance(doc.get("files"), list):
-            return {f for f in doc["files"] if isinstance(f, str) and _OWN.fullmatch(f)}
-    except (OSError, ValueError):
-        pass
+    older than manifests, its index.html and numbered plots; None when ``outdir`` holds no report.
+    The manifest is read through the bounded reader (a link to /dev/zero ran out of memory, a FIFO
+    hung): one that is not a regular file, or larger than its limit, is refused in one line."""
+    manifest = outdir / MANIFEST
+    if manifest.exists():
+        data = read_bytes(manifest, "report manifest", fix=_UNREADABLE_FIX)
+        try:
+            doc = json.loads(data.decode("utf-8"))
+            if isinstance(doc, dict) and doc.get("generator") == GENERATOR and isinstance(doc.get("files"), list):
+                return {f for f in doc["files"] if isinstance(f, str) and _OWN.fullmatch(f)}
+        except ValueError:  # not JSON, or not text: not a manifest this report wrote
+            pass
     if _is_report(outdir):
         plots = outdir / "plots"
         return {"index.html"} | ({f"plots/{p.name}" for p in plots.iterdir() if _OWN.fullmatch(f"plots/{p.name}")}

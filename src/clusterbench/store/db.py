@@ -44,7 +44,7 @@ one transaction) when it is
 opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
 
 Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
-``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, an unwritable file or folder (or a
+``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, FIFO, device or socket, an unwritable file or folder (or a
 read-only file system), a full disk; only a file SQLite reports as damaged is "corrupted" (with the
 advice to move it aside). A write cut by ``kill -9`` is rolled back by SQLite on the next open, read-only
 ones included.

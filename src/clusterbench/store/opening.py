@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from pathlib import Path
 
 from clusterbench.errors import StoreError, UsageError
+from clusterbench.files import kind_of_mode
 
 
 #: seconds to wait for another process's lock (CLUSTERBENCH_DB_TIMEOUT overrides)
@@ -72,9 +74,19 @@ def _store_error(path: Path, exc: sqlite3.Error, waited: float) -> StoreError:
 
 
 def _check_path(path: Path, readonly: bool) -> None:
-    """Refuse, before SQLite does in its own words, what is plainly not a store file to use."""
-    if path.is_dir():
+    """Refuse, before SQLite does in its own words, what is plainly not a store file to use: the
+    store is a regular file or does not exist yet. A FIFO made SQLite's first read block for good
+    (SIGTERM ignored) and /dev/zero read as an empty store, so anything else is refused here,
+    before SQLite opens it (``stat`` follows a symlink, as SQLite does)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None  # does not exist yet (created), or SQLite names why it cannot be opened
+    if mode is not None and stat.S_ISDIR(mode):
         raise StoreError(f"results store {path} is a directory, not a file",
+                         "give the path of a file (e.g. --db results.db), or set CLUSTERBENCH_DB")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise StoreError(f"results store {path} is {kind_of_mode(mode)}, not a regular file",
                          "give the path of a file (e.g. --db results.db), or set CLUSTERBENCH_DB")
     if readonly:
         if not os.access(path, os.R_OK):
