@@ -98,39 +98,32 @@ def _best_factor(doc: dict, node: str) -> float:
     return doc["judge"]["bandwidth"]["reference"] / best
 
 
-def _assert_faults(doc: dict, bad: set[str], limited: str | None, shared_cpu_slack: bool = False) -> None:
-    """Bandwidth: no node but the bad ones is slow and no link but theirs; the rate-limited node (x10
-    and more below the others) is slow with every link it has, whatever the noise. An MTU-1500 node
-    carries about half when these 2 cores are free, but with other work on them its best link measured
-    x1.0-x2.7 below the best links (12 sweeps at load 7: twice under x1.5, once its link to a healthy
-    node the best of the cluster), so the test asks what the data allow: when its best link is x1.5 or
-    more below the reference and bandwidth is judged (not too noisy), it must be slow. Latency: no node
-    flagged that is not bad."""
+def _assert_faults(doc: dict, bad: set[str], limited: str | None, hidden_ok: frozenset[str] = frozenset()) -> None:
+    """What the issue asks of one sweep, run once: every faulty node is flagged slow on bandwidth,
+    the rate-limited one (x10 and more below the others) with every link it has; no healthy node is
+    flagged on either metric, and no link between two healthy nodes. How often that held, case by case,
+    is in speed/results-2026-11-26-amd-epyc-2vcpu-sweep-judge*.txt (speed/sweep_network_judge.py,
+    docs/sweep.md). ``hidden_ok``: MTU-1500 nodes of a 4-node cluster, which those logs show measuring
+    as well as the healthy pair in some sweeps (best link x1.13 below the reference: the fault did not
+    show); such a node may go unflagged only when its best link is less than x1.5 below the reference
+    or bandwidth is too noisy to judge, and then it is said on stderr."""
     flags = doc["flags"]
-    slow_nodes = {f["node"] for f in flags["nodes"] if f["metric"] == "bandwidth"}
-    slow_links = {f["pair"] for f in flags["links"] if f["metric"] == "bandwidth"}
-    mine = {p["pair"] for p in doc["pairs"] if bad & set(p["nodes"])}
     verdict = doc["judge"]["bandwidth"]
-    if shared_cpu_slack:  # see test_eight_nodes_two_faults_at_once: at most one healthy node, truly slow
-        extra = slow_nodes - bad
-        assert len(extra) <= 1, (extra, verdict)
-        for nd in extra:
-            f = _best_factor(doc, nd)
-            print(f"{nd}: healthy but its best link x{f:.2f} below the reference: flagged", file=sys.__stderr__)
-            assert f >= verdict["slow_factor"], (nd, f, flags, verdict)
-            mine |= {p["pair"] for p in doc["pairs"] if nd in p["nodes"]}
-        bad = bad | extra
-    assert slow_nodes <= bad and slow_links <= mine, (slow_nodes, slow_links - mine, verdict)
-    if limited:
-        assert limited in slow_nodes, (flags, verdict)
-        assert {p["pair"] for p in doc["pairs"] if limited in p["nodes"]} <= slow_links, (flags, verdict)
-    for nd in bad - {limited}:
+    slow_nodes = {f["node"] for f in flags["nodes"] if f["metric"] == "bandwidth"}
+    mine = {p["pair"] for p in doc["pairs"] if bad & set(p["nodes"])}
+    for nd in sorted(bad):
         f = _best_factor(doc, nd)
         print(f"{nd}: best link x{f:.2f} below the reference, bandwidth {verdict['status']}, "
               f"{'flagged' if nd in slow_nodes else 'not flagged'}", file=sys.__stderr__)
-        if verdict["status"] == "judged" and f >= 1.5:
-            assert nd in slow_nodes, (nd, f, flags, verdict)
-    assert not {f["node"] for f in flags["nodes"] if f["metric"] == "latency"} - bad, flags
+        if nd not in slow_nodes and nd in hidden_ok:
+            assert f < 1.5 or verdict["status"] != "judged", (nd, f, flags, verdict)
+            continue
+        assert nd in slow_nodes, (nd, f, flags, verdict)
+    assert not {f["node"] for f in flags["nodes"]} - bad, (flags, doc["judge"])
+    assert not {f["pair"] for f in flags["links"]} - mine, (flags, doc["judge"])
+    if limited:
+        assert {p["pair"] for p in doc["pairs"] if limited in p["nodes"]} <= {
+            f["pair"] for f in flags["links"] if f["metric"] == "bandwidth"}, (flags, verdict)
 
 
 @pytest.mark.integration
@@ -151,7 +144,7 @@ def test_four_nodes_one_at_mtu_1500(mpi, live_probe, sim_cluster, tmp_path, caps
     _mtu(c, names[2], 1500)
     doc = _sweep_once(capsys, names, tmp_path / "r.db", "mtu1500")
     assert [(e["node"], e["what"], e["value"]) for e in doc["evidence"]] == [(names[2], "mtu", 1500)]
-    _assert_faults(doc, {names[2]}, None)
+    _assert_faults(doc, {names[2]}, None, hidden_ok=frozenset({names[2]}))
 
 
 @pytest.mark.integration
@@ -168,7 +161,7 @@ def test_four_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, c
     _limit(c, names[1], 50_000_000)
     _mtu(c, names[2], 1500)
     doc = _sweep_once(capsys, names, db, "two-faults")
-    _assert_faults(doc, {names[1], names[2]}, limited=names[1])
+    _assert_faults(doc, {names[1], names[2]}, limited=names[1], hidden_ok=frozenset({names[2]}))
     # 50 Mbit/s = 6.25 MB/s out of the limited node, unlimited into it: a ping-pong's half round trip
     # carries about 2 x 6.25 MB/s
     assert all(_bw(doc, p["pair"]) < 20 for p in doc["pairs"] if names[1] in p["nodes"]), doc["pairs"]
@@ -191,20 +184,27 @@ def test_four_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, c
 
 @pytest.mark.integration
 @pytest.mark.slow
+def test_eight_nodes_one_fault(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
+    """8 nodes (four pairs a round on 2 cores), node 4 limited to 100 Mbit/s: the classic link
+    negotiated at 100 Mb/s instead of 1 Gb/s. It is flagged with its 7 links; nothing else is."""
+    c = sim_cluster(8, mtu=9000, offload=False)
+    names = [n.name for n in c.nodes]
+    _limit(c, names[3], 100_000_000)
+    doc = _sweep_once(capsys, names, tmp_path / "r.db", "one-fault-8")
+    _assert_faults(doc, {names[3]}, limited=names[3])
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 def test_eight_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
-    """8 nodes (four pairs a round on 2 cores): node 4 limited to 100 Mbit/s (the classic link
-    negotiated at 100 Mb/s instead of 1 Gb/s) and node 7 at MTU 1500; 13 of the 28 links slow."""
+    """8 nodes: node 4 limited to 100 Mbit/s and node 7 at MTU 1500; 13 of the 28 links slow. Both
+    faulty nodes are flagged, no healthy node or link is."""
     c = sim_cluster(8, mtu=9000, offload=False)
     names = [n.name for n in c.nodes]
     _limit(c, names[3], 100_000_000)
     _mtu(c, names[6], 1500)
     doc = _sweep_once(capsys, names, tmp_path / "r.db", "two-faults-8")
-    # Eight nodes measure four pairs at a time on two cores: a healthy node's share of them can stay low
-    # for a whole sweep (seen in a full suite: every link of a healthy node 192-304 MB/s in both of its
-    # measurements against a reference of 580), and then the data do show a slow node. So here one
-    # healthy node may be flagged, only when even its best link is past the slow factor; the two faults
-    # must be found as on four nodes.
-    _assert_faults(doc, {names[3], names[6]}, limited=names[3], shared_cpu_slack=True)
+    _assert_faults(doc, {names[3], names[6]}, limited=names[3])
 
 
 def _count_runs(db) -> int:
