@@ -16,6 +16,17 @@ import pytest
 from clusterbench import process
 
 
+@pytest.fixture(autouse=True)
+def _python_s_own_ctrl_c():
+    """Python's own Ctrl-C handler, as clusterbench has it when started from a terminal: a suite started
+    in the background by a non-interactive shell inherits SIGINT ignored (and so would Python)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def test_a_signal_during_the_fork_is_delivered_after_it():
     with pytest.raises(KeyboardInterrupt):
         with process.held_signals():
