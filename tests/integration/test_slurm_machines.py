@@ -214,6 +214,12 @@ def _job(stderr: str) -> str:
     return m[1]
 
 
+def _job_leftovers(c) -> dict[str, list[str]]:
+    """What a job left on the machines: leftovers() but the machine's own munged and slurmd (each line
+    ``pid name command``)."""
+    return {n: [x for x in v if x.split()[1:2] not in (["munged"], ["slurmd"])] for n, v in leftovers(c).items()}
+
+
 def _slurmd_log(s: dict, node: str) -> str:
     return on(s["cluster"], node, "cat", f"{s['dir']}/slurmd.log").stdout
 
@@ -302,7 +308,7 @@ def test_hpl_and_sweep_network_inside_salloc_through_srun(slurm_machines, tmp_pa
         own = on(c, n, "sh", "-c", f"ls ~/.cache/clusterbench/launch/{n}/").stdout.split()
         assert any(f.startswith("hpl-") for f in own) and any(f.startswith("allpairs-") for f in own), (n, own)
     assert _runs(db) == 2
-    left = {n: [x for x in v if x.split()[1:2] not in (["munged"], ["slurmd"])] for n, v in leftovers(c).items()}
+    left = _job_leftovers(c)
     assert not any(left.values()), left  # the module's daemons stay for its other tests; nothing else
 
 
@@ -352,7 +358,7 @@ def _head_only_and_clean(s: dict) -> None:
         assert on(c, n, "sh", "-c", "ls ~/.local/share/clusterbench/*.db 2>/dev/null || true").stdout == "", n
     deadline = time.monotonic() + 10  # a step's tasks are reaped by their slurmstepd after srun returns
     while True:
-        left = {n: [x for x in v if x.split()[-1] not in ("munged", "slurmd")] for n, v in leftovers(c).items()}
+        left = _job_leftovers(c)
         if not any(left.values()) or time.monotonic() > deadline:
             break
         time.sleep(0.3)
