@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from clikit import run_or_fail
 
 from clusterbench.report import html as H
 
@@ -344,12 +345,7 @@ def test_report_force_over_a_fifo_manifest_or_page_is_refused_not_a_hang(tmp_pat
             (out / H.MANIFEST).unlink()
             (out / "index.html").unlink()
             os.mkfifo(out / "index.html")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            _, err = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            pytest.fail(f"report --force hung on a FIFO {name}")
+        proc = run_or_fail(cmd, 120, f"report --force hung on a FIFO {name}")
+        err = proc.stderr
         assert proc.returncode == 2, err
         assert f"{out / name} is a FIFO (pipe), not a regular file" in err and err.count("\n") == 1, err

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from clikit import run_or_fail
 
 from clusterbench.errors import StoreError
 from clusterbench.session import new_run_record
@@ -455,13 +456,8 @@ def test_a_fifo_as_the_store_is_refused_at_once_not_a_hang(tmp_path: Path) -> No
     for args, env in ((("--db", str(fifo), "results", "list"), None),
                       (("results", "list"), {"CLUSTERBENCH_DB": str(fifo)}),
                       (("--db", str(fifo), "run", "fpu", "--quick"), None)):
-        proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, **(env or {})})
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            pytest.fail(f"clusterbench {' '.join(args)} hung on a FIFO store")
+        proc = run_or_fail([*CLI, *args], 60, f"clusterbench {' '.join(args)} hung on a FIFO store",
+                           env={**os.environ, **(env or {})})
+        err = proc.stderr
         assert proc.returncode == 5, err
         assert err.count("\n") == 1 and f"{fifo} is a FIFO (pipe), not a regular file" in err and "--db" in err, err
