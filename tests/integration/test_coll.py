@@ -105,9 +105,9 @@ def test_every_op_validated_and_equal_to_numpy(kind: str, ranks: int, live_probe
 @pytest.mark.parametrize("kind", ["openmpi", "mpich"])
 def test_corruption_is_caught_naming_op_size_and_rank(kind: str, live_probe: dict) -> None:
     mpi = _mpi(kind)
-    with pytest.raises(KernelFailed, match=r"alltoall 24 B: rank 1's result differs from the definition"):
+    with pytest.raises(KernelFailed, match=r"alltoall 8 B: rank 1's result differs from the definition"):
         _debug_run(_ctx(live_probe), mpi, 3, ("--corrupt=alltoall:0:1",))
-    with pytest.raises(KernelFailed, match=r"reduce 64 B: rank 0's result differs .* on iteration 3 "):
+    with pytest.raises(KernelFailed, match=r"reduce 8 B: rank 0's result differs .* on iteration 3 "):
         _debug_run(_ctx(live_probe), mpi, 2, ("--corrupt=reduce:3",))  # the 3rd is checked (validate_every 3)
 
 
