@@ -60,3 +60,15 @@ def at_efficiency(op: str, size: int, eff: float, p: int = 4, **over) -> list[Re
     if op != "barrier":
         out.append(busbw(op, size, us / eff, p, **over))
     return out
+
+
+def coll_run_results() -> list:
+    """A run of allreduce (8 B fine, 1 KiB far off: a switch point), bcast and barrier on 4 ranks, with a
+    non-blocking bcast series beside (no model curve, not in the heat map)."""
+    out = []
+    for op, effs in (("allreduce", (0.9, 0.2, 0.8, 0.7)), ("bcast", (0.8, 0.7, 0.6, 0.6))):
+        for size, eff in zip(SIZES, effs):
+            out += at_efficiency(op, size, eff)
+    out += at_efficiency("barrier", 0, 0.5)
+    out += at_efficiency("bcast", 1024, 0.3, nonblocking=True)
+    return out
