@@ -27,8 +27,10 @@ def test_latency_per_collective_with_the_models_best_curve():
     series = {s["label"]: s for s in specs[0].data["series"]}
     assert list(series) == ["4 ranks", "4 ranks: network model (best algorithm)"]
     meas, model = series["4 ranks"], series["4 ranks: network model (best algorithm)"]
-    assert meas["x"] == SIZES and model["x"] == SIZES and model["dashed"]
-    assert meas["y"][0] == pytest.approx(model["y"][0] / 0.9) and meas["y"][1] == pytest.approx(model["y"][1] / 0.2)
+    assert meas["x"] == SIZES and model["dashed"]
+    assert model["x"] == [float(1 << k) for k in range(3, 21)]  # a curve: every power of two from 8 B to 1 MiB
+    at = dict(zip(model["x"], model["y"]))
+    assert meas["y"][0] == pytest.approx(at[8] / 0.9) and meas["y"][1] == pytest.approx(at[1024] / 0.2)
     assert model["algorithms"][0] == "recursive doubling"
     bcast = [s["label"] for s in specs[1].data["series"]]
     assert "4 ranks, non-blocking" in bcast and not any("non-blocking: network model" in b for b in bcast)

@@ -9,6 +9,18 @@ from clusterbench.report.plots.base import PlotKind, PlotSpec, Source, register
 from clusterbench.report.plots.common import best_by, coll_results, coll_series_label, prefix, size_of, size_panel
 
 
+def model_curve(op: str, pts: list[tuple[float, dict]]) -> list[tuple[float, tuple[str, float]]]:
+    """The model's (best algorithm, us) at the measured sizes and every power of two between them, on
+    the model of the series' first figure that has one (a series is one run: one p2p sweep)."""
+    first = next(((prm, got[2]) for _, prm in pts if (got := collmodel.model_time(prm))), None)
+    if first is None:
+        return []
+    prm, model = first
+    lo, hi = min(s for s, _ in pts), max(s for s, _ in pts)
+    sizes = sorted({s for s, _ in pts} | {float(1 << k) for k in range(64) if lo <= (1 << k) <= hi})
+    return [(s, collmodel.lower_bound(op, int(prm["processes"]), s, model)) for s in sizes]
+
+
 @register
 class CollLatency(PlotKind):
     kind = "coll_latency"
@@ -28,8 +40,7 @@ class CollLatency(PlotKind):
                     label = prefix(src, len(srcs) > 1, name)
                     series.append({"label": label, "x": [s for s, _ in pts], "y": [r.value for _, r in pts],
                                    "unit": pts[0][1].unit})
-                    model = [(s, collmodel.model_time(r.params)) for s, r in pts]
-                    model = [(s, m) for s, m in model if m is not None]
+                    model = model_curve(op, [(s, r.params) for s, r in pts])
                     if model:
                         series.append({"label": f"{label}: network model (best algorithm)", "x": [s for s, _ in model],
                                        "y": [m[1] for _, m in model], "dashed": True,
