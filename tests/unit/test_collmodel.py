@@ -141,11 +141,13 @@ def test_judge_efficient_figures_have_no_finding():
     ({"cores": 2}, "oversubscription", "4 ranks on 2 cores"),
     ({"oversubscribed": True, "neighbours": {200: 0.9}}, "oversubscription", "share cores"),
     ({"neighbours": {200: 0.9, 400: 0.1, 800: 0.3}}, "algorithm switch point", "90% at 200 B"),
+    ({"neighbours": {200: 0.9}, "model": NetModel("hockney", Line(1.0, 0.01), rms_rel=0.9)}, "unsteady sweep", "90% RMS"),
     ({"neighbours": {200: 0.3, 800: 0.2}}, "unexplained", "unexplained"),
     (None, "unexplained", "unexplained"),
 ])
 def test_far_off_figures_are_findings_with_the_likely_reason(context, reason, words):
-    j = cm.judge("allreduce", 4, 400, 100.0, NET, context=context)
+    context = dict(context or {})
+    j = cm.judge("allreduce", 4, 400, 100.0, context.pop("model", NET), context=context)
     assert j.efficiency == pytest.approx(0.1) and j.reason == reason
     assert j.finding.startswith("allreduce 400 B on 4 ranks: 100 us measured, 10% of the network model's 10 us")
     assert words in j.finding

@@ -54,6 +54,8 @@ GAIN = 2.0
 MIN_POINTS_PER_REGIME = 3
 #: below this model efficiency a figure is a finding
 FAR_OFF = 0.5
+#: a fit whose RMS relative residual is above this says the sweep was not steady: the model is not trusted
+UNSTEADY_FIT = 0.5
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,8 @@ def judge(op: str, p: int, n: float, measured_us: float, model: NetModel, *,
       per-node or per-link measurement): "a slow link or node";
     * ``oversubscribed`` true, or ``cores`` (the cores the ranks may use) below ``p``: ranks share
       cores, so they wait on each other's time slices;
+    * the model's own fit misses its sweep by more than :data:`UNSTEADY_FIT` (RMS relative): the
+      network (or the cpus) was not steady while it was measured, the model is not to be trusted;
     * ``neighbours`` (``{size: efficiency}`` of the same op and ranks): efficient (>= FAR_OFF) at
       the next smaller or larger size measured but not at this one: the MPI's algorithm switch point
       (its choice at this size is not the best one);
@@ -258,6 +262,11 @@ def judge(op: str, p: int, n: float, measured_us: float, model: NetModel, *,
         reason = "oversubscription"
         why = (f"oversubscription: {p} ranks on {cores} cores" if isinstance(cores, int) and cores < p
                else "oversubscription: ranks share cores") + ", so they wait for each other's time slices"
+    elif model.rms_rel > UNSTEADY_FIT:
+        reason = "unsteady sweep"
+        why = (f"an unsteady network: the model's ping-pong fit misses its sweep by {model.rms_rel:.0%} RMS "
+               "(other load, ranks preempted), so neither the model nor the figure is to be trusted; "
+               "rerun on a quiet machine")
     elif any(k is not None and nb[k] >= FAR_OFF for k in (below, above)):
         reason = "algorithm switch point"
         near = ", ".join(f"{nb[k]:.0%} at {k:.0f} B" for k in (below, above) if k is not None)
@@ -336,6 +345,7 @@ def findings(results: list[Any]) -> list[str]:
     return [j.finding for j in judge_results(results) if j.finding]
 
 
-__all__ = ["FAR_OFF", "GAIN", "MIN_POINTS_PER_REGIME", "NOISE_REL", "OPS", "Judgement", "Line", "NetModel", "figure_key",
+__all__ = ["FAR_OFF", "GAIN", "MIN_POINTS_PER_REGIME", "NOISE_REL", "OPS", "UNSTEADY_FIT", "Judgement", "Line",
+           "NetModel", "figure_key",
            "findings", "fit", "fit_p2p", "judge", "judge_results", "lower_bound", "model_of_params", "model_time",
            "predict"]
