@@ -46,4 +46,5 @@ def test_every_file_in_kinds_is_a_registered_kind_in_page_order():
     files = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
     assert {type(k).__module__.rsplit(".", 1)[1] for k in registered()} >= files
     assert KINDS == ("stream_threads", "stream_numa", "memlat", "fpu", "compute_rpeak", "roofline", "pingpong",
-                     "multipair", "hpl_nb", "hpl_grid", "hpl_scaling", "comparison")
+                     "multipair", "coll_latency", "coll_busbw", "coll_efficiency", "hpl_nb", "hpl_grid", "hpl_scaling",
+                     "comparison")

@@ -7,11 +7,17 @@ metric feeds (``Metric.provides``: peak's gflops feeds ``measured_peak``, every 
 metric feeds ``best_bandwidth``); the registry hands those providers to :func:`judge`, so this
 module names no benchmark. A figure flagged as running from cache (``params.in_cache``, or a
 ``small-arrays`` warning on a stored one) never feeds a memory limit.
+
+A limit's ``fraction`` is how close the figure comes to it, 1 at the limit: value / limit for a
+higher-is-better figure, limit / value for a lower-is-better one (a time against the least time
+the limit allows, e.g. a collective's latency against its network model: the model efficiency).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Optional
+
+from clusterbench.analysis import collmodel
 
 if TYPE_CHECKING:
     from clusterbench.benchmarks.base import Result, RunContext
@@ -142,6 +148,29 @@ def dram_theoretical(ctx: "RunContext", res: "Result", providers: Providers) -> 
     return float(val), "theoretical DRAM bandwidth (channels x MT/s x 8 B)"
 
 
+@limit("collective_model")
+def collective_model(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
+    """An MPI collective figure (issue 26's record: ``params.op``, ``size_bytes``, ``processes`` and
+    the ``p2p`` ping-pong sweep of the same run) against the network model fitted on that sweep
+    (:mod:`clusterbench.analysis.collmodel`): for ``latency`` the least time of the standard
+    algorithms (us), for ``algbw``/``busbw`` the bandwidth that time gives (``params.algbw_bytes`` /
+    time, x ``params.busbw_factor`` for busbw). Either way the fraction is the model efficiency,
+    model time / measured time. None for a non-blocking figure or without a usable sweep."""
+    got = collmodel.model_time(res.params)
+    if got is None:
+        return None
+    name, us, model = got
+    desc = f"network model, {name} on {res.params['processes']} ranks: {model.describe()}"
+    if res.metric == "latency":
+        return us, desc
+    nbytes = res.params.get("algbw_bytes")
+    if res.metric in ("algbw", "busbw") and isinstance(nbytes, (int, float)) and nbytes > 0:
+        factor = res.params.get("busbw_factor", 1.0) if res.metric == "busbw" else 1.0
+        if isinstance(factor, (int, float)) and factor > 0:
+            return nbytes / us * factor, desc
+    return None
+
+
 @limit("link_rate")
 def link_rate(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
     """The rate of the link a network figure crossed, in Mbit/s, as the benchmark recorded it in
@@ -162,5 +191,6 @@ def judge(ctx: "RunContext", res: "Result", names: Sequence[str], providers: Pro
             continue
         value, desc = got
         if value and value > 0:
-            out.append({"name": name, "description": desc, "value": value, "fraction": res.value / value})
+            frac = res.value / value if res.higher_is_better or not res.value else value / res.value
+            out.append({"name": name, "description": desc, "value": value, "fraction": frac})
     return out

@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from clusterbench.analysis.collmodel import OPS as COLL_OPS
 from clusterbench.benchmarks.declare import Result
 from clusterbench.report.plots.base import Source
 from clusterbench.units import human_bytes
@@ -92,6 +93,25 @@ def size_of(r: Result) -> float | None:
     return number(r.params.get("size_bytes"))
 
 
+def coll_results(results: Iterable[Result], metric: str) -> list[Result]:
+    """The collective figures of one metric (the contract's params: ``op`` is the benchmark's name)
+    with a size on a log axis (barrier, 0 B, has none)."""
+    return [r for r in results if r.metric == metric and r.params.get("op") == r.benchmark
+            and r.benchmark in COLL_OPS and number(r.value) is not None and (size_of(r) or 0) > 0]
+
+
+def coll_series_label(r: Result) -> str:
+    """What tells one series of an op from another: ranks, non-blocking, a forced algorithm."""
+    p = r.params
+    label = f"{p.get('processes', '?')} ranks"
+    if p.get("nonblocking"):
+        label += ", non-blocking"
+    alg = p.get("algorithm")
+    if isinstance(alg, dict):
+        label += f", algorithm {alg.get('value')}"
+    return label
+
+
 def rpeak_lines(srcs: list[Source]) -> list[dict]:
     out: list[dict] = []
     for node in dict.fromkeys(node_rpeak(s.probe)[0] for s in srcs):
@@ -129,6 +149,6 @@ def size_panel(ax, series: list[dict], ylabel: str, title: str, limits: tuple[di
         ax.legend(fontsize=7)
 
 
-__all__ = ["STREAM_INTENSITY", "STREAM_KERNELS", "best_by", "better", "core_count", "hlines", "human_bytes",
+__all__ = ["STREAM_INTENSITY", "STREAM_KERNELS", "best_by", "better", "coll_results", "coll_series_label", "core_count", "hlines", "human_bytes",
            "is_square", "limit_lines", "log2_bytes_axis", "node_rpeak", "number", "of", "plural", "prefix",
            "rpeak_lines", "size_of", "size_panel"]
