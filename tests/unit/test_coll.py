@@ -132,3 +132,16 @@ def test_figures_from_a_kernel_record() -> None:
     assert p["p2p"]["pair"] == [0, 3] and p["p2p"]["transport_used"] == "tcp"
     barrier = get_benchmark("coll").figures(ctx, "barrier", 0, {**kp, "op": "barrier", "size": 0}, [1.0], base)
     assert [m for _, m, *_ in barrier] == ["latency"] and not barrier[0][3]["validated"]
+
+
+def test_every_collective_figure_is_judged_by_the_network_model():
+    """The model's limit is declared on every metric of every op, and its findings are the ops' rule."""
+    from clusterbench.analysis import collmodel
+    from clusterbench.benchmarks import get_benchmark
+    from clusterbench.benchmarks.mpi.coll import OPS
+    for op in OPS:
+        bench = get_benchmark(op)
+        assert bench.metrics, op
+        for m in bench.metrics:
+            assert "collective_model" in m.limits, (op, m.name)
+        assert collmodel.findings in bench.findings, op

@@ -51,6 +51,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from clusterbench.analysis import collmodel
 from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.base import Metric, Param, Result, RunContext, available_memory
 from clusterbench.benchmarks.mpi.common import (HOSTFILE, HOSTS, RANK_CPUS, KernelSession, MpiBenchmark, detect,
@@ -198,6 +199,8 @@ class CollBase(MpiBenchmark):
     and the figures of its records. ``ops`` are the collectives one launch measures."""
 
     kernel = "coll"
+    #: a figure far off what the network model of its own p2p sweep says is a finding
+    findings = (collmodel.findings,)
     key_params = ("op", "size_bytes", "processes", "nonblocking", "transport_used")
     profiles = {"quick": {"time_budget": 0.02}, "full": {"time_budget": 0.5}}
 
@@ -337,9 +340,11 @@ class CollSession(KernelSession):
 
 METRICS_DATA = (
     Metric("latency", "us", False, "OSU: per-rank average over iterations, averaged over ranks (params op, "
-           "size_bytes, processes; min_us/max_us over ranks, p50_us/p99_us)"),
-    Metric("algbw", "MB/s", True, "nccl-tests' algorithm bandwidth: algbw_bytes / latency, 1e6 B/s"),
-    Metric("busbw", "MB/s", True, "nccl-tests' bus bandwidth: algbw x busbw_factor, 1e6 B/s"),
+           "size_bytes, processes; min_us/max_us over ranks, p50_us/p99_us)", limits=("collective_model",)),
+    Metric("algbw", "MB/s", True, "nccl-tests' algorithm bandwidth: algbw_bytes / latency, 1e6 B/s",
+           limits=("collective_model",)),
+    Metric("busbw", "MB/s", True, "nccl-tests' bus bandwidth: algbw x busbw_factor, 1e6 B/s",
+           limits=("collective_model",)),
 )
 HELP = {
     "allreduce": "MPI_Allreduce latency and bandwidth against size (OSU osu_allreduce; doubles summed)",
