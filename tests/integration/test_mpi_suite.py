@@ -15,7 +15,7 @@ def test_suite_runs_its_parts(live_probe, tmp_path):
     from clusterbench.store import Store
 
     st = Store(tmp_path / "r.db")
-    rep = session.run(["mpi"], {"mpi": {"allow_root": True, "skip": ["bw", "multipair", "placement", "tcp"]}},
+    rep = session.run(["mpi"], {"mpi": {"allow_root": True, "skip": ["bw", "multipair", "placement", "tcp", "coll"]}},
                       profile="quick", store=st, probe_data=live_probe)
     benches = {r.benchmark for r in rep.results}
     assert benches == {"pingpong", "ring"}
@@ -41,7 +41,9 @@ def test_quick_suite_on_a_two_node_virtual_cluster(mpi, live_probe, sim_cluster,
                       profile="quick", store=st, probe_data=live_probe, timeout=300)
     wall = time.monotonic() - t0
     assert rep.run.status == "complete"
-    assert {r.benchmark for r in rep.results} == {"pingpong", "bw", "multipair", "ring", "placement", "tcp"}
+    from clusterbench.benchmarks.mpi.coll import OPS
+
+    assert {r.benchmark for r in rep.results} == {"pingpong", "bw", "multipair", "ring", "placement", "tcp", *OPS}
     for r in rep.results:
         if r.benchmark != "tcp" and not (r.benchmark == "placement" and r.params["class"] != "node"):
             assert r.params["transport_used"] == "tcp", (r.benchmark, r.metric)

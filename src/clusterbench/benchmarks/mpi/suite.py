@@ -1,6 +1,7 @@
 """``mpi``: the interconnect set for a cluster (or this node) in one run. Its members are the
 benchmarks that declare ``suites = {"mpi": position}`` (pingpong, bw, multipair, ring,
-placement, tcp), each given the hosts and the options it understands."""
+placement, tcp, coll: the collectives, stored under each op's name), each given the hosts and the
+options it understands."""
 from __future__ import annotations
 
 from typing import Any

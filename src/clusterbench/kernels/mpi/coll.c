@@ -34,7 +34,7 @@
  * with inputs the rank has just written, warm in its cache). Reductions use small integers, so
  * sums are exact in binary floating point. A wrong element on any rank ends the run: rank 0
  * prints a failed validation record naming op, size, rank, element, value and definition, and
- * the job aborts. Barrier moves no data: nothing to check.
+ * every rank finalizes and exits with status 3. Barrier moves no data: nothing to check.
  * Test hooks: --corrupt=OP:ITER[:RANK] damages RANK's result (default the last rank; the root for
  * reduce and gather) of OP after iteration ITER (counted from the first timed iteration, so it is
  * caught when ITER is 0 or a multiple of --validate_every); --debug=N prints, per (op, size), a
@@ -226,25 +226,32 @@ static void check(int op, long size, long it, bufs_t *b) {
     }
     verdict_t *all = rank == 0 ? malloc(sizeof *all * (size_t)nranks) : NULL;
     MPI_Gather(&v, (int)sizeof v, MPI_BYTE, all, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        for (int r = 0; r < nranks; r++) {
-            if (!all[r].bad) continue;
+    int bad_rank = -1;
+    if (rank == 0)
+        for (int r = nranks - 1; r >= 0; r--) if (all[r].bad) bad_rank = r; /* the first wrong rank */
+    /* every rank learns the verdict and ends cleanly: an MPI_Abort right after the record could
+     * kill the launcher's output forwarding before the record reaches it */
+    MPI_Bcast(&bad_rank, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad_rank >= 0) {
+        if (rank == 0) {
+            const verdict_t *w = &all[bad_rank];
             char detail[512];
             snprintf(detail, sizeof detail, "%s %ld B: rank %d's result differs from the definition at element %ld "
-                     "(got %.17g, expected %.17g) on iteration %ld of %d ranks", OP_NAMES[op], size, r,
-                     all[r].index, all[r].got, all[r].want, it, nranks);
+                     "(got %.17g, expected %.17g) on iteration %ld of %d ranks", OP_NAMES[op], size, bad_rank,
+                     w->index, w->got, w->want, it, nranks);
             cb_json_begin("validation");
             cb_json_bool("ok", 0);
             cb_json_bool("checked", 1);
             cb_json_str("op", OP_NAMES[op]);
             cb_json_int("size", size);
-            cb_json_int("rank", r);
+            cb_json_int("rank", bad_rank);
             cb_json_str("detail", detail);
             cb_json_end();
-            MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        free(all);
+        MPI_Finalize();
+        exit(3);
     }
+    free(all);
 }
 
 /* --debug: every rank's checksum of its result, rank 0's first `nfirst` elements */
@@ -511,7 +518,7 @@ int main(int argc, char **argv) {
     int nsizes = cb_parse_longs(sizes_arg, "sizes", sizes, MAX_SIZES, cb_mpi_die);
     long maxb = 8;
     for (int i = 0; i < nsizes; i++) {
-        if (sizes[i] < 1 || sizes[i] > (1L << 30)) die("message size %ld B is out of 1 B .. 1 GiB", sizes[i]);
+        if (sizes[i] < 0 || sizes[i] > (1L << 30)) die("message size %ld B is out of 0 B .. 1 GiB", sizes[i]);
         if (sizes[i] > maxb) maxb = sizes[i];
     }
     if (corrupt) { /* OP:ITER[:RANK] */
@@ -546,8 +553,9 @@ int main(int argc, char **argv) {
             run_size(BARRIER, 0, &b, &c, t, tc, tmax, sub);
             continue;
         }
-        for (int i = 0; i < nsizes; i++) /* one size list for every op: reductions skip what is not whole doubles */
-            if (!is_reduction(ops[k]) || sizes[i] % 8 == 0) run_size(ops[k], sizes[i], &b, &c, t, tc, tmax, sub);
+        for (int i = 0; i < nsizes; i++) /* one size list for every op: 0 B (a barrier-only list) is
+                                    * skipped, and by reductions what is not whole doubles */
+            if (sizes[i] > 0 && (!is_reduction(ops[k]) || sizes[i] % 8 == 0)) run_size(ops[k], sizes[i], &b, &c, t, tc, tmax, sub);
     }
     cb_mpi_finish(rank, -1);
     return 0;
