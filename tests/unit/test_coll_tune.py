@@ -12,7 +12,7 @@ from clusterbench.errors import UsageError
 from clusterbench.tuning.coll import rules as R
 from clusterbench.tuning.coll import search as S
 from clusterbench.tuning.coll.algorithms import OMPI_COLL_IDS, Algorithm, parse_mpivars, parse_ompi_info, select
-from clusterbench.tuning.coll.tuner import _mpich_choice, _rules_for
+from clusterbench.tuning.coll.tuner import mpich_choice, rules_for
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "coll"
 
@@ -61,9 +61,9 @@ def test_rules_file_round_trip_and_open_mpis_count_for_block_ops() -> None:
         R.format_ompi_rules("allreduce", 2, [R.MsgRule(8, 1)])
     algs = {"4:ring": Algorithm("openmpi", "allgather", 4, "ring")}
     # per-rank block ops: Open MPI counts P x the OSU size; default outside the measured sizes
-    got = _rules_for("allgather", 4, {16: "default", 1024: "4:ring", 4096: "4:ring"}, algs)
+    got = rules_for("allgather", 4, {16: "default", 1024: "4:ring", 4096: "4:ring"}, algs)
     assert got == [R.MsgRule(0, 0), R.MsgRule(4096, 4), R.MsgRule(16385, 0)]
-    got = _rules_for("allreduce", 2, {8: "4:ring"}, {"4:ring": Algorithm("openmpi", "allreduce", 4, "ring")})
+    got = rules_for("allreduce", 2, {8: "4:ring"}, {"4:ring": Algorithm("openmpi", "allreduce", 4, "ring")})
     assert got == [R.MsgRule(0, 0), R.MsgRule(8, 4), R.MsgRule(9, 0)]
 
 
@@ -157,5 +157,5 @@ def test_verification_drops_a_range_that_does_not_hold() -> None:
 
 
 def test_mpich_cvar_is_the_winner_of_most_sizes() -> None:
-    assert _mpich_choice({8: "smp", 64: "smp", 512: "nb", 4096: "default"}) == "smp"
-    assert _mpich_choice({8: "default"}) is None
+    assert mpich_choice({8: "smp", 64: "smp", 512: "nb", 4096: "default"}) == "smp"
+    assert mpich_choice({8: "default"}) is None

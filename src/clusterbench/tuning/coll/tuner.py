@@ -123,7 +123,7 @@ def _tune_id(op: str, mpi: Any, given: dict, sizes: list[int], cands: list[Algor
     return hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _rules_for(op: str, p: int, by_size: Mapping[int, str], algs: Mapping[str, Algorithm]) -> list[rulesmod.MsgRule]:
+def rules_for(op: str, p: int, by_size: Mapping[int, str], algs: Mapping[str, Algorithm]) -> list[rulesmod.MsgRule]:
     """Open MPI's message-size rules for the winners: each winner from its first size's byte
     count (Open MPI's count, :func:`algbw_bytes`) to the next change; Open MPI's own decision
     (0) below the smallest and above the largest size measured."""
@@ -141,7 +141,7 @@ def _rules_for(op: str, p: int, by_size: Mapping[int, str], algs: Mapping[str, A
     return out
 
 
-def _mpich_choice(by_size: Mapping[int, str]) -> str | None:
+def mpich_choice(by_size: Mapping[int, str]) -> str | None:
     """MPICH's CVAR holds for every size: the winner of the most sizes (None if none)."""
     wins = [lab for lab in by_size.values() if lab != search.DEFAULT]
     return max(sorted(set(wins)), key=wins.count) if wins else None
@@ -193,10 +193,10 @@ def tune(op: str, *, budget_s: float | str = "10m", base: dict[str, Any] | None 
     try:
         if mpi.name == "openmpi":
             tmp = f"{out_path}.verify{os.getpid()}"
-            rulesmod.write_file(tmp, rulesmod.format_ompi_rules(op, procs, _rules_for(op, procs, chosen, algs)))
+            rulesmod.write_file(tmp, rulesmod.format_ompi_rules(op, procs, rules_for(op, procs, chosen, algs)))
             tuned: Any = RulesFile(tmp)
         else:
-            pick = _mpich_choice(chosen)
+            pick = mpich_choice(chosen)
             chosen = {s: (pick if pick and w != search.DEFAULT else search.DEFAULT) for s, w in chosen.items()}
             tuned = algs[pick] if pick else None
         left = max(0.0, budget - (time.monotonic() - t0))
@@ -244,7 +244,7 @@ def _write(rep: CollTuneReport, op: str, procs: int, kept: Mapping[int, str], al
                         f"{', '.join(f'{g:.1f}' for g in r['verified_gain_pct'])})"
                         for r in rep.ranges if r["algorithm"] != search.DEFAULT))
     if mpi_name == "openmpi":
-        text = rulesmod.format_ompi_rules(op, procs, _rules_for(op, procs, kept, algs), comment=head)
+        text = rulesmod.format_ompi_rules(op, procs, rules_for(op, procs, kept, algs), comment=head)
         use = (f"mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {path} ...")
         fmt = "openmpi-dynamic-rules"
     else:
@@ -256,4 +256,5 @@ def _write(rep: CollTuneReport, op: str, procs: int, kept: Mapping[int, str], al
     rep.output = {"path": path, "written": True, "format": fmt, "use": use}
 
 
-__all__ = ["CollTuneReport", "RulesFile", "StoredMeasure", "forced", "tune", "TIME_PER_SIZE", "BASE"]
+__all__ = ["CollTuneReport", "RulesFile", "StoredMeasure", "forced", "mpich_choice", "rules_for", "tune", "TIME_PER_SIZE",
+           "BASE"]
