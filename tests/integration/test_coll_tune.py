@@ -107,7 +107,7 @@ def test_tune_coll_two_ranks_small_budget(mpi, tmp_path: Path, capsys) -> None:
         assert kept and any(rule.algorithm == 4 for rule in parsed)
         assert all(row["verify"]["verdict"] == "better" for row in doc["per_size"] if row["kept"] != "default")
     else:  # the tuner says the default was best, with the figures
-        assert not out.exists() and doc["default_best"] == [8, 65536]
+        assert not out.exists() and sorted(doc["default_best"] + doc["undecided"]) == [8, 65536]
         assert all(row["search"]["median_default"] > 0 for row in doc["per_size"])
     assert not list(tmp_path.glob("ar.rules.verify*")) and _children() == []
 

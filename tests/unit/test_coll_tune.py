@@ -159,3 +159,27 @@ def test_verification_drops_a_range_that_does_not_hold() -> None:
 def test_mpich_cvar_is_the_winner_of_most_sizes() -> None:
     assert mpich_choice({8: "smp", 64: "smp", 512: "nb", 4096: "default"}) == "smp"
     assert mpich_choice({8: "default"}) is None
+
+
+def test_text_report_names_the_winners_and_where_the_default_is_best() -> None:
+    from clusterbench.tuning.coll import CollTuneReport, format_report
+
+    rep = CollTuneReport("abc", "allreduce", {"name": "openmpi", "version": "4.1.4"}, 4, None, [8, 4096, 65536],
+                         [{"label": "4:ring", "mpi": "openmpi", "param": "coll_tuned_allreduce_algorithm", "value": 4,
+                           "name": "ring"}], 600.0, search={"rounds": 5, "stopped": "decided", "dropped": {}},
+                         verify={"rounds": 4, "stopped": "decided"})
+    row = {"median_default": 10.0, "best": "4:ring", "median_best": 7.0, "gain_pct": 30.0, "verdict": "better"}
+    rep.per_size = [{"size_bytes": 8, "search": {**row, "verdict": "worse", "gain_pct": -5.0}, "verify": None,
+                     "kept": "default"},
+                    {"size_bytes": 4096, "search": row, "verify": {"gain_pct": 28.0, "verdict": "better"},
+                     "kept": "4:ring"},
+                    {"size_bytes": 65536, "search": {**row, "verdict": "no significant difference"}, "verify": None,
+                     "kept": "default"}]
+    rep.ranges = [{"from_bytes": 8, "to_bytes": 8, "algorithm": "default", "verified_gain_pct": []},
+                  {"from_bytes": 4096, "to_bytes": 4096, "algorithm": "4:ring", "verified_gain_pct": [28.0]}]
+    rep.default_best, rep.undecided = [8], [65536]
+    rep.output = {"path": "/x.rules", "written": True, "format": "openmpi-dynamic-rules", "use": "mpirun ..."}
+    text = format_report(rep)
+    assert "4096..4096 B: 4:ring (verified gain +28.0%)" in text
+    assert "already best at 8 B" in text and "not decided at 65536 B" in text and "wrote /x.rules" in text
+    assert rep.document()["tune_coll_schema"] == 1

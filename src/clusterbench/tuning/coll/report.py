@@ -15,6 +15,10 @@ def _f(v: float | None, fmt: str = "{:.2f}") -> str:
 TABLE_HEADER = ["size B", "default us", "best", "best us", "gain %", "search", "verified gain %", "verify", "kept"]
 
 
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(str(s) for s in sizes)
+
+
 def table_rows(report: CollTuneReport) -> list[list[str]]:
     rows = []
     for row in report.per_size:
@@ -40,13 +44,16 @@ def format_report(report: CollTuneReport) -> str:
     print_table(table_rows(report), TABLE_HEADER, out)
     out.write("\n")
     for r in report.ranges:
-        if r["algorithm"] == "default":
-            out.write(f"{r['from_bytes']}..{r['to_bytes']} B: the MPI's default is best (or not beaten significantly)\n")
-        else:
+        if r["algorithm"] != "default":
             gains = ", ".join(f"{g:+.1f}%" for g in r["verified_gain_pct"])
             out.write(f"{r['from_bytes']}..{r['to_bytes']} B: {r['algorithm']} (verified gain {gains})\n")
-    if report.default_best and len(report.default_best) == len(report.sizes):
-        out.write("the MPI's default choice is already best at every size measured\n")
+    if report.default_best:
+        every = " (every size measured)" if len(report.default_best) == len(report.sizes) else ""
+        out.write(f"the MPI's default choice is already best at {_sizes(report.default_best)} B{every}: the best "
+                  "candidate was significantly slower, or not significantly faster when verified\n")
+    if report.undecided:
+        out.write(f"not decided at {_sizes(report.undecided)} B (too few rounds, or too noisy): the default is kept; "
+                  "a larger --budget gives more rounds\n")
     o = report.output
     if o.get("written"):
         out.write(f"wrote {o['path']} ({o['format']}); use it: {o['use']}\n")

@@ -61,6 +61,7 @@ class CollTuneReport:
     per_size: list[dict] = field(default_factory=list)
     ranges: list[dict] = field(default_factory=list)
     default_best: list[int] = field(default_factory=list)
+    undecided: list[int] = field(default_factory=list)
     output: dict = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
@@ -228,7 +229,15 @@ def _fill(rep: CollTuneReport, ph: search.Phase, vph: search.Phase, chosen: Mapp
         rep.ranges.append({"from_bytes": lo, "to_bytes": hi, "algorithm": lab,
                            "setting": algs[lab].record() if lab in algs else None,
                            "verified_gain_pct": [g for g in gains if g is not None] if lab != search.DEFAULT else []})
-    rep.default_best = [s for s in rep.sizes if kept.get(s) == search.DEFAULT]
+    # the default is best where the best candidate was significantly slower, or the tuned
+    # configuration was not significantly faster in the verification; else nothing was shown
+    for s in rep.sizes:
+        if kept.get(s) != search.DEFAULT:
+            continue
+        sv = ph.verdicts.get(s)
+        shown = (sv is not None and sv.verdict == search.WORSE) or (chosen.get(s, search.DEFAULT) != search.DEFAULT
+                                                                    and s in vph.verdicts)
+        (rep.default_best if shown else rep.undecided).append(s)
     if ph.stopped == "budget" or vph.stopped == "budget":
         rep.notes.append("the budget ended the rounds before every size was decided: undecided sizes keep the default")
 
