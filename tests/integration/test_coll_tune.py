@@ -86,6 +86,45 @@ def test_open_mpi_reads_the_rules_file_and_runs_its_algorithm(mpi, tmp_path: Pat
     assert seen[4] == {(0, 1), (1, 2), (2, 0)}, seen  # ring: each rank to the next only
 
 
+def test_the_file_tune_writes_is_what_open_mpi_runs(mpi, live_probe, tmp_path: Path) -> None:
+    """tune() with the real MPI's candidates and a synthetic measurement (ring 30% faster from
+    4 KiB; the verification reads the rules file the tuner wrote): the file written makes Open
+    MPI run ring at 8 KiB and its own choice at 8 B."""
+    from clusterbench.tuning.coll import tune
+    from clusterbench.tuning.coll.algorithms import Algorithm
+    from clusterbench.tuning.coll.tuner import RulesFile
+
+    def measure(op, sizes, setting):
+        if isinstance(setting, RulesFile):
+            rules = R.parse_ompi_rules(Path(setting.path).read_text())["allreduce"][3]
+            fast = {s for s in sizes if max((r for r in rules if r.msg_size <= s), key=lambda r: r.msg_size).algorithm}
+        else:
+            fast = {s for s in sizes if s >= 4096} if isinstance(setting, Algorithm) and setting.value == 4 else set()
+        measure.n += 1
+        return {s: (10.0 + s / 1000) * (0.7 if s in fast else 1.0) * (1 + 0.01 * (measure.n % 3)) for s in sizes}
+
+    measure.n = 0
+    out = tmp_path / "t.rules"
+    rep = tune("allreduce", budget_s=600, base={"ranks": 3}, sizes=[8, 1024, 4096, 65536], algorithms=["1", "ring"],
+               output=str(out), store=Store(tmp_path / "t.db"), probe=live_probe, oversubscribe=True, measure=measure)
+    assert [(r["from_bytes"], r["to_bytes"], r["algorithm"]) for r in rep.ranges] == [(8, 1024, "default"),
+                                                                                    (4096, 65536, "4:ring")]
+    assert rep.default_best == [8, 1024] and rep.output["written"]
+    assert R.parse_ompi_rules(out.read_text()) == {"allreduce": {3: [R.MsgRule(0, 0), R.MsgRule(4096, 4),
+                                                                     R.MsgRule(65537, 0)]}}
+    src = tmp_path / "ar.c"
+    src.write_text(PROGRAM)
+    subprocess.run([mpi.mpicc, "-o", str(tmp_path / "ar"), str(src)], check=True, timeout=120)
+    mon = tmp_path / "mon"
+    mon.mkdir()
+    cp = subprocess.run([mpi.mpirun, "--oversubscribe", "-n", "3", "--mca", "coll_tuned_use_dynamic_rules", "1",
+                         "--mca", "coll_tuned_dynamic_rules_filename", str(out), "--mca", "pml_monitoring_enable", "2",
+                         "--mca", "pml_monitoring_enable_output", "3", "--mca", "pml_monitoring_filename",
+                         str(mon / "prof"), str(tmp_path / "ar")], capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    assert _sends(mon) == {(0, 1), (1, 2), (2, 0)}  # 8 KiB: ring, as the file says
+
+
 def test_tune_coll_two_ranks_small_budget(mpi, tmp_path: Path, capsys) -> None:
     db, out = tmp_path / "t.db", tmp_path / "ar.rules"
     code = cli_main(["--db", str(db), "tune", "coll", "--op", "allreduce", "--ranks", "2", "--oversubscribe",

@@ -49,10 +49,11 @@ def format_report(report: CollTuneReport) -> str:
             out.write(f"{r['from_bytes']}..{r['to_bytes']} B: {r['algorithm']} (verified gain {gains})\n")
     if report.default_best:
         every = " (every size measured)" if len(report.default_best) == len(report.sizes) else ""
-        out.write(f"the MPI's default choice is already best at {_sizes(report.default_best)} B{every}: the best "
-                  "candidate was significantly slower, or not significantly faster when verified\n")
+        out.write(f"the MPI's default choice is already best at {_sizes(report.default_best)} B{every}: no candidate "
+                  "was significantly faster (in the search, or when verified)\n")
     if report.undecided:
-        out.write(f"not decided at {_sizes(report.undecided)} B (too few rounds, or too noisy): the default is kept; "
+        out.write(f"not decided at {_sizes(report.undecided)} B (cannot judge: too few rounds, or too noisy): the default "
+                  "is kept; "
                   "a larger --budget gives more rounds\n")
     o = report.output
     if o.get("written"):

@@ -229,15 +229,15 @@ def _fill(rep: CollTuneReport, ph: search.Phase, vph: search.Phase, chosen: Mapp
         rep.ranges.append({"from_bytes": lo, "to_bytes": hi, "algorithm": lab,
                            "setting": algs[lab].record() if lab in algs else None,
                            "verified_gain_pct": [g for g in gains if g is not None] if lab != search.DEFAULT else []})
-    # the default is best where the best candidate was significantly slower, or the tuned
-    # configuration was not significantly faster in the verification; else nothing was shown
+    # the default is best where no candidate was significantly faster (the search judged the size,
+    # or the verification did); undecided where the samples could not be judged at all
     for s in rep.sizes:
         if kept.get(s) != search.DEFAULT:
             continue
         sv = ph.verdicts.get(s)
-        shown = (sv is not None and sv.verdict == search.WORSE) or (chosen.get(s, search.DEFAULT) != search.DEFAULT
-                                                                    and s in vph.verdicts)
-        (rep.default_best if shown else rep.undecided).append(s)
+        judged = (sv is not None and sv.verdict != search.UNKNOWN) or (chosen.get(s, search.DEFAULT) != search.DEFAULT
+                                                                       and s in vph.verdicts)
+        (rep.default_best if judged else rep.undecided).append(s)
     if ph.stopped == "budget" or vph.stopped == "budget":
         rep.notes.append("the budget ended the rounds before every size was decided: undecided sizes keep the default")
 
