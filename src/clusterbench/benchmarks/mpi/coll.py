@@ -371,7 +371,7 @@ class CollSet(CollBase):
 
     name = "coll"
     help = "the MPI collectives in one run, OSU's way (--quick: 3 sizes)"
-    suites = {"mpi": 60}
+    suites = {"mpi": 70}
     metrics = METRICS_DATA
     params = (Param("ops", "strlist", OPS, "collectives to run", OPS), *COMMON)
     profiles = {"quick": {"sizes": [8, 1024, 65536], "time_budget": 0.01}, "full": {"time_budget": 0.5}}
