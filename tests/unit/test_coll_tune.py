@@ -183,3 +183,17 @@ def test_text_report_names_the_winners_and_where_the_default_is_best() -> None:
     assert "4096..4096 B: 4:ring (verified gain +28.0%)" in text
     assert "already best at 8 B" in text and "not decided at 65536 B" in text and "wrote /x.rules" in text
     assert rep.document()["tune_coll_schema"] == 1
+
+
+def test_forced_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from clusterbench.tuning.coll.tuner import RulesFile, forced
+
+    monkeypatch.setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "0")
+    monkeypatch.delenv("OMPI_MCA_coll_tuned_dynamic_rules_filename", raising=False)
+    with forced(RulesFile("/x.rules").env()):
+        assert os.environ["OMPI_MCA_coll_tuned_dynamic_rules_filename"] == "/x.rules"
+        assert os.environ["OMPI_MCA_coll_tuned_use_dynamic_rules"] == "1"
+    assert os.environ["OMPI_MCA_coll_tuned_use_dynamic_rules"] == "0"
+    assert "OMPI_MCA_coll_tuned_dynamic_rules_filename" not in os.environ
