@@ -145,3 +145,17 @@ def test_every_collective_figure_is_judged_by_the_network_model():
         for m in bench.metrics:
             assert "collective_model" in m.limits, (op, m.name)
         assert collmodel.findings in bench.findings, op
+
+
+def test_a_rules_file_in_the_environment_is_the_recorded_algorithm():
+    from clusterbench.benchmarks.mpi.coll import algorithm_from_env
+    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_dynamic_rules_filename": "/t/a.rules"}
+    assert algorithm_from_env("allreduce", "openmpi", env) == {
+        "mpi": "openmpi", "param": "coll_tuned_dynamic_rules_filename", "value": "/t/a.rules"}
+    # Open MPI 4.1 reads the file first; without it the forced id; without dynamic rules neither counts
+    env["OMPI_MCA_coll_tuned_allreduce_algorithm"] = "4"
+    assert algorithm_from_env("allreduce", "openmpi", env)["value"] == "/t/a.rules"
+    del env["OMPI_MCA_coll_tuned_dynamic_rules_filename"]
+    assert algorithm_from_env("allreduce", "openmpi", env)["value"] == 4
+    env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "0"
+    assert algorithm_from_env("allreduce", "openmpi", env) is None

@@ -154,17 +154,25 @@ def algorithm_env(op: str, mpi_name: str) -> str:
 def algorithm_from_env(op: str, mpi_name: str, env: Mapping[str, str] | None = None) -> dict | None:
     """The algorithm forced for ``op`` through the environment, or None (the MPI's default):
     Open MPI's ``coll_tuned_<op>_algorithm`` (counted only with ``coll_tuned_use_dynamic_rules``
-    on, as Open MPI does), MPICH's ``MPIR_CVAR_<OP>_INTRA_ALGORITHM``."""
+    on, as Open MPI does) or its rules file (``coll_tuned_dynamic_rules_filename``, what a tuned
+    configuration runs with; the file first, as Open MPI 4.1 consults it first), MPICH's ``MPIR_CVAR_<OP>_INTRA_ALGORITHM``."""
     env = os.environ if env is None else env
     if op == "barrier" and mpi_name != "openmpi":
         name = "MPIR_CVAR_BARRIER_INTRA_ALGORITHM"
     else:
         name = algorithm_env(op, mpi_name)
     value = env.get(name)
+    dynamic = env.get("OMPI_MCA_coll_tuned_use_dynamic_rules", "0").lower() in ("1", "true", "yes")
+    if mpi_name == "openmpi" and dynamic:
+        # Open MPI 4.1's tuned component consults a rules file before a forced algorithm
+        # (coll_tuned_decision_dynamic.c), so the file is what decides where both are set
+        rules = env.get("OMPI_MCA_coll_tuned_dynamic_rules_filename")
+        if rules:
+            return {"mpi": "openmpi", "param": "coll_tuned_dynamic_rules_filename", "value": rules}
     if value in (None, ""):
         return None
     if mpi_name == "openmpi":
-        if env.get("OMPI_MCA_coll_tuned_use_dynamic_rules", "0").lower() not in ("1", "true", "yes"):
+        if not dynamic:
             return None
         param = name[len("OMPI_MCA_"):]
         return {"mpi": "openmpi", "param": param, "value": int(value) if value.isdigit() else value}
