@@ -19,6 +19,10 @@ Every command's wall time is measured from here (Python's start included) and th
 command's own figures. Root only.
 
     .venv/bin/python speed/machines_speed.py [--sizes 4,16,32] [--repeat 2] [--log FILE]
+                                             [--prefix cbmsp-] [--state DIR]
+
+(``--prefix``/``--state``: the virtual cluster's names and state folder, so that runs beside other
+virtual clusters on the same machine do not meet.)
 """
 from __future__ import annotations
 
@@ -68,11 +72,13 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--pair-budget", type=float, default=0.2)
     ap.add_argument("--log", default=None)
+    ap.add_argument("--prefix", default=PREFIX, help="the virtual cluster's name prefix")
+    ap.add_argument("--state", default=None, help="its state folder (default: a new temporary one)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (the virtual cluster)")
     tmp = Path(tempfile.mkdtemp(prefix="cb-machines-speed-"))
-    env = {**os.environ, "CLUSTERBENCH_SIM_PREFIX": PREFIX, "CLUSTERBENCH_SIM_STATE": str(tmp / "sim"),
+    env = {**os.environ, "CLUSTERBENCH_SIM_PREFIX": args.prefix, "CLUSTERBENCH_SIM_STATE": args.state or str(tmp / "sim"),
            "CLUSTERBENCH_DB": str(tmp / "r.db"), "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1",
            "PYTHONPATH": str(REPO / "src")}
     out = open(args.log, "w") if args.log else None

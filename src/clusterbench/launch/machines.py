@@ -306,28 +306,45 @@ def _netns_inode(path: str) -> int | None:
         return None
 
 
+#: namespace -> the holder :func:`holder_pid` found last (checked again at every use, never trusted)
+_HOLDERS: dict[tuple[str, bool], int] = {}
+
+
 def holder_pid(namespace: str, *, pid_ns: bool) -> int | None:
     """The process that holds a machine's namespaces: a node's init (pid 1 of its PID namespace)
-    or the head's ``sleep``; None when there is none."""
-    p = process.run(["ip", "netns", "pids", namespace], timeout=10)
+    or the head's ``sleep``; None when there is none. The one found last is checked first (its
+    namespaces and name read from /proc): every remote command on the virtual cluster asks for the
+    head's, and ``ip netns pids`` is a process of its own."""
     mine = os.readlink("/proc/self/ns/mnt")
     # a process in this one's mount namespace is not a holder, unless this one runs inside that
     # machine itself (clusterbench on the head: a job's command under salloc there)
-    inside = _netns_inode("/proc/self/ns/net") == _netns_inode(f"/run/netns/{namespace}")
+    ns_inode = _netns_inode(f"/run/netns/{namespace}")
+    inside = _netns_inode("/proc/self/ns/net") == ns_inode
+    known = _HOLDERS.get((namespace, pid_ns))
+    if known is not None and ns_inode is not None and _netns_inode(f"/proc/{known}/ns/net") == ns_inode \
+            and _is_holder(known, pid_ns, mine, inside):
+        return known
+    p = process.run(["ip", "netns", "pids", namespace], timeout=10)
     for pid in (int(x) for x in p.stdout.split() if x.isdigit()):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            mnt = os.readlink(f"/proc/{pid}/ns/mnt")
-        except OSError:
-            continue
-        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
-        if mnt == mine and not inside:
-            continue
-        if pid_ns and len(nspid) >= 2 and nspid[-1] == "1":
+        if _is_holder(pid, pid_ns, mine, inside):
+            _HOLDERS[(namespace, pid_ns)] = pid
             return pid
-        if not pid_ns and len(nspid) == 1 and _comm(pid) == "sleep":
-            return pid
+    _HOLDERS.pop((namespace, pid_ns), None)
     return None
+
+
+def _is_holder(pid: int, pid_ns: bool, mine: str, inside: bool) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        mnt = os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return False
+    nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
+    if mnt == mine and not inside:
+        return False
+    if pid_ns and len(nspid) >= 2 and nspid[-1] == "1":
+        return True
+    return not pid_ns and len(nspid) == 1 and _comm(pid) == "sleep"
 
 
 def _comm(pid: int) -> str:
