@@ -2,7 +2,6 @@
 processes; its docstring describes the whole."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
