@@ -35,6 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: the emulated tier, run last by ./bootstrap.sh test: a virtual cluster of "
                                        "separate machines (own root, sshd, install), Slurm across them, run cluster, "
                                        "sweeps of 8 and more nodes; select with -m slow")
+    _shared_home(config)
     # matplotlib builds its font cache on first use by running fc-list; on a fresh machine that would
     # happen inside the first unit test that draws a plot, where processes are refused, and the plot
     # would be missing. Build it here, before any guard.
@@ -161,34 +162,80 @@ def _extract(tb: Path, dest: Path) -> None:
                 os.chmod(path, m.mode & 0o777)
 
 
+#: the folder of this test run's shared read-only trees (:func:`shared_tree`: the sysfs snapshots, ...), shared by its pytest-xdist workers
+#: (named by the first process, the controller, in pytest_configure; its workers inherit it)
+_SHARED_ENV = "CLUSTERBENCH_TEST_SHARED_TREES"
+
+
+def _shared_home(config: pytest.Config) -> None:
+    """Name this run's folder of shared trees (made when a test first asks for one; in memory, /dev/shm,
+    when there is one: the large snapshots are ~10 000 small files, twice as slow to write to a disk)."""
+    import tempfile
+
+    if hasattr(config, "workerinput") or os.environ.get(_SHARED_ENV):
+        return  # a worker (its controller named it), or a pytest started by a test of this run
+    shm = Path("/dev/shm")
+    base = shm if os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    os.environ[_SHARED_ENV] = str(base / f"cb-test-trees-{os.getpid()}-{os.urandom(4).hex()}")
+    config.stash[_SHARED_OWNED] = os.environ[_SHARED_ENV]
+
+
+_SHARED_OWNED = pytest.StashKey[str]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    owned = config.stash.get(_SHARED_OWNED, None)
+    if owned:
+        shutil.rmtree(owned, ignore_errors=True)
+        if os.environ.get(_SHARED_ENV) == owned:
+            del os.environ[_SHARED_ENV]
+
+
 @pytest.fixture(scope="session")
-def sysfs_snapshot(tmp_path_factory: pytest.TempPathFactory):
-    """``get(tarball)``: the top directory of a tests/data/sysfs snapshot, extracted once per
-    session for every module that reads it; tests only read it. Extracted to memory (/dev/shm) when
-    there is one: the large snapshots are ~10 000 small files, twice as slow to write to a disk."""
+def shared_tree():
+    """``get(name, build)``: a read-only folder of this test run, made once by ``build(folder)`` (the
+    first pytest-xdist worker to need it makes it, the other reads the same copy; in memory when
+    /dev/shm is there). Tests only read it. Removed when the run ends (pytest_unconfigure)."""
     import shutil
     import tempfile
 
-    shm = Path("/dev/shm")
-    base = Path(tempfile.mkdtemp(prefix="cb-test-sysfs-", dir=shm)) if os.access(shm, os.W_OK) else None
+    home = Path(os.environ[_SHARED_ENV])
+    home.mkdir(parents=True, exist_ok=True)
+
+    def get(name: str, build) -> Path:
+        final = home / name
+        if not final.is_dir():
+            dest = Path(tempfile.mkdtemp(prefix=".part-", dir=home))
+            build(dest)
+            try:
+                os.rename(dest, final)  # whole or not at all: the other worker may be making it too
+            except OSError:
+                if not final.is_dir():
+                    raise
+                shutil.rmtree(dest, ignore_errors=True)  # the other worker's copy came first
+        return final
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def sysfs_snapshot(shared_tree):
+    """``get(tarball)``: the top directory of a tests/data/sysfs snapshot, extracted once per test run
+    (:func:`shared_tree`); tests only read it."""
     done: dict[Path, Path] = {}
 
     def get(tb: Path) -> Path:
         tb = Path(tb)
         if tb not in done:
-            name = tb.name[: -len(".tar.bz2")].replace("+", "_")
-            dest = Path(tempfile.mkdtemp(prefix=name, dir=base)) if base else tmp_path_factory.mktemp(name)
-            _extract(tb, dest)
-            tops = [p for p in dest.iterdir() if p.is_dir()]
+            folder = shared_tree(tb.name[: -len(".tar.bz2")].replace("+", "_"), lambda dest: _extract(tb, dest))
+            tops = [p for p in folder.iterdir() if p.is_dir()]
             assert len(tops) == 1, tops
             done[tb] = tops[0]
         return done[tb]
 
-    try:
-        yield get
-    finally:
-        if base:
-            shutil.rmtree(base, ignore_errors=True)
+    return get
 
 
 @pytest.fixture(autouse=True)

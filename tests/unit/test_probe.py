@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -91,12 +90,10 @@ def test_avx512_missing_uses_avx2_rate():
 
 
 @pytest.fixture
-def four_socket(tmp_path) -> dict:
+def four_socket(sysfs_snapshot) -> dict:
     tb = FIXTURES / "16em64t-4s2c2t.tar.bz2"
     assert tb.exists(), f"{tb} is missing: the snapshots are part of the repository (tests/data/sysfs)"
-    with tarfile.open(tb) as t:
-        t.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    return probe(sysfs_root=str(tmp_path / "16em64t-4s2c2t"), use_hwloc=False)
+    return probe(sysfs_root=str(sysfs_snapshot(tb)), use_hwloc=False)
 
 
 def test_cpu_order_on_4s2c2t(four_socket):
@@ -114,24 +111,20 @@ def test_cpu_order_on_4s2c2t(four_socket):
         cpu_order(p, "random")
 
 
-def test_cpu_order_spread_over_numa(tmp_path):
+def test_cpu_order_spread_over_numa(sysfs_snapshot):
     tb = FIXTURES / "16amd64-8n2c.tar.bz2"
     assert tb.exists(), f"{tb} is missing: the snapshots are part of the repository (tests/data/sysfs)"
-    with tarfile.open(tb) as t:
-        t.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    p = probe(sysfs_root=str(tmp_path / "16amd64-8n2c"), use_hwloc=False)
+    p = probe(sysfs_root=str(sysfs_snapshot(tb)), use_hwloc=False)
     order = cpu_order(p, "spread")
     numa_of = {c["pu"]: c["numa"] for c in p["topology"]["cpus"]}
     assert [numa_of[c] for c in order[:8]] == list(range(8))
     assert sorted(order) == list(range(16))
 
 
-def test_hybrid_fixture_kinds(tmp_path):
+def test_hybrid_fixture_kinds(sysfs_snapshot):
     tb = FIXTURES / "20em64t-hybrid-1p6c2t+2ca4co1t.tar.bz2"
     assert tb.exists(), f"{tb} is missing: the snapshots are part of the repository (tests/data/sysfs)"
-    with tarfile.open(tb) as t:
-        t.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    p = probe(sysfs_root=str(tmp_path / "20em64t-hybrid-1p6c2t+2ca4co1t"), use_hwloc=False)
+    p = probe(sysfs_root=str(sysfs_snapshot(tb)), use_hwloc=False)
     kinds = p["topology"]["core_kinds"]
     assert [k["name"] for k in kinds] == ["E-core", "P-core"]
     assert [len(k["cpus"]) for k in kinds] == [8, 12]

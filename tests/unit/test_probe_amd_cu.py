@@ -2,7 +2,6 @@
 processes; its docstring describes the whole."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -17,16 +16,12 @@ HWLOC_CACHES = {"L1d": {16 << 10}, "L1i": {64 << 10}, "L2": {2 << 20}, "L3": {6 
 
 
 @pytest.fixture(scope="module")
-def opteron(tmp_path_factory: pytest.TempPathFactory):
+def opteron(shared_tree):
     """``opteron(**layout)``: the tree of :func:`opteron_6276_x4`, written once per layout for the
-    module (some 3000 files each); tests only read it."""
-    made: dict[tuple, Path] = {}
-
+    test run (some 3000 files each; conftest's shared_tree); tests only read it."""
     def get(**layout) -> str:
-        key = tuple(sorted(layout.items()))
-        if key not in made:
-            made[key] = opteron_6276_x4(tmp_path_factory.mktemp("opteron"), **layout)
-        return str(made[key])
+        name = "opteron-" + "-".join(f"{k}={v}" for k, v in sorted(layout.items()))
+        return str(shared_tree(name, lambda dest: opteron_6276_x4(dest, **layout)))
 
     return get
 
