@@ -75,8 +75,9 @@
  * A rank that dies of a signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) first says where on stderr, one
  * line "allpairs: rank R of N on NODE (pid P) got SIGNAL (code C, address A) in PHASE, round r of pass p,
  * partner q" and its stack ("allpairs: rank R frame: ..."; when it jumped to a null or wild address, the
- * caller that did so first), then hands the signal on: to the MPI library's handler (Open MPI prints its
- * own report) and the default action, so it still dies of that signal, with a core where they are on.
+ * caller that did so first), from MPI_Init on (the rank from the launcher's environment until MPI says
+ * it), then hands the signal on: to a handler the MPI library installed after it, if any, and the
+ * default action, so it still dies of that signal, with a core where they are on.
  * --crash_round=R (test hook, -1: none): rank --crash_rank (0) calls a null function pointer in round R.
  *
  * Args: --lat_size=B --bw_size=B --pair_budget=S --lat_share=F --warmup=N --min_iters=N --max_iters=N
@@ -181,7 +182,7 @@ static void crash_report(int sig, siginfo_t *si, void *ucv) {
     void *f[48];
     int n = backtrace(f, 48);
     if (n > 2) say_frames(f + 2, n - 2); /* not this handler's frame and the signal trampoline */
-    /* hand it on: the MPI library's handler, if it installed one, then the default action (this
+    /* hand it on: the MPI library's handler, if it installed one after ours, then the default action (this
      * handler was installed with SA_RESETHAND): a fault happens again when the handler returns, a
      * signal sent by someone (or abort's) is raised again */
     int i = 0;
@@ -195,8 +196,22 @@ static void crash_report(int sig, siginfo_t *si, void *ucv) {
     if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);
 }
 
-/* After MPI_Init (whose handlers it wraps): on a stack of its own, so a stack overflow is reported too. */
+/* Before MPI_Init (a crash inside it is reported too; Open MPI then installs no handler of its own, and
+ * one the library installs later is handed the signal): rank and size from the launcher's environment
+ * until MPI says them. On a stack of its own, so a stack overflow is reported too. */
+static void crash_report_again(void);
+static int env_int(const char *const *names, int def) {
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v) return atoi(v);
+    }
+    return def;
+}
 static void crash_report_install(void) {
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+    rank = env_int(rank_vars, -1);
+    nranks = env_int(size_vars, 0);
     static char stack[1 << 16];
     stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack, .ss_flags = 0};
     sigaltstack(&ss, NULL);
@@ -206,12 +221,18 @@ static void crash_report_install(void) {
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     snprintf(where.node, sizeof where.node, "%s", node && *node ? node : host);
-    struct sigaction sa;
+    crash_report_again();
+}
+/* After MPI_Init: a handler the library installed meanwhile (UCX's) is handed the signal after ours. */
+static void crash_report_again(void) {
+    struct sigaction sa, cur;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = crash_report;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < NCRASH; i++) sigaction(crash_signals[i], &sa, &crash_old[i]);
+    for (int i = 0; i < NCRASH; i++)
+        if (!sigaction(crash_signals[i], NULL, &cur) && cur.sa_sigaction != crash_report)
+            sigaction(crash_signals[i], &sa, &crash_old[i]);
 }
 
 static void at(const char *phase, int round, int pass, int partner) {
@@ -429,8 +450,10 @@ static void info_extra(const void *arg) {
 }
 
 int main(int argc, char **argv) {
-    cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
     crash_report_install();
+    at("MPI_Init", -1, -1, -1);
+    cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
+    crash_report_again();
     at("the placement report", -1, -1, -1);
     opts_t o;
     o.lat_size = 8;
