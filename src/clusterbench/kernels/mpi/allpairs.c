@@ -77,7 +77,12 @@
  * partner q" and its stack ("allpairs: rank R frame: ..."; when it jumped to a null or wild address, the
  * caller that did so first), from MPI_Init on (the rank from the launcher's environment until MPI says
  * it), then hands the signal on: to a handler the MPI library installed after it, if any, and the
- * default action, so it still dies of that signal, with a core where they are on.
+ * default action, so it still dies of that signal, with a core where they are on. (The SIGSEGV of rank 0
+ * seen under srun on the emulated machines, reproduced there in 6 of 63 sweeps, is inside Open MPI 4.1.4's
+ * MPI_Init: its TCP BTL's receive handler calls mca_btl_base_active_message_trigger[tag].cbfunc, which
+ * is null, for a peer's first message (ranks 1 and 2 had just connected). MPI_Init is a barrier there
+ * (measured), so ob1 had registered its tags: a fragment with a tag nobody registered. This kernel's
+ * code had not run; ASan, UBSan and valgrind find nothing in it.)
  * --crash_round=R (test hook, -1: none): rank --crash_rank (0) calls a null function pointer in round R.
  *
  * Args: --lat_size=B --bw_size=B --pair_budget=S --lat_share=F --warmup=N --min_iters=N --max_iters=N
