@@ -74,8 +74,8 @@
  *
  * A rank that dies of a signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) first says where on stderr, one
  * line "allpairs: rank R of N on NODE (pid P) got SIGNAL (code C, address A) in PHASE, round r of pass p,
- * partner q" and its stack ("allpairs: rank R frame: ..."; when it jumped to a null or wild address, the
- * caller that did so first), from MPI_Init on (the rank from the launcher's environment until MPI says
+ * partner q" and its stack ("allpairs: rank R frame: ..."; when it jumped to a null address, the caller
+ * that did so first, and the call's first four arguments), from MPI_Init on (the rank from the launcher's environment until MPI says
  * it), then hands the signal on: to a handler the MPI library installed after it, if any, and the
  * default action, so it still dies of that signal, with a core where they are on. (The SIGSEGV of rank 0
  * seen under srun on the emulated machines, reproduced there in 6 of 63 sweeps, is inside Open MPI 4.1.4's
@@ -169,18 +169,27 @@ static void crash_report(int sig, siginfo_t *si, void *ucv) {
     say("\n");
     const ucontext_t *uc = ucv;
     void *pc = NULL, *caller = NULL;
+    uintptr_t args[4] = {0, 0, 0, 0}; /* of a call to null: the callee's first arguments */
 #if defined(__x86_64__)
     pc = (void *)uc->uc_mcontext.gregs[REG_RIP];
     if ((uintptr_t)pc < 4096) caller = *(void **)uc->uc_mcontext.gregs[REG_RSP]; /* a call to null: its return */
+    const int regs[4] = {REG_RDI, REG_RSI, REG_RDX, REG_RCX};
+    for (int i = 0; i < 4; i++) args[i] = (uintptr_t)uc->uc_mcontext.gregs[regs[i]];
 #elif defined(__aarch64__)
     pc = (void *)uc->uc_mcontext.pc;
     if ((uintptr_t)pc < 4096) caller = (void *)uc->uc_mcontext.regs[30]; /* the link register */
+    for (int i = 0; i < 4; i++) args[i] = (uintptr_t)uc->uc_mcontext.regs[i];
 #endif
     if (caller) {
         say("allpairs: rank ");
         say_num(rank);
         say(" jumped to ");
         say_hex((uintptr_t)pc);
+        say(" with arguments");
+        for (int i = 0; i < 4; i++) {
+            say(" ");
+            say_hex(args[i]);
+        }
         say(" from:\n");
         say_frames(&caller, 1);
     }
