@@ -78,10 +78,11 @@
  * that did so first, and the call's first four arguments), from MPI_Init on (the rank from the launcher's environment until MPI says
  * it), then hands the signal on: to a handler the MPI library installed after it, if any, and the
  * default action, so it still dies of that signal, with a core where they are on. (The SIGSEGV of rank 0
- * seen under srun on the emulated machines, reproduced there in 6 of 63 sweeps, is inside Open MPI 4.1.4's
- * MPI_Init: its TCP BTL's receive handler calls mca_btl_base_active_message_trigger[tag].cbfunc, which
- * is null, for a peer's first message (ranks 1 and 2 had just connected). MPI_Init is a barrier there
- * (measured), so ob1 had registered its tags: a fragment with a tag nobody registered. This kernel's
+ * seen under srun on the emulated machines, reproduced there in 7 of 70 sweeps, is inside Open MPI 4.1.4's
+ * MPI_Init: its TCP BTL's receive handler calls mca_btl_base_active_message_trigger[0x41].cbfunc, ob1's
+ * MATCH callback, still null (ob1 registers it in its add_procs), for the first message of ranks 1 and 2
+ * (the placement gather): they had left MPI_Init while rank 0 still polled progress before its
+ * add_procs. MPI_Init waits for every rank to enter it there (measured), not for that. This kernel's
  * code had not run; ASan, UBSan and valgrind find nothing in it.)
  * --crash_round=R (test hook, -1: none): rank --crash_rank (0) calls a null function pointer in round R.
  *
