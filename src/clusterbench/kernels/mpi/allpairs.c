@@ -72,14 +72,32 @@
  * "remeasure_factor", "suspects", "remeasure_rounds" (rounds measured again), "remeasure_s",
  * "round_measure_s":[..], "round_s":[..]}.
  *
+ * A rank that dies of a signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) first says where on stderr, one
+ * line "allpairs: rank R of N on NODE (pid P) got SIGNAL (code C, address A) in PHASE, round r of pass p,
+ * partner q" and its stack ("allpairs: rank R frame: ..."; when it jumped to a null address, the caller
+ * that did so first, and the call's first four arguments), from MPI_Init on (the rank from the launcher's environment until MPI says
+ * it), then hands the signal on: to a handler the MPI library installed after it, if any, and the
+ * default action, so it still dies of that signal, with a core where they are on. (The SIGSEGV of rank 0
+ * seen under srun on the emulated machines, reproduced there in 7 of 70 sweeps, is inside Open MPI 4.1.4's
+ * MPI_Init: its TCP BTL's receive handler calls mca_btl_base_active_message_trigger[0x41].cbfunc, ob1's
+ * MATCH callback, still null (ob1 registers it in its add_procs), for the first message of ranks 1 and 2
+ * (the placement gather): they had left MPI_Init while rank 0 still polled progress before its
+ * add_procs. MPI_Init waits for every rank to enter it there (measured), not for that. This kernel's
+ * code had not run; ASan, UBSan and valgrind find nothing in it.)
+ * --crash_round=R (test hook, -1: none): rank --crash_rank (0) calls a null function pointer in round R.
+ *
  * Args: --lat_size=B --bw_size=B --pair_budget=S --lat_share=F --warmup=N --min_iters=N --max_iters=N
  *       --bw_loops=N --max_samples=N --validate=0|1 --corrupt=0|1 --pair_cpus=LIST
  *       --preconnect=0|1 --connect_group=N --round_limit=S --passes=N --remeasure=F
+ *       --crash_round=R --crash_rank=R
  */
 #include "cb_common.h"
 #include "cb_mpi.h"
 
 #include <mpi.h>
+
+#include <execinfo.h>
+#include <ucontext.h>
 
 #define TAG_PING 11
 #define TAG_STOP 12
@@ -89,6 +107,155 @@
 static int rank, nranks;
 
 #define die cb_mpi_die
+
+/* ---- a crash says where it happened (see the header) ---------------------------------------- */
+static struct {
+    const char *phase;            /* what the rank was doing */
+    int round, pass, partner;     /* -1: not in a round */
+    char node[64];
+} where = {"starting", -1, -1, -1, ""};
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define NCRASH (int)(sizeof crash_signals / sizeof crash_signals[0])
+static struct sigaction crash_old[NCRASH];
+
+/* async-signal-safe output: write(2) only */
+static void say(const char *s) { if (write(2, s, strlen(s)) < 0) { /* nothing to do */ } }
+static void say_num(long v) {
+    char b[24], *e = b + sizeof b, *q = e;
+    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+    do { *--q = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *--q = '-';
+    if (write(2, q, (size_t)(e - q)) < 0) { /* nothing to do */ }
+}
+static void say_hex(uintptr_t v) {
+    char b[20], *e = b + sizeof b, *q = e;
+    do { *--q = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
+    *--q = 'x';
+    *--q = '0';
+    if (write(2, q, (size_t)(e - q)) < 0) { /* nothing to do */ }
+}
+static void say_frames(void *const *f, int n) {
+    for (int i = 0; i < n; i++) {
+        say("allpairs: rank ");
+        say_num(rank);
+        say(" frame: ");
+        backtrace_symbols_fd(&f[i], 1, 2); /* "binary(function+offset)[address]\n", no malloc */
+    }
+}
+
+static void crash_report(int sig, siginfo_t *si, void *ucv) {
+    say("allpairs: rank ");
+    say_num(rank);
+    say(" of ");
+    say_num(nranks);
+    say(" on ");
+    say(where.node);
+    say(" (pid ");
+    say_num((long)getpid());
+    say(") got ");
+    say(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL"
+                                                                                              : "SIGABRT");
+    say(" (code ");
+    say_num(si ? si->si_code : 0);
+    say(", address ");
+    say_hex(si ? (uintptr_t)si->si_addr : 0);
+    say(") in ");
+    say(where.phase);
+    say(", round ");
+    say_num(where.round);
+    say(" of pass ");
+    say_num(where.pass);
+    say(", partner ");
+    say_num(where.partner);
+    say("\n");
+    const ucontext_t *uc = ucv;
+    void *pc = NULL, *caller = NULL;
+    uintptr_t args[4] = {0, 0, 0, 0}; /* of a call to null: the callee's first arguments */
+#if defined(__x86_64__)
+    pc = (void *)uc->uc_mcontext.gregs[REG_RIP];
+    if ((uintptr_t)pc < 4096) caller = *(void **)uc->uc_mcontext.gregs[REG_RSP]; /* a call to null: its return */
+    const int regs[4] = {REG_RDI, REG_RSI, REG_RDX, REG_RCX};
+    for (int i = 0; i < 4; i++) args[i] = (uintptr_t)uc->uc_mcontext.gregs[regs[i]];
+#elif defined(__aarch64__)
+    pc = (void *)uc->uc_mcontext.pc;
+    if ((uintptr_t)pc < 4096) caller = (void *)uc->uc_mcontext.regs[30]; /* the link register */
+    for (int i = 0; i < 4; i++) args[i] = (uintptr_t)uc->uc_mcontext.regs[i];
+#endif
+    if (caller) {
+        say("allpairs: rank ");
+        say_num(rank);
+        say(" jumped to ");
+        say_hex((uintptr_t)pc);
+        say(" with arguments");
+        for (int i = 0; i < 4; i++) {
+            say(" ");
+            say_hex(args[i]);
+        }
+        say(" from:\n");
+        say_frames(&caller, 1);
+    }
+    void *f[48];
+    int n = backtrace(f, 48);
+    if (n > 2) say_frames(f + 2, n - 2); /* not this handler's frame and the signal trampoline */
+    /* hand it on: the MPI library's handler, if it installed one after ours, then the default action (this
+     * handler was installed with SA_RESETHAND): a fault happens again when the handler returns, a
+     * signal sent by someone (or abort's) is raised again */
+    int i = 0;
+    while (i < NCRASH && crash_signals[i] != sig) i++;
+    if (i < NCRASH) {
+        const struct sigaction *o = &crash_old[i];
+        if ((o->sa_flags & SA_SIGINFO) && o->sa_sigaction) o->sa_sigaction(sig, si, ucv);
+        else if (!(o->sa_flags & SA_SIGINFO) && o->sa_handler != SIG_DFL && o->sa_handler != SIG_IGN) o->sa_handler(sig);
+    }
+    signal(sig, SIG_DFL);
+    if (!si || si->si_code <= 0 || sig == SIGABRT) raise(sig);
+}
+
+/* Before MPI_Init (a crash inside it is reported too; Open MPI then installs no handler of its own, and
+ * one the library installs later is handed the signal): rank and size from the launcher's environment
+ * until MPI says them. On a stack of its own, so a stack overflow is reported too. */
+static void crash_report_again(void);
+static int env_int(const char *const *names, int def) {
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v) return atoi(v);
+    }
+    return def;
+}
+static void crash_report_install(void) {
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
+    rank = env_int(rank_vars, -1);
+    nranks = env_int(size_vars, 0);
+    static char stack[1 << 16];
+    stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+    void *warm[2];
+    backtrace(warm, 2); /* loads the unwinder now, not in the handler */
+    const char *node = getenv("CB_SIM_NODE");
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(where.node, sizeof where.node, "%s", node && *node ? node : host);
+    crash_report_again();
+}
+/* After MPI_Init: a handler the library installed meanwhile (UCX's) is handed the signal after ours. */
+static void crash_report_again(void) {
+    struct sigaction sa, cur;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = crash_report;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < NCRASH; i++)
+        if (!sigaction(crash_signals[i], NULL, &cur) && cur.sa_sigaction != crash_report)
+            sigaction(crash_signals[i], &sa, &crash_old[i]);
+}
+
+static void at(const char *phase, int round, int pass, int partner) {
+    where.phase = phase;
+    where.round = round;
+    where.pass = pass;
+    where.partner = partner;
+}
 
 /* What each rank reports after a round (gathered on rank 0 as bytes). */
 typedef struct {
@@ -190,6 +357,7 @@ static void measure_pair(const opts_t *o, int peer, int round, double t_start, u
     const int lead = rank < peer;
     me->leader = lead;
     /* ---- latency ---- */
+    where.phase = "the latency phase";
     long ls = o->lat_size;
     fill(sb, rb, ls, round, o->validate);
     if (lead) {
@@ -222,6 +390,7 @@ static void measure_pair(const opts_t *o, int peer, int round, double t_start, u
         if (b >= 0) { me->bad = 1; me->first_bad = b; }
     }
     /* ---- bandwidth ---- */
+    where.phase = "the bandwidth phase";
     long bs = o->bw_size;
     const int n = (int)bs;
     fill(sb, rb, bs, round, o->validate);
@@ -296,7 +465,11 @@ static void info_extra(const void *arg) {
 }
 
 int main(int argc, char **argv) {
+    crash_report_install();
+    at("MPI_Init", -1, -1, -1);
     cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
+    crash_report_again();
+    at("the placement report", -1, -1, -1);
     opts_t o;
     o.lat_size = 8;
     o.bw_size = 4L << 20;
@@ -309,14 +482,14 @@ int main(int argc, char **argv) {
     o.max_samples = 64;
     o.validate = 1;
     o.corrupt = 0;
-    int preconnect = 1;
+    int preconnect = 1, crash_round = -1, crash_rank = 0;
     const char *pc = NULL;
     CB_OPTIONS(argc, argv, CB_OPT("lat_size", o.lat_size), CB_OPT("bw_size", o.bw_size),
                CB_OPT("pair_budget", o.budget), CB_OPT("lat_share", o.lat_share), CB_OPT("warmup", o.warmup),
                CB_OPT("min_iters", o.min_iters), CB_OPT("max_iters", o.max_iters),
                CB_OPT("bw_loops", o.bw_loops), CB_OPT("max_samples", o.max_samples),
                CB_OPT("validate", o.validate), CB_OPT("corrupt", o.corrupt), CB_OPT("preconnect", preconnect),
-               CB_OPT("pair_cpus", pc));
+               CB_OPT("pair_cpus", pc), CB_OPT("crash_round", crash_round), CB_OPT("crash_rank", crash_rank));
     if (pc) npair_cpus = cb_parse_cpulist(pc, pair_cpus, 1024);
 
     cb_mpi_report_placement(rank, nranks, info_extra, &o);
@@ -348,6 +521,7 @@ int main(int argc, char **argv) {
         die("out of memory for %ld-byte buffers", maxb);
     memset(sb, 0, (size_t)maxb);
     memset(rb, 0, (size_t)maxb);
+    at("gathering the host names", -1, -1, -1);
     MPI_Gather(mine, (int)sizeof mine, MPI_BYTE, names, (int)sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
 
     const int m = nranks % 2 ? nranks + 1 : nranks;
@@ -397,6 +571,7 @@ int main(int argc, char **argv) {
                 int lower = rank < p ? rank : p;
                 for (int i = 0; i < lower; i++) if (partner_of(i, r, nranks) > i) k++;
             }
+            at("the connection pass", r, -1, p);
             const int steps = (nranks / 2 + group - 1) / group;
             for (int st = 0; st < steps; st++) {
                 MPI_Request req;
@@ -439,17 +614,24 @@ int main(int argc, char **argv) {
         int cpu = round_cpu(r, me.partner, pass);
         if (cpu >= 0 && cb_pin_self(cpu)) die("rank %d cannot move to cpu %d for round %d", rank, cpu, r);
         me.cpu = sched_getcpu();
+        at("the barrier before the round", r, pass, me.partner);
         MPI_Request req;
         double r0 = MPI_Wtime();
         MPI_Ibarrier(MPI_COMM_WORLD, &req);
         wait_politely(&req, round_limit, "the barrier before round", r, 1);
+        if (q == r && r == crash_round && rank == crash_rank) { /* the test hook: a call to null */
+            void (*volatile null_fn)(void) = NULL;
+            null_fn();
+        }
         double t0 = MPI_Wtime();
         if (me.partner >= 0) measure_pair(&o, me.partner, r, t0, sb, rb, &me);
         me.seconds = MPI_Wtime() - t0;
         if (me.partner >= 0) o.corrupt = 0; /* the hook damages one pair only */
+        where.phase = "gathering the round";
         MPI_Igather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
         wait_politely(&req, round_limit, "round", r, 1);
         if (rank != 0) continue;
+        where.phase = "printing the round";
         round_wall[q] = MPI_Wtime() - r0;
         /* check what the ranks say against each other, then one validation record for the round */
         int bad = 0, pairs = 0;
@@ -531,6 +713,7 @@ int main(int argc, char **argv) {
                 suspect[x] = best_bw[x] * remeasure < top_bw || best_lat[x] > low_lat * remeasure;
         }
     }
+    at("the summary", -1, -1, -1);
     if (rank == 0) {
         double measure = 0, walls = 0;
         for (int q = 0; q < steps_total + nagain; q++) { measure += round_measure[q]; walls += round_wall[q]; }
@@ -551,6 +734,7 @@ int main(int argc, char **argv) {
         cb_json_nums("round_s", round_wall, steps_total + nagain);
         cb_json_end();
     }
+    at("finishing (MPI_Finalize)", -1, -1, -1);
     cb_mpi_finish(rank, -1);
     return 0;
 }

@@ -92,6 +92,28 @@ def _signal_of(text: str) -> int | None:
     return None
 
 
+#: a kernel's own report of a crash (allpairs.c: "allpairs: rank R of N on NODE (pid P) got SIGSEGV ... in
+#: PHASE, round r ...", then "allpairs: rank R frame: ..." lines, the frame that jumped to a null address first)
+_CRASH_SAYS_RE = re.compile(r"^\S+: rank (\d+) of \d+ on .* got SIG\w+ .*$", re.M)
+_CRASH_FRAME_RE = re.compile(r"^\S+: rank (\d+) frame: (\S+)", re.M)
+#: Open MPI's own report of a crash: "[host:pid] Failing at address: 0x0", "[host:pid] [ 1] lib(+0x12)[0x...]"
+_OMPI_CRASH_RE = re.compile(r"^\[[^\]]*:\d+\] (Failing at address: \S+|\[ ?\d+\] \S+)", re.M)
+#: frames quoted in an error message at most
+CRASH_FRAMES = 6
+
+
+def crash_report(stderr: str, rank: str | None = None) -> str:
+    """What the crashed rank said of its crash on stderr, in one line: the kernel's own report (where
+    it was, its first frames) or else Open MPI's (address, frames); "" when there is none."""
+    says = [m for m in _CRASH_SAYS_RE.finditer(stderr) if rank in (None, "?", m.group(1))]
+    if says:
+        who = says[0].group(1)
+        frames = [m.group(2) for m in _CRASH_FRAME_RE.finditer(stderr) if m.group(1) == who][:CRASH_FRAMES]
+        return says[0].group(0).strip() + (f"; frames: {' '.join(frames)}" if frames else "")
+    ompi = [m.group(1) for m in _OMPI_CRASH_RE.finditer(stderr)][:CRASH_FRAMES + 1]
+    return f"Open MPI's report: {'; '.join(ompi)}" if ompi else ""
+
+
 def rank_death(stderr: str) -> tuple[str, str | None, int] | None:
     """(rank, node, signal) of a rank the launcher says died of a signal, or None."""
     m = _OMPI_DIED_RE.search(stderr)
@@ -127,9 +149,10 @@ def explain_failure(stderr: str, rc: int | None, what: str, *, local: bool = Fal
     died = rank_death(stderr)
     if died is not None:
         rank, node, sig = died
-        _, how, fix = process.death_cause(sig, before, local=local)
+        kind, how, fix = process.death_cause(sig, before, local=local)
         where = f"rank {rank}" + (f" on {node}" if node else "")
-        return f"{what}: {where} {how}", fix
+        said = crash_report(stderr, rank) if kind == "crash" else ""
+        return f"{what}: {where} {how}" + (f" ({said})" if said else ""), fix
     if any(n in stderr for n in _LOST_DAEMON):
         return (f"{what}: the launcher lost contact with a node (it went down, became unreachable, or its daemon "
                 "was killed)", "check the nodes (ping, ssh) and rerun; leave out a node that stays unreachable")
