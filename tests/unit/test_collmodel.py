@@ -193,3 +193,12 @@ def test_a_higher_is_better_limit_keeps_its_fraction():
     r = kit.busbw("allreduce", 1024, 10.0)
     got = limits.judge(None, r, ("collective_model",))  # type: ignore[arg-type]
     assert got[0]["fraction"] == pytest.approx(r.value / got[0]["value"])
+
+
+def test_noisy_small_sizes_do_not_hide_the_rate_of_a_limited_link():
+    """A sweep measured over a 100 Mbit/s tbf link at load 28 (this machine, 2026-11-27): the small
+    sizes jumped (105 us at 1 KiB), the single line fell to 0.0047 us/B; the large regime is the link's."""
+    sizes = [0, 1024, 4096, 16384, 65536, 262144, 524288, 1 << 20, 1 << 21]
+    times = [15.6, 105.2, 24.7, 80.6, 2344.6, 19322.3, 42131.9, 83600.7, 168521.4]
+    m = cm.fit(sizes, times)
+    assert m.kind == "two-regime" and m.large.beta_us_per_byte == pytest.approx(0.08, rel=0.05)
