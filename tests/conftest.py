@@ -12,6 +12,7 @@ importable from both folders (pyproject's ``pythonpath``); a test module never i
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -299,27 +300,45 @@ def mpi():
     return found
 
 
-@pytest.fixture
-def sim_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A factory: ``sim_cluster(2, mtu=9000)`` brings up a virtual cluster with this session's
-    prefix and a private state directory; it is always taken down afterwards, and the test fails
-    if anything of it is left. Skips (with the reason) when not root or namespaces are unusable."""
+@contextlib.contextmanager
+def _virtual_clusters(state: Path):
+    """The factory behind ``sim_cluster`` and ``module_sim_cluster``: clusters of this session's prefix
+    with their state in ``state``, taken down at the end (failing if anything of them is left)."""
     from clusterbench.errors import EnvironmentProblem
     from clusterbench.launch import simcluster
 
     if not IS_ROOT:
         pytest.skip("the virtual cluster needs root (ip netns)")
-    monkeypatch.setenv("CLUSTERBENCH_SIM_STATE", str(tmp_path / "sim"))
-    simcluster.down()  # leftovers of an earlier test of this session
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CLUSTERBENCH_SIM_STATE", str(state))
+        simcluster.down()  # leftovers of an earlier test of this session
 
-    def make(nodes: int = 2, **spec):
+        def make(nodes: int = 2, **spec):
+            try:
+                return simcluster.up(nodes, **spec)
+            except EnvironmentProblem as exc:
+                pytest.skip(f"network namespaces unusable here: {exc}")
+
         try:
-            return simcluster.up(nodes, **spec)
-        except EnvironmentProblem as exc:
-            pytest.skip(f"network namespaces unusable here: {exc}")
+            yield make
+        finally:
+            simcluster.down()
+            assert not simcluster.list_namespaces()
 
-    try:
+
+@pytest.fixture
+def sim_cluster(tmp_path: Path):
+    """A factory: ``sim_cluster(2, mtu=9000)`` brings up a virtual cluster with this session's
+    prefix and a private state directory; it is always taken down afterwards, and the test fails
+    if anything of it is left. Skips (with the reason) when not root or namespaces are unusable."""
+    with _virtual_clusters(tmp_path / "sim") as make:
         yield make
-    finally:
-        simcluster.down()
-        assert not simcluster.list_namespaces()
+
+
+@pytest.fixture(scope="module")
+def module_sim_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """``sim_cluster`` for one module: a cluster brought up once and shared by the module's tests
+    that leave it as they found it (bringing up 4 virtual nodes takes 3-7 s here), taken down after
+    the module's last test. A test of the same module that uses ``sim_cluster`` takes it down first."""
+    with _virtual_clusters(tmp_path_factory.mktemp("sim")) as make:
+        yield make

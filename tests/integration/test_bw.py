@@ -137,14 +137,17 @@ def test_multipair_and_bw_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -
 def test_mtu_1500_vs_9000_shows_in_mpi_bandwidth(mpi, live_probe, sim_cluster, tmp_path) -> None:
     """A 2-node virtual cluster with offloads off (MTU-sized frames, as on a wire): each run stores
     the MTU of every node's link in its cluster record, and jumbo frames carry more MPI bandwidth
-    at 4 MiB over TCP. Interleaved 1500/9000, best of two each, because the machine is shared (the
-    ratio measured while writing this was 2.7x to 5x)."""
+    at 4 MiB over TCP. Interleaved 1500/9000, best of up to two each, because the machine is shared (the
+    ratio measured while writing this was 2.7x to 5x); the second 1500/9000 round runs only when the
+    first does not already show the ratio (each round is two virtual clusters and two runs)."""
     from clusterbench import session
     from clusterbench.store import Store
 
     store = Store(tmp_path / "r.db")
     best: dict[int, float] = {}
-    for mtu in (1500, 9000) * 2:
+    for i, mtu in enumerate((1500, 9000) * 2):
+        if i == 2 and best[9000] > 1.3 * best[1500]:
+            break
         c = sim_cluster(2, mtu=mtu, offload=False)
         from clusterbench.launch import simcluster
         report = session.run(["bw"], {"bw": {"hosts": ",".join(n.name for n in c.nodes), "sizes": [4 << 20],

@@ -1,6 +1,11 @@
 """`run hpcc --quick` end to end with the real kernels: on 2 ranks of this node and across a 2-node
 virtual cluster, every HPC Challenge key the members declare is stored (HPCG beside them), and the
-hpccoutf export of the run reads back with the parser used for real hpcc output."""
+hpccoutf export of the run reads back with the parser used for real hpcc output.
+
+What is checked here is the suite's plumbing (every key, its placement, the export), not a figure:
+the parts that take most of --quick's time (HPL's N, RandomAccess's table, FFT's size and planning,
+HPCG's box and time; 5 of --quick's 5.5 minutes per run on 2 loaded cores) get smaller --quick
+values for these two tests (``small_parts``); each part's own sizes are tested in its own file."""
 from __future__ import annotations
 
 import pytest
@@ -21,6 +26,20 @@ KEYS = {"HPL_Tflops", "SingleDGEMM_Gflops", "StarDGEMM_Gflops", "SingleSTREAM_Tr
 #: the keys of the parts that run across the nodes (stream and dgemm measure this node)
 CROSS_NODE = {"HPL_Tflops", "PTRANS_GBs", "MPIRandomAccess_GUPs", "MPIFFT_Gflops", "MinPingPongLatency_usec",
               "NaturallyOrderedRingLatency_usec"}
+
+
+#: --quick's values for these tests, per part (the profile of each part's class, restored after)
+SMALL_QUICK = {"hpl": {"mem": 0.003},  # N ~ 2700 instead of ~8700 on this 24 GiB machine
+               "randomaccess": {"log2_size": 18, "samples": 1},
+               "fft": {"n": 1 << 16, "samples": 2, "plan_seconds": 0.5},
+               "hpcg": {"local": "16x16x16", "time": 1.0}}
+
+
+@pytest.fixture(autouse=True)
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, values in SMALL_QUICK.items():
+        cls = type(get_benchmark(name))
+        monkeypatch.setattr(cls, "profiles", {**cls.profiles, "quick": {**cls.profiles.get("quick", {}), **values}})
 
 
 def _check(rep: session.RunReport, store: Store) -> dict[str, dict]:

@@ -69,7 +69,7 @@ def engine_pids(under: Path) -> list[int]:
 
 @pytest.mark.integration
 @needs_hpcc
-@pytest.mark.parametrize("case", [HplCase(n=1000, nb=64, p=1, q=2), HplCase(n=600, nb=32, p=1, q=1, pmap="col")],
+@pytest.mark.parametrize("case", [HplCase(n=640, nb=64, p=1, q=2), HplCase(n=600, nb=32, p=1, q=1, pmap="col")],
                          ids=["1x2-row", "1x1-col"])
 def test_hpcc_runs(mpi, case: HplCase, tmp_path: Path) -> None:
     res = run_external("hpcc", case, mpi=mpi, spec=spec_for(case.p * case.q), timeout=60, workdir=str(tmp_path))

@@ -34,7 +34,9 @@ def _scale_store():
 def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("scale")
     env = {**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1",
-           "CLUSTERBENCH_CACHE": os.environ.get("CLUSTERBENCH_TEST_CACHE") or str(base / "cache")}
+           # the session's kernel cache (conftest's _isolated_dirs): fpu is not compiled again here
+           "CLUSTERBENCH_CACHE": os.environ.get("CLUSTERBENCH_TEST_CACHE")
+           or str(tmp_path_factory.getbasetemp() / "cache")}
     S = _scale_store()
     S.seed_run(base / "seed.db", env=env)
     ids = S.build_store(base / "seed.db", base / "big.db", RUNS)

@@ -143,35 +143,38 @@ def _assert_faults(doc: dict, bad: set[str], limited: str | None, hidden_ok: fro
 
 
 @pytest.mark.integration
-def test_four_healthy_nodes_flag_nothing(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
-    c = sim_cluster(4, mtu=9000, offload=False)
+def test_four_healthy_nodes_flag_nothing(mpi, live_probe, module_sim_cluster, tmp_path, capsys) -> None:
+    c = module_sim_cluster(4, mtu=9000, offload=False)
     doc = _sweep_once(capsys, [n.name for n in c.nodes], tmp_path / "r.db", "healthy4")
     assert doc["flags"] == {"links": [], "nodes": []}, (doc["flags"], doc["judge"])
     assert doc["evidence"] == [] and doc["slow_nodes"] == [] and doc["slow_links"] == []
 
 
 @pytest.mark.integration
-def test_four_nodes_one_at_mtu_1500(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
+def test_four_nodes_one_at_mtu_1500(mpi, live_probe, module_sim_cluster, tmp_path, capsys) -> None:
     """One node at MTU 1500 among 9000: its links carry about half. Its NIC is evidence of its own
     (the probe of every node is stored with the run), so its links are slow from x1.15 times this
-    machine's noise."""
-    c = sim_cluster(4, mtu=9000, offload=False)
+    machine's noise. (The module's cluster: the node is set back to 9000 afterwards.)"""
+    c = module_sim_cluster(4, mtu=9000, offload=False)
     names = [n.name for n in c.nodes]
     _mtu(c, names[2], 1500)
-    doc = _sweep_once(capsys, names, tmp_path / "r.db", "mtu1500")
+    try:
+        doc = _sweep_once(capsys, names, tmp_path / "r.db", "mtu1500")
+    finally:
+        _mtu(c, names[2], 9000)
     assert [(e["node"], e["what"], e["value"]) for e in doc["evidence"]] == [(names[2], "mtu", 1500)]
     _assert_faults(doc, {names[2]}, None, hidden_ok=frozenset({names[2]}))
 
 
 @pytest.mark.integration
-def test_four_nodes_two_faults_at_once(mpi, live_probe, sim_cluster, tmp_path, capsys) -> None:
+def test_four_nodes_two_faults_at_once(mpi, live_probe, module_sim_cluster, tmp_path, capsys) -> None:
     """The issue's cluster: node 2 rate-limited to 50 Mbit/s and node 3 at MTU 1500 at the same time,
     so five of the six links are slow. Both nodes and their links are flagged, the healthy pair is
     not. Stored as one run like any other; an unknown host is a one-line error and stores nothing."""
     from clusterbench.cli import main
     from clusterbench.store import Store
 
-    c = sim_cluster(4, mtu=9000, offload=False)
+    c = module_sim_cluster(4, mtu=9000, offload=False)  # the module's last user of it: its faults stay
     names = [n.name for n in c.nodes]
     db = tmp_path / "r.db"
     _limit(c, names[1], 50_000_000)

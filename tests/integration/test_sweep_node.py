@@ -84,13 +84,15 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 @pytest.fixture
-def four_nodes(mpi, sim_cluster, live_probe):
+def four_nodes(mpi, module_sim_cluster, live_probe):
+    """The module's 4-node cluster (brought up by the first test that asks, again after a test took it
+    down), nothing running in it after each test."""
     from clusterbench.benchmarks.base import RunContext, allowed_cpus
 
     cpus = allowed_cpus(RunContext(probe=live_probe, profile="quick"))
     if len(cpus) < 2:
         pytest.skip("needs two cpus")
-    c = sim_cluster(4)
+    c = module_sim_cluster(4)
     yield c, cpus[0], cpus[1]
     _nothing_left(c)
 

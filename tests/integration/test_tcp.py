@@ -187,9 +187,13 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.integration
 def test_sim_mtu_1500_vs_9000(sim, ctx: RunContext) -> None:
     """Offloads off (MTU-sized frames, as on a wire): the MTU is recorded exactly and jumbo frames
-    carry more TCP throughput (1.8x to 3.3x measured while writing this; > 1.3x asserted)."""
+    carry more TCP throughput (1.8x to 3.3x measured while writing this; > 1.3x asserted). Interleaved
+    1500/9000 rounds, best of up to 3 x 3 samples each (the machine is shared and noisy): a further
+    round only while the rounds so far do not show the ratio."""
     got: dict[int, float] = {}
-    for mtu in (1500, 9000) * 3:  # interleaved, best of 3 x 3 samples: the machine is shared and noisy
+    for i, mtu in enumerate((1500, 9000) * 3):
+        if i and i % 2 == 0 and got[9000] > 1.3 * got[1500]:
+            break
         c = sim(mtu=mtu, offload=False)
         res, _ = _run(ctx, hosts=f"{N1},{N2}", streams=[1], seconds=0.3, repeats=3, latency_iterations=100)
         thr = _by(res, "throughput")[0]
