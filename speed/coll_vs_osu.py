@@ -14,7 +14,9 @@ Per round, both sides on the same MPI, ranks, placement, transport and sizes:
   ranks), run twice so that its iteration counts are OSU's own: sizes up to 8 KiB with
   ``--max-iters 1000 --warmup 100``, larger ones with ``--max-iters 100 --warmup 10`` (OSU 7.4's
   COLL_LOOP_SMALL/COLL_SKIP_SMALL and COLL_LOOP_LARGE/COLL_SKIP_LARGE, switched above
-  LARGE_MESSAGE_SIZE = 8192 B), ``--time-budget 60`` so the count is never cut by time;
+  LARGE_MESSAGE_SIZE = 8192 B), ``--time-budget 60`` so the count is never cut by time; or, with
+  ``--iters N --warmup W``, N and W at every size on both sides (OSU ``-i N -x W``; one launch of
+  ours), for the virtual cluster where 1000 iterations of every small size take minutes;
 * OSU: ``osu_<op> -f -m MIN:MAX`` (its defaults otherwise), one launch per op, started by
   clusterbench's own launcher code from the same LaunchSpec its run used (the same rankfile and
   ``rmaps_rank_file_physical`` for Open MPI, the same taskset wrapper per rank for MPICH, the same
@@ -169,7 +171,8 @@ class Setup:
                 raise RuntimeError(f"{exe.name} failed ({r.returncode}): {(r.stderr or r.stdout)[-1500:]}")
             rows, dtype = parse_osu(r.stdout)
             binds = [line.strip() for line in r.stderr.splitlines() if "bound to" in line or "not bound" in line]
-            return {s: rows[s] for s in sizes if s in rows}, dtype, shlex.join(cmd), "; ".join(binds)
+            shown = shlex.join(cmd).replace("\n", "\\n")  # MPICH's taskset wrapper is a script
+            return {s: rows[s] for s in sizes if s in rows}, dtype, shown, "; ".join(binds)
         raise AssertionError("unreachable")
 
 
@@ -209,11 +212,18 @@ def ours(args: argparse.Namespace, sizes: list[int], counts: tuple[int, int]) ->
     return got, placement
 
 
-def split_sizes(sizes: list[int]) -> list[tuple[str, list[int]]]:
-    """The sizes by OSU's iteration regime (up to 8 KiB, above)."""
+def split_sizes(sizes: list[int], fixed: bool = False) -> list[tuple[str, list[int]]]:
+    """The sizes by OSU's iteration regime (up to 8 KiB, above); one group with fixed counts."""
+    if fixed:
+        return [("fixed", sizes)]
     small = [s for s in sizes if s <= LARGE]
     large = [s for s in sizes if s > LARGE]
     return [(k, v) for k, v in (("small", small), ("large", large)) if v]
+
+
+def counts(args: argparse.Namespace, regime: str) -> tuple[int, int]:
+    """(iterations, warm-up) of a size group: OSU's defaults, or ``--iters``/``--warmup`` for all sizes."""
+    return (args.iters, args.warmup) if regime == "fixed" else OSU_COUNTS[regime]
 
 
 # -- a round, the summary ----------------------------------------------------------------------------
@@ -226,8 +236,8 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
 
     def run_ours() -> None:
         t0 = time.monotonic()
-        for regime, sizes in split_sizes(args.sizes):
-            res, placement = ours(args, sizes, OSU_COUNTS[regime])
+        for regime, sizes in split_sizes(args.sizes, args.iters is not None):
+            res, placement = ours(args, sizes, counts(args, regime))
             got["ours"].update(res)
             info["placement"] = placement
         walls["ours"] = time.monotonic() - t0
@@ -235,7 +245,9 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
     def run_osu() -> None:
         t0 = time.monotonic()
         for op in args.ops:
-            rows, dtype, cmd, binds = setup.osu(exes[op], args.sizes, shlex.split(args.osu_extra), args.timeout)
+            fixed = ["-i", str(args.iters), "-x", str(args.warmup)] if args.iters is not None else []
+            rows, dtype, cmd, binds = setup.osu(exes[op], args.sizes, fixed + shlex.split(args.osu_extra),
+                                                args.timeout)
             for s, row in rows.items():
                 got["osu"][(op, s)] = row
             info.setdefault("dtypes", {})[op] = dtype
@@ -324,7 +336,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ops", type=lambda t: [o for o in t.split(",") if o], default=list(OPS))
     ap.add_argument("--sizes", type=sizes_arg, default=SIZES, help="bytes, OSU's per-op convention (default 8..1 MiB)")
-    ap.add_argument("--osu-tar", help="OSU 7.4's source tarball (default ../shared/reference/osu-micro-benchmarks-7.4-*)")
+    ap.add_argument("--iters", type=int, help="timed iterations of every size, both sides (OSU -i; default: "
+                    "OSU's 1000 up to 8 KiB, 100 above)")
+    ap.add_argument("--warmup", type=int, default=10, help="with --iters: warm-up iterations, both sides (OSU -x)")
+    ap.add_argument("--osu-tar", help="OSU 7.4 source tarball (default ../shared/reference/osu-micro-benchmarks-7.4-*)")
     ap.add_argument("--osu-build", help="a folder with an OSU build of this MPI from an earlier run (skips the build)")
     ap.add_argument("--keep-build", help="build OSU into this folder (outside the repository) and keep it")
     ap.add_argument("--osu-extra", default="", help="more osu_<op> options, e.g. '-T mpi_float'")
@@ -354,8 +369,10 @@ def main() -> int:
         f"ranks {len(setup.places)} on {nodes} node(s){' (' + args.hosts + ')' if args.hosts else ''}, "
         f"transport {args.transport}; rounds {args.rounds}; ops {','.join(args.ops)}; "
         f"sizes {min(args.sizes)}..{max(args.sizes)} B ({len(args.sizes)})")
-    out(f"# iterations (both sides, OSU 7.4's): <= {LARGE} B {OSU_COUNTS['small'][0]} timed + "
-        f"{OSU_COUNTS['small'][1]} warm-up, above {OSU_COUNTS['large'][0]} + {OSU_COUNTS['large'][1]}; "
+    iters = (f"{args.iters} timed + {args.warmup} warm-up at every size (OSU -i/-x)" if args.iters is not None else
+             f"OSU 7.4's: <= {LARGE} B {OSU_COUNTS['small'][0]} timed + {OSU_COUNTS['small'][1]} warm-up, above "
+             f"{OSU_COUNTS['large'][0]} + {OSU_COUNTS['large'][1]}")
+    out(f"# iterations (both sides): {iters}; "
         f"OSU extra '{args.osu_extra}', ours extra '{args.ours_extra}'" + (f"; note: {args.note}" if args.note else ""))
     with tempfile.TemporaryDirectory(prefix="coll-osu-build-") as tmp:
         if args.osu_build:
