@@ -82,6 +82,9 @@ def pytest_runtest_setup(item: pytest.Item):
     if _unit_tier(item.config) and not item.get_closest_marker("integration"):
         if "live_probe" in getattr(item, "fixturenames", ()):
             _probe_once()  # the machine is read once per session (hwloc's tools), before the guard
+        # every ssh command line asks once which OpenSSH this is (`ssh -V`, cached): asked before the guard
+        from clusterbench.launch import remote
+        remote.kex_options()
 
         def refused(what: object) -> AssertionError:
             return AssertionError(f"{item.nodeid} starts a process ({what!r}) in the unit tier, in the test or "
