@@ -176,7 +176,7 @@ def test_mpi_and_tcp_benchmarks_across_machines(machines, mpi, tmp_path):
     assert 10 < by["throughput"]["value"] < 1e6 and 1 < by["latency"]["value"] < 1e5  # Mbit/s, us
     _own_builds(c, doc, ["node2", "node3"])
 
-    doc = _json("run", "mpi", "--hosts", "node1,node2", "--quick", "--skip", "pingpong,bw,multipair,placement",
+    doc = _json("run", "mpi", "--hosts", "node1,node2", "--quick", "--skip", "pingpong,bw,multipair,placement,coll",
                 "--oversubscribe", db=db)
     benches = {r["benchmark"] for r in doc["results"]}
     assert benches == {"ring", "tcp"}, benches

@@ -396,7 +396,7 @@ def test_mpi_suite_tcp_and_cmd_power_inside_salloc(slurm_machines, tmp_path):
         "placement": ["run", "placement", "--hosts", "$H", "--quick", "--oversubscribe"],
         "tcp": ["run", "tcp", "--hosts", "$H", "--streams", "1", "--seconds", "0.5", "--repeats", "1",
                 "--latency-iterations", "500"],
-        "ring": ["run", "mpi", "--hosts", "$H", "--quick", "--skip", "pingpong,bw,multipair,placement,tcp",
+        "ring": ["run", "mpi", "--hosts", "$H", "--quick", "--skip", "pingpong,bw,multipair,placement,tcp,coll",
                  "--oversubscribe"],
     }, db, tmp_path / "suite", timeout=300, opts=("--exclusive",))
     lat = [r for r in d["pingpong"]["results"] if r["metric"] == "latency"]
