@@ -28,7 +28,7 @@ the figures match as one). (This
     store = Store(tmp_path / "s.db")
     for _ in range(4):  # alternating, as a user should: A B A B ...
         for n, tag in ((large, "memory"), (small, "cache")):
-            session.run(["stream"], {"stream": {"threads": 1, "sweep": False, "ntimes": 10, "array_elements": n}},
+            session.run(["stream"], {"stream": {"threads": 1, "sweep": False, "ntimes": 20, "array_elements": n}},
                         store=store, probe_data=live_probe, tags=[tag])
     doc = compare_sides(store, "memory", "cache")
     triad = [m for m in doc["matches"] if m["metric"] == "triad"]
