@@ -34,6 +34,7 @@ from clusterbench.records import Run
 from clusterbench.store import Store
 from clusterbench.store.db import now_iso
 from clusterbench.store.liveness import boot_id, process_start
+from clusterbench.telemetry import watch as pi
 
 
 class Interrupted(KeyboardInterrupt):
@@ -217,6 +218,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
 
     status, error = "complete", None
     before: dict = {}
+    board = pi.Watch(hosts)  # a Raspberry Pi's get_throttled before and after, temperature and clock during
     from clusterbench.launch import nodes as nodes_mod
 
     def node_build(host: str, doc: dict) -> None:
@@ -238,6 +240,7 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
             for name, info in ctx.builds.items():
                 store.add_build(record["id"], name, info)
         before = clock.snapshot()
+        board.start()
         estimates = [bench.estimate_seconds(ctx, params) for bench, params in steps]
         ctx.progress.overall(sum(estimates))
         if meter is not None:
@@ -262,6 +265,10 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
             if meter is not None:
                 meter.stop()
             warnings = warn.as_dicts(warn.clock_changed(before, clock.snapshot())) if before else []
+            pi_warnings, pi_notes = board.stop(interrupted=isinstance(exc_now, KeyboardInterrupt))
+            warnings += warn.as_dicts(pi_warnings)
+            ctx.notes.extend(pi_notes)
+            ctx.results[:] = pi.flag(ctx.results, pi_warnings)  # the figures measured while a node throttled
             record.update(status=status, error=error, ended=now_iso(), warnings=warnings, notes=ctx.notes)
             if store is not None:
                 store.finish_run(record["id"], status, error, warnings, ctx.notes, ended=record["ended"],
