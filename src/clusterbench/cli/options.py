@@ -149,13 +149,14 @@ def tag_options(sub: argparse.ArgumentParser) -> None:
 
 def power_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--power", action="append", default=[], metavar="[NODE=]SPEC",
-                     help="power source (repeatable, per node): rapl, ipmi, cmd:COMMAND (prints watts or joules), "
+                     help="power source (repeatable, per node): rapl, ipmi, pmic (a Raspberry Pi 5's rails), "
+                     "cmd:COMMAND (prints watts or joules), "
                      "csv:FILE (a time,watts log) or watts:W (declared); NODE=SPEC for one node, cluster=SPEC for "
                      "one meter of all; figures with a timed phase get their energy and Gflops/W")
     sub.add_argument("--watts", type=float, default=None, metavar="W",
                      help="declared power of every node in W (not measured; marked declared): watts:W")
     sub.add_argument("--power-interval", type=float, default=None, metavar="S",
-                     help="seconds between power samples (default: rapl 0.1, cmd and ipmi 1)")
+                     help="seconds between power samples (default: rapl 0.1, cmd, ipmi and pmic 1)")
 
 
 #: what an interrupted command left when it ran with --no-store (its INTERRUPTED speaks of a stored run)

@@ -3,7 +3,8 @@
 The one place for energy measurement (``--power SPEC``, ``--watts W``, ``--power-interval S``):
 
 * :mod:`.spec` - the ``--power`` specs and their checks (one-line errors, before anything runs);
-* the meter kinds, one module each: :mod:`.rapl` (powercap counters), :mod:`.ipmi` (the BMC),
+* the meter kinds, one module each: :mod:`.rapl` (powercap counters), :mod:`.ipmi` (the BMC), :mod:`.pmic`
+  (a Raspberry Pi 5's PMIC rails),
   :mod:`.command` (``cmd:COMMAND``), :mod:`.csvlog` (``csv:FILE``), :mod:`.declared` (``watts:W``), on
   the common :mod:`.source` (samples, and the energy over an interval from them);
 * :mod:`.build` - the run's meter from the specs (which node gets which source) and the kinds'

@@ -10,9 +10,11 @@ from clusterbench.energy.csvlog import CsvSource
 from clusterbench.energy.declared import ConstantSource
 from clusterbench.energy.ipmi import IpmiSource
 from clusterbench.energy.meter import Meter
+from clusterbench.energy.pmic import PmicSource
 from clusterbench.energy.rapl import RaplSource
 from clusterbench.energy.source import Source
-from clusterbench.energy.spec import CLUSTER, DEFAULT_INTERVAL, Spec, check_interval, check_watts, parse_spec
+from clusterbench.energy.spec import (CLUSTER, DEFAULT_INTERVAL, THIS_MACHINE, Spec, check_interval, check_watts,
+                                      parse_spec)
 from clusterbench.errors import UsageError
 
 
@@ -27,6 +29,7 @@ SOURCES: dict[str, Callable[[Spec, str, Sequence[str], str, str], Source]] = {
     "watts": lambda spec, label, covers, node, root: ConstantSource(label, covers, spec),
     "rapl": lambda spec, label, covers, node, root: RaplSource(label, covers, spec, root=root),
     "ipmi": lambda spec, label, covers, node, root: IpmiSource(label, covers, spec),
+    "pmic": lambda spec, label, covers, node, root: PmicSource(label, covers, spec),
     "cmd": lambda spec, label, covers, node, root: CommandSource(label, covers, spec, node),
     "csv": lambda spec, label, covers, node, root: CsvSource(label, covers, spec, node),
 }
@@ -85,13 +88,13 @@ def build_meter(specs: Sequence[str], watts: float | None = None, nodes: Sequenc
         if per or bare:
             raise UsageError(f"--power {whole.text} meters every node together, and other sources were given too",
                              "give either one cluster= meter or a source per node, not both (it would count twice)")
-        if whole.kind in ("rapl", "ipmi") and not set(run_nodes) <= local_set:
+        if whole.kind in THIS_MACHINE and not set(run_nodes) <= local_set:
             raise _remote_refusal(whole, next(n for n in run_nodes if n not in local_set))
         sources.append(_make(whole, CLUSTER, run_nodes, CLUSTER, root))
     else:
         rest = [n for n in run_nodes if n not in per]
         for node, s in per.items():
-            if s.kind in ("rapl", "ipmi"):
+            if s.kind in THIS_MACHINE:
                 if node not in local_set:
                     raise _remote_refusal(s, node)
                 if virtual:
@@ -104,7 +107,7 @@ def build_meter(specs: Sequence[str], watts: float | None = None, nodes: Sequenc
                              f"add --power {rest[0]}=SPEC, or one bare --power SPEC / --watts W for every node")
         if rest and bare:
             b = bare[0]
-            if b.kind in ("rapl", "ipmi"):
+            if b.kind in THIS_MACHINE:
                 remote = [n for n in rest if n not in local_set]
                 if remote:
                     raise _remote_refusal(b, remote[0])

@@ -29,6 +29,11 @@ A source is named by a spec string (``--power SPEC``, repeatable; ``--watts W`` 
     (``2026-01-01T00:00:00.5+00:00``, ``...Z``; without an offset: this machine's local time). A log
     that does not cover a phase leaves that phase's energy missing. ``{node}`` in FILE is replaced by
     the node's name.
+``pmic``
+    A Raspberry Pi 5's PMIC (``vcgencmd pmic_read_adc``): the sum over its rails of each rail's current
+    times its voltage, once a second. It is the board's rails only: not the power supply's losses, not
+    USB devices, not the switch (labelled so wherever it appears). Needs ``vcgencmd``; elsewhere it is
+    refused in one line.
 ``watts:W``
     A declared constant (``--watts W``): not measured, and marked ``declared`` wherever it appears.
 
@@ -39,8 +44,8 @@ line; on the virtual cluster (whose nodes share this machine) a bare ``rapl`` or
 machine's power for all of its nodes together. ``cluster=SPEC`` is one meter for all the nodes
 together (a wall meter on the cluster's power strip). Every node of the run needs exactly one source.
 
-The meter kinds, one module each: :mod:`.rapl`, :mod:`.ipmi`, :mod:`.command`, :mod:`.csvlog`,
-:mod:`.declared`; :mod:`.build` gives each node its source.
+The meter kinds, one module each: :mod:`.rapl`, :mod:`.ipmi`, :mod:`.pmic`, :mod:`.command`,
+:mod:`.csvlog`, :mod:`.declared`; :mod:`.build` gives each node its source.
 """
 from __future__ import annotations
 
@@ -51,13 +56,15 @@ from typing import Any, Sequence
 from clusterbench.energy import figures as E
 from clusterbench.errors import UsageError
 
-KINDS = ("rapl", "ipmi", "cmd", "csv", "watts")
+KINDS = ("rapl", "ipmi", "pmic", "cmd", "csv", "watts")
+#: the kinds that read the machine clusterbench runs on (and take no argument)
+THIS_MACHINE = ("rapl", "ipmi", "pmic")
 #: seconds between samples, per live kind (``--power-interval`` overrides)
-DEFAULT_INTERVAL = {"rapl": 0.1, "ipmi": 1.0, "cmd": 1.0}
+DEFAULT_INTERVAL = {"rapl": 0.1, "ipmi": 1.0, "pmic": 1.0, "cmd": 1.0}
 MIN_INTERVAL, MAX_INTERVAL = 0.01, 60.0
 #: a whole-cluster meter's node name
 CLUSTER = "cluster"
-_USAGE = "use rapl, ipmi, cmd:COMMAND, csv:FILE or watts:W, each optionally as NODE=SPEC"
+_USAGE = "use rapl, ipmi, pmic, cmd:COMMAND, csv:FILE or watts:W, each optionally as NODE=SPEC"
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ def parse_spec(text: str) -> Spec:
         word = body.split(":", 1)[0] or body
         raise UsageError(f"--power {raw!r}: unknown power source '{word}'", _USAGE)
     arg = body[len(kind) + 1:] if body.startswith(kind + ":") else ""
-    if kind in ("rapl", "ipmi") and body != kind:
+    if kind in THIS_MACHINE and body != kind:
         raise UsageError(f"--power {raw!r}: {kind} takes no argument", f"write {kind} (or NODE={kind})")
     if kind in ("cmd", "csv") and not arg.strip():
         raise UsageError(f"--power {raw!r}: {kind}: needs a {'command' if kind == 'cmd' else 'file'}",
@@ -129,7 +136,7 @@ def check_interval(value: Any) -> float:
     if not (MIN_INTERVAL <= v <= MAX_INTERVAL):
         raise UsageError(f"--power-interval {value!r} is not allowed",
                          f"give {MIN_INTERVAL:g} to {MAX_INTERVAL:g} seconds between samples (defaults: rapl 0.1, "
-                         "cmd and ipmi 1)")
+                         "cmd, ipmi and pmic 1)")
     return v
 
 

@@ -11,7 +11,8 @@ def _source_text(label: str, s: Mapping[str, object]) -> str:
     rate = s.get("rate_hz")
     how = "declared, not measured" if s.get("declared") else (f"{float(rate):g} Hz" if rate else "read after the run")  # type: ignore[arg-type]
     covers = s.get("covers")
-    return f"{label} {s.get('spec')} ({how}" + (f"; all of {', '.join(covers)}" if covers else "") + ")"  # type: ignore[arg-type]
+    what = f"; {s['measures']}" if s.get("measures") else ""
+    return f"{label} {s.get('spec')} ({how}{what}" + (f"; all of {', '.join(covers)}" if covers else "") + ")"  # type: ignore[arg-type]
 
 
 def energy_lines(run_energy: Mapping[str, object], results: Sequence[Result]) -> list[str]:

@@ -39,6 +39,8 @@ def source_text(sources: Mapping[str, Any] | None) -> str:
         else:
             rate = s.get("rate_hz")
             how = f"measured, {float(rate):g} Hz" if rate else "measured, read after the run"
+            if s.get("measures"):  # a source that sees part of the node says which (pmic: the board's rails)
+                how += f"; {s['measures']}"
         out.append(f"{node}: {s.get('spec') or s.get('kind')} ({how})")
     return "; ".join(out)
 
