@@ -38,6 +38,7 @@ def healthy() -> dict:
                        "vendor": "GenuineIntel", "model_name": "Xeon"}),
         "software": ok({"kernel": "6.1.0-18-amd64", "mpi": [{"name": "Open MPI", "version": "4.1.4"}],
                         "blas": [{"name": "openblas", "path": "/usr/lib/libopenblas.so.0"}], "compilers": []}),
+        "pi.throttled": ok(None, "vcgencmd get_throttled (not installed: not a Raspberry Pi)"),
     }, "nics": {"eno1": _nic(mtu=9000)}}
 
 

@@ -127,3 +127,43 @@ def test_flag_adds_the_warning_to_every_figure() -> None:
     (got,) = watch.flag([r], ws)
     assert got.warnings[-1]["code"] == "pi-throttled" and r.warnings == []
     assert watch.flag([r], []) == [r]
+
+
+# ------------------------------------------------------------------ doctor: pi-throttled
+def _evidence(root: Path) -> dict:
+    from clusterbench.doctor import evidence as E
+    from clusterbench.probe.sysfs import FsRoot
+
+    return {"items": {"pi.throttled": E.pi_throttled(FsRoot(str(root)), live=False)}}
+
+
+def test_doctor_names_the_node_and_the_fix_on_a_recorded_pi(tmp_path) -> None:
+    from clusterbench.doctor import engine
+    from clusterbench.doctor import evidence as E
+
+    f = tmp_path / E.PI_THROTTLED.lstrip("/")
+    f.parent.mkdir(parents=True)
+    f.write_text(rec("rpi3bplus-sysfs-get_throttled-b.txt"))  # the kernel's copy, recorded on a Pi 3B+
+    ev = _evidence(tmp_path)
+    assert ev["items"]["pi.throttled"]["value"]["raw"] == "0x80008"
+    out = engine.evaluate({"pi1": ev, "pi2": _evidence(tmp_path / "not-a-pi")})
+    (hit,) = [x for x in out["findings"] if x["rule"] == "pi-throttled"]
+    assert hit["node"] == "pi1" and "soft temperature limit since boot; soft temperature limit now" in hit["summary"]
+    assert any("cool the board" in x for x in hit["fix"]) and not any("power supply" in x for x in hit["fix"])
+    assert hit["apply"] is None  # advice: nothing doctor --fix could run
+    assert {"rule": "pi-throttled", "node": "pi2", "title": engine.rule("pi-throttled").title} in out["passed"]
+
+
+def test_doctor_on_recorded_vcgencmd_outputs() -> None:
+    from clusterbench.doctor import engine
+    from clusterbench.doctor import evidence as E
+
+    r = engine.rule("pi-throttled")
+    uv = {"items": {"pi.throttled": E.item(V.throttled_doc(V.parse_throttled(throttled_line("rpi3-firmware615-b.txt"))),
+                                           "vcgencmd get_throttled")}}
+    hit = r.check(uv)
+    assert "under-voltage, throttled since boot" in hit.summary and "power supply" in hit.fix[0]
+    clear = {"items": {"pi.throttled": E.item(V.throttled_doc(0), "vcgencmd get_throttled")}}
+    assert r.check(clear) is None
+    snap_pi = {"items": {"pi.throttled": E.unreadable("vcgencmd get_throttled", E.LIVE_ONLY)}}
+    assert "needs the running machine" in r.check(snap_pi).why

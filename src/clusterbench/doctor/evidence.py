@@ -14,7 +14,7 @@ why (``readable: False``): a rule that needs it then says "cannot tell", never "
 Most of it is what the machine probe and the NIC probe already read (``probe()`` and
 ``network.nic_settings()``); this module adds what they do not keep: swap in use, every CPU's
 governor, stolen time over a short interval, thermal zones, NET_RX/NET_TX softirqs per CPU, the
-largest MTU a NIC takes, and the core type OpenBLAS picks. Gathering on a node of a cluster is one
+largest MTU a NIC takes, the core type OpenBLAS picks, and a Raspberry Pi's ``get_throttled``. Gathering on a node of a cluster is one
 call per node (:data:`SNIPPET`, run by ``launch.remote.gather``), never one per item.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ ITEMS = (
     "sysctl.net.core.rps_sock_flow_entries", "sysctl.kernel.numa_balancing",
     "thp.enabled", "thp.defrag", "swap", "cpufreq.governors", "cpufreq.boost", "kernel.preemption",
     "cpus.online", "numa.nodes", "steal", "hypervisor", "thermal", "softirqs.net", "blas.openblas_core",
-    "cpu.isa", "software",
+    "cpu.isa", "software", "pi.throttled",
 )
 #: per-NIC evidence keys
 NIC_ITEMS = ("mtu", "max_mtu", "rx_queues", "rps_cpus", "rfs_flow_cnt", "coalescing", "speed_mbps", "driver")
@@ -267,6 +267,33 @@ def _thermal(fs: FsRoot) -> dict[str, Any]:
     return item(zones, "/sys/class/thermal/thermal_zone*/temp, type")
 
 
+#: the Raspberry Pi kernel's copy of get_throttled (bare hex), where its firmware driver provides it
+PI_THROTTLED = "/sys/devices/platform/soc/soc:firmware/get_throttled"
+
+
+def pi_throttled(fs: FsRoot, live: bool) -> dict[str, Any]:
+    """A Raspberry Pi's get_throttled mask with its flags (sysfs, else ``vcgencmd get_throttled``);
+    ``None`` (readable) on a machine that is not a Raspberry Pi."""
+    from clusterbench.telemetry.vcgencmd import parse_throttled, throttled_doc
+
+    model = (fs.read("/proc/device-tree/model") or "").strip("\x00 \n")
+    is_pi = model.startswith("Raspberry Pi")
+    raw, src = fs.read(PI_THROTTLED), PI_THROTTLED
+    if raw is None and live:
+        src = "vcgencmd get_throttled"
+        raw, why = _run(["vcgencmd", "get_throttled"])
+        if raw is None:
+            if shutil.which("vcgencmd") is None and not is_pi:
+                return item(None, f"{src} (not installed: not a Raspberry Pi)")
+            return unreadable(src, f"{why} (install raspi-utils or libraspberrypi-bin; vcgencmd needs the video group)")
+    if raw is None:
+        return unreadable(src, LIVE_ONLY) if is_pi else item(None, f"{src} (absent: not a Raspberry Pi)")
+    try:
+        return item(throttled_doc(parse_throttled(raw)), src)
+    except ValueError as exc:
+        return unreadable(src, str(exc))
+
+
 def _max_mtus(live: bool) -> tuple[dict[str, int] | None, str | None]:
     """{ifname: max_mtu} from ``ip -j -d link show`` (live only), or (None, why)."""
     if not live:
@@ -377,6 +404,7 @@ def gather(root: str = "/", *, steal_interval: float = STEAL_INTERVAL) -> dict[s
     items["softirqs.net"] = item(sirq, "/proc/softirqs (at rest)") if sirq else \
         unreadable("/proc/softirqs", "no NET_RX/NET_TX lines")
     items["blas.openblas_core"] = _openblas_core(live)
+    items["pi.throttled"] = pi_throttled(fs, live)
     cpu = p.get("cpu") or {}
     items["cpu.isa"] = item({"isa": cpu.get("isa") or [], "vendor": cpu.get("vendor"),
                              "model_name": cpu.get("model_name")}, "/proc/cpuinfo")
