@@ -167,3 +167,55 @@ def test_doctor_on_recorded_vcgencmd_outputs() -> None:
     assert r.check(clear) is None
     snap_pi = {"items": {"pi.throttled": E.unreadable("vcgencmd get_throttled", E.LIVE_ONLY)}}
     assert "needs the running machine" in r.check(snap_pi).why
+
+
+# ------------------------------------------------------------------ a run across hosts (launch.remote replaced)
+def test_watch_reads_every_node_with_vcgencmd_through_launch(monkeypatch) -> None:
+    import subprocess
+
+    from clusterbench.launch import remote
+
+    masks = {"pi1": [0, 0x50005], "pi2": [0, 0]}
+    gathered = []
+
+    def gather(hosts, code, timeout, keep_going):
+        assert code == board.SNIPPET and keep_going
+        gathered.append(list(hosts))
+        out = {}
+        for h in hosts:
+            if h == "x86":
+                out[h] = {"telemetry": None}  # no vcgencmd there
+            elif h == "gone":
+                out[h] = {"error": "cannot reach gone over ssh: it does not answer"}
+            else:
+                out[h] = {"telemetry": _snap(masks[h].pop(0))}
+        return out
+
+    def run_command(host, argv, timeout):
+        assert argv == ["sh", "-c", board.SAMPLE_SH] and host in ("pi1", "pi2")
+        return subprocess.CompletedProcess(argv, 0, "throttled=0x0\ntemp=70.1'C\nfrequency(48)=1500345728\n", "")
+
+    monkeypatch.setattr(remote, "gather", gather)
+    monkeypatch.setattr(remote, "run_command", run_command)
+    monkeypatch.setenv(watch.ENV_INTERVAL, "0.2")
+    w = watch.Watch(["pi1", "pi2", "x86", "gone"])
+    w.start()
+    assert sorted(w.nodes) == ["pi1", "pi2"]
+    import time
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not all(r["samples"] for r in w.nodes.values()):
+        time.sleep(0.05)
+    ws, notes = w.stop()
+    assert gathered == [["pi1", "pi2", "x86", "gone"], ["pi1", "pi2"]]  # after: only the nodes with vcgencmd
+    assert [x.message.split(" was ")[0] for x in ws] == ["pi1"]
+    assert notes[0] == "pi: vcgencmd not read on gone (cannot reach gone over ssh: it does not answer)"
+    assert any(n.startswith("pi: pi2 get_throttled 0x0 before, 0x0 after; no under-voltage") and "70.1" in n
+               for n in notes)
+
+
+def test_a_machine_without_vcgencmd_is_not_watched(monkeypatch) -> None:
+    monkeypatch.setattr(board, "present", lambda: None)
+    w = watch.Watch()
+    w.start()
+    assert w.nodes == {} and w._thread is None
+    assert w.stop() == ([], [])

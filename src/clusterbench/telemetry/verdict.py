@@ -19,9 +19,10 @@ CODE = "pi-throttled"
 #: what to do about each cause
 FIXES = {
     "power": "use a power supply that holds 5.1 V under load (the official 5.1 V 3 A supply for a Pi 4, 5 V 5 A "
-             "for a Pi 5), one per board, and short thick cables; not a USB hub shared by several boards",
-    "thermal": "cool the board: a heatsink with a fan (the seed's Pi 4 cluster stayed under 65 °C with them), "
-               "airflow between boards",
+             "for a Pi 5), one per board (Duffy 2020 §4.1.2), and short thick cables; not a USB hub shared by "
+             "several boards",
+    "thermal": "cool the board: a heatsink with a fan (Duffy 2020's Pi 4 cluster stayed under 65 °C with them, "
+               "§4.1.4), airflow between boards",
 }
 #: at or above this temperature a throttle is taken as thermal (the Pi 4 throttles at 80-85 °C)
 HOT_C = 80.0
