@@ -15,7 +15,8 @@ Most of it is what the machine probe and the NIC probe already read (``probe()``
 ``network.nic_settings()``); this module adds what they do not keep: swap in use, every CPU's
 governor, stolen time over a short interval, thermal zones, NET_RX/NET_TX softirqs per CPU, the
 largest MTU a NIC takes, the core type OpenBLAS picks, and a Raspberry Pi's ``get_throttled``.
-Gathering on a node of a cluster is one call per node (:data:`SNIPPET`, run by ``launch.remote.gather``), never one per item.
+Gathering on a node of a cluster is one call per node (:data:`SNIPPET`, run by
+``launch.remote.gather``), never one per item.
 """
 from __future__ import annotations
 
