@@ -24,11 +24,15 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "vcgencmd"
 FAKE_VCGENCMD = """#!/bin/sh
 # TEST DOUBLE of the Raspberry Pi firmware's vcgencmd, for clusterbench's tests: the first
 # get_throttled reports all clear, every later one under-voltage and throttled (now and since boot).
+# On the virtual cluster each node (network namespace) counts its own calls, and only the node named
+# in $state/only (when that file exists) sags.
 state="${FAKE_VCGENCMD_STATE:?}"
+ns=$(ip netns identify $$ 2>/dev/null)
 case "$1" in
 get_throttled)
-  n=$(cat "$state/calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$state/calls"
-  if [ "$n" -eq 0 ]; then echo "throttled=0x0"; else echo "throttled=0x50005"; fi ;;
+  n=$(cat "$state/calls$ns" 2>/dev/null || echo 0); echo $((n + 1)) > "$state/calls$ns"
+  if [ -f "$state/only" ] && [ "$(cat "$state/only")" != "$ns" ]; then echo "throttled=0x0"
+  elif [ "$n" -eq 0 ]; then echo "throttled=0x0"; else echo "throttled=0x50005"; fi ;;
 measure_temp) echo "temp=62.3'C" ;;
 measure_clock) echo "frequency(45)=1400000000" ;;
 pmic_read_adc) cat "$state/pmic" ;;
@@ -104,3 +108,29 @@ def test_power_pmic_without_vcgencmd_is_one_line_and_stores_nothing(tmp_path):
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "--power pmic: vcgencmd is not installed here" in err[0] and "Raspberry Pi 5" in err[0]
     assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+@pytest.mark.integration
+def test_every_node_of_a_run_across_hosts_is_read_and_the_one_that_sagged_named(mpi, live_probe, sim_cluster,
+                                                                                fake_pi, monkeypatch, tmp_path):
+    """Two virtual nodes reached through launch.remote (their namespaces see this PATH): the second
+    one's double sags after the first reading; the run names it, and only it."""
+    from clusterbench import session
+    from clusterbench.store import Store
+
+    c = sim_cluster(2)
+    a, b = (n.name for n in c.nodes)
+    (Path(fake_pi["FAKE_VCGENCMD_STATE"]) / "only").write_text(b)
+    for k in ("PATH", "FAKE_VCGENCMD_STATE", "CLUSTERBENCH_PI_SAMPLE_S"):
+        monkeypatch.setenv(k, fake_pi[k])
+    store = Store(tmp_path / "r.db")
+    report = session.run(["pingpong"], {"pingpong": {"hosts": f"{a},{b}", "sizes": [8], "time_budget": 0.05,
+                                                     "allow_root": True}},
+                         profile="quick", store=store, timeout=120, probe_data=live_probe)
+    ws = [w for w in report.run.warnings if w["code"] == "pi-throttled"]
+    assert [w["message"].split(" was ")[0] for w in ws] == [b]
+    notes = [n for n in report.run.notes if n.startswith("pi: ")]
+    assert any(n.startswith(f"pi: {a} get_throttled 0x0 before, 0x0 after; no under-voltage") for n in notes)
+    assert any(n.startswith(f"pi: {b} get_throttled 0x0 before, 0x50005 after; during the run") for n in notes)
+    assert all(any(x["code"] == "pi-throttled" for x in r.warnings) for r in report.results)
+    assert [w["code"] for w in store.get_run(report.run.id).warnings].count("pi-throttled") == 1
