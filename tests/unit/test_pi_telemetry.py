@@ -219,3 +219,21 @@ def test_a_machine_without_vcgencmd_is_not_watched(monkeypatch) -> None:
     w.start()
     assert w.nodes == {} and w._thread is None
     assert w.stop() == ([], [])
+
+
+# ------------------------------------------------------------------ the hand-fixed defaults, on a recorded Pi 4
+def test_softirq_rule_on_a_recorded_pi4_under_hpl() -> None:
+    """The one recording of a Pi 4's receive processing at hand (tests/data/pi4/SOURCES.md): /proc/softirqs
+    during HPL across the cluster. Its counts are since boot, not the deltas over a load the rule is given
+    by ``doctor --during`` (the boot's share is small next to 1.5e9 NET_RX): the rule names CPU 0 and
+    points at RPS/RFS, the fix the dissertation applied by hand."""
+    from clusterbench.doctor import engine
+    from clusterbench.doctor import evidence as E
+
+    counts = E.parse_softirqs((DATA.parent / "pi4" / "softirqs-during-hpl.txt").read_text())
+    assert counts["NET_RX"][0] == 1505715680
+    ev = {"items": {"softirqs.load": E.item({**counts, "load": "hpl", "seconds": 60.0}, "/proc/softirqs"),
+                    "cpus.online": E.item([0, 1, 2, 3], "/sys/devices/system/cpu/online")}}
+    hit = engine.rule("softirq-concentrated").check(ev)
+    assert "NET_RX: 100% of 1505719154 on CPU 0" in hit.summary and "NET_TX: 100% of 223238264 on CPU 0" in hit.summary
+    assert "rps-single-queue" in hit.fix[0]
