@@ -13,21 +13,44 @@ from typing import Any
 
 #: one JSON document on stdout; argv: [names to resolve..., "--marker", PATH]
 SNIPPET = r"""
-import glob, json, os, platform, shutil, socket, subprocess, sys, time
+import fnmatch, glob, json, os, platform, shutil, socket, subprocess, sys, time
 t0 = time.time()
 args = sys.argv[1:]
 marker = args[args.index("--marker") + 1] if "--marker" in args else ""
 names = args[:args.index("--marker")] if "--marker" in args else args
-def first(cmd):
+def start(cmd):
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError:
         return None
-    out = (p.stdout or p.stderr or "").strip().splitlines()
+def first(p, deadline):
+    if p is None:
+        return None
+    try:
+        stdout, stderr = p.communicate(timeout=max(0.0, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return None
+    out = (stdout or stderr or "").strip().splitlines()
     return out[0].strip() if out and p.returncode == 0 else None
+# the versions asked at once (each within 10 s), while the rest is looked at
+asked = {k: start(c) for k, c in (("cc", ["cc", "--version"]), ("mpicc", ["mpicc", "--version"]),
+                                  ("mpirun", ["mpirun", "--version"]),
+                                  ("mpiexec_mpich", ["mpiexec.mpich", "--version"]))}
+asked_at = time.time()
+_dirs = {}
+def listing(d):
+    if d not in _dirs:
+        try:
+            _dirs[d] = [n for n in os.listdir(d) if not n.startswith(".")]
+        except OSError:
+            _dirs[d] = []
+    return _dirs[d]
 def libs(*patterns):
+    # each folder listed once (as glob.glob(folder/pattern) would find them: no hidden names)
     dirs = ["/usr/lib", "/usr/lib64", "/usr/local/lib", "/lib"] + glob.glob("/usr/lib/*-linux-gnu*")
-    return sorted({os.path.basename(f) for d in dirs for p in patterns for f in glob.glob(os.path.join(d, p))})
+    return sorted({n for d in dirs for n in listing(d) for p in patterns if fnmatch.fnmatch(n, p)})
 def meminfo():
     try:
         with open("/proc/meminfo") as fh:
@@ -73,8 +96,7 @@ doc = {
     "hostname": socket.gethostname(), "home": home, "user": os.environ.get("USER") or str(os.getuid()),
     "python": sys.version.split()[0], "python_ok": sys.version_info >= (3, 10), "machine": platform.machine(),
     "os": osrel(), "cpus": os.cpu_count(), "mem_available": avail, "mem_total": total, "home_free": disk,
-    "cc": first(["cc", "--version"]), "mpicc": first(["mpicc", "--version"]),
-    "mpirun": first(["mpirun", "--version"]), "mpiexec_mpich": first(["mpiexec.mpich", "--version"]),
+    **{k: first(p, asked_at + 10) for k, p in asked.items()},
     "orted": shutil.which("orted"), "lstopo": shutil.which("lstopo-no-graphics"),
     "blas": libs("libopenblas*.so*", "libblis*.so*", "libblas.so*", "libmkl_rt.so*"),
     "hwloc": libs("libhwloc.so*"), "fftw": libs("libfftw3.so*"), "fftw_mpi": libs("libfftw3_mpi.so*"),
