@@ -12,7 +12,9 @@ median half round trip at 8 B, ``bandwidth_MBps`` 256 KiB over the fastest half 
 faster than the link allows, and a rate-limited link holds its rate on every one of them after the
 untimed ones; ``within``: median / fastest, the pair's own spread). That judge's rule decides (the reference is
 what the better half of the nodes reach, so one slow node among 3 or more stands out; with 2
-nodes there is nothing to compare and nothing is said). The network model itself is fitted on
+nodes there is nothing to compare and nothing is said), and a node or link is named only from
+:data:`MIN_FACTOR` times worse than the others (the pairs are measured once, in the collectives'
+launch). The network model itself is fitted on
 the pair rank 0 - rank P-1 (``params.p2p``): a slow node elsewhere makes the collectives slower
 than the model, and this evidence names it.
 """
@@ -25,6 +27,11 @@ from clusterbench.analysis import links as links_mod
 
 #: the two sizes of the links' ping-pong (the kernel's 8 B and LINK_BYTES)
 LATENCY_BYTES, BANDWIDTH_BYTES = 8, 262144
+#: a node or link is named only this many times worse than the reference, on top of the judge's own
+#: noise threshold: the pairs are measured once each, in the collectives' launch, and on this machine's
+#: 2 shared cores at load 30 a healthy node's best link came out x3.2 below the others (a node at tc tbf
+#: 100 Mbit/s among unlimited virtual links: x26-x30)
+MIN_FACTOR = 5.0
 DEFINITION = ("ping-pong between every pair of nodes (one rank each, one pair at a time, each round trip timed): "
               "latency_us the median half round trip at 8 B, bandwidth_MBps 256 KiB / the fastest half round trip "
               "at 256 KiB (1e6 B/s); within: median / fastest")
@@ -49,15 +56,20 @@ def pair_of(rec: Mapping[str, Any], node_of_rank: Mapping[int, str]) -> dict | N
 
 
 def judge(links: Mapping[str, Any] | None) -> dict | None:
-    """:func:`clusterbench.analysis.links.judge` of ``params.links`` (``nodes``, ``pairs``), or None
-    without two pairs."""
+    """:func:`clusterbench.analysis.links.judge` of ``params.links`` (``nodes``, ``pairs``), its
+    flags kept from :data:`MIN_FACTOR` on, or None without two pairs."""
     if not isinstance(links, Mapping):
         return None
     pairs = [p for p in links.get("pairs") or [] if isinstance(p, Mapping) and p.get("nodes")]
     nodes = list(links.get("nodes") or dict.fromkeys(n for p in pairs for n in p["nodes"]))
     if len(pairs) < 2:
         return None
-    return links_mod.judge(nodes, pairs)
+    got = links_mod.judge(nodes, pairs)
+    # measured once per pair, in one launch: only what stands well clear of this machine's noise
+    for key in ("nodes", "links"):
+        got[key] = [f for f in got[key] if f["factor"] >= MIN_FACTOR]
+    got["min_factor"] = MIN_FACTOR
+    return got
 
 
 def evidence(links: Mapping[str, Any] | None, verdict: Mapping[str, Any] | None = None) -> list[str]:
@@ -112,5 +124,5 @@ def links_doc(records: Sequence[Mapping[str, Any]], placement: Sequence[Mapping[
     return doc
 
 
-__all__ = ["BANDWIDTH_BYTES", "DEFINITION", "LATENCY_BYTES", "evidence", "judge", "links_doc", "pair_of", "slow_nodes",
+__all__ = ["BANDWIDTH_BYTES", "DEFINITION", "LATENCY_BYTES", "MIN_FACTOR", "evidence", "judge", "links_doc", "pair_of", "slow_nodes",
            "slowdowns"]
