@@ -5,8 +5,9 @@ through the CLI across 4 virtual nodes (links at tc tbf 1 Gbit/s, so 256 KiB cos
 then bcast: twice the bytes through rank 0's link). Every outcome is checked: a rules file written is
 rerun by ``run allreduce`` with it against a default rerun (the gain at least half the verified one);
 the default best, or undecided (compare's rule could not tell them apart within the budget: on this
-machine's 2 cores at load 20-25 two runs ended so: 6 rounds, medians 38.4 ms default and 24.2 ms
-nonoverlapping, p 0.31; 8 rounds, 33.0 and 23.9 ms, p 0.0499), is said with the figures and nothing is written, and then a file in the
+machine's 2 cores three runs ended so: at load 20-25, 6 rounds, medians 38.4 ms default and 24.2 ms
+nonoverlapping, p 0.31; 8 rounds, 33.0 and 23.9 ms, p 0.0499; at load 14-18, 25.3 and 15.6 ms, p 0.038:
+compare's 10% noise gate), is said with the figures and nothing is written, and then a file in the
 tuner's format is run across the nodes to show Open MPI reads it. Bounded by the tune's --budget
 (240 s) and the launch timeouts."""
 from __future__ import annotations
