@@ -152,11 +152,16 @@ def test_nonblocking_overlap(live_probe: dict) -> None:
 
 
 def test_bad_input_one_line_and_nothing_stored(tmp_path) -> None:
+    """Issue 26's bad input for `run`: sizes out of range (0, above 1 GiB) or not whole doubles for a
+    reduction, too few ranks, an unknown op (no op needs a power-of-two size: OSU's conventions split
+    any size, reduce-scatter as osu_reduce_scatter does). `tune coll`'s: tests/integration/test_coll_tune.py."""
     db = tmp_path / "r.db"
     env = {**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}
     for args, match in ((["allreduce", "--sizes", "12"], "not a multiple of 8"),
                         (["alltoall", "--ranks", "1"], "use 2 to 4096"),
                         (["bcast", "--sizes", "0"], "sizes 0 is not allowed"),
+                        (["allgather", "--sizes", "2147483648"], "use 1 to 1073741824 (1 GiB at most)"),
+                        (["coll", "--sizes", "8,2147483648"], "use 1 to 1073741824 (1 GiB at most)"),
                         (["coll", "--ops", "allreduce,frob"], "not one of"),
                         (["reduce-scattr"], "invalid choice")):
         out = subprocess.run([sys.executable, "-m", "clusterbench", "--db", str(db), "run", *args],

@@ -156,9 +156,13 @@ def test_bad_input_is_one_line_stores_nothing_leaves_nothing(mpi, tmp_path: Path
     cases = {("--op", "allsum"): "unknown collective 'allsum'",
              ("--op", "allreduce", "--algorithms", "99"): "has no allreduce algorithm '99'",
              ("--op", "allreduce", "--output", str(tmp_path / "no" / "x.rules")): "is not a directory",
-             ("--op", "allreduce", "--output", str(tmp_path)): "is a directory"}
+             ("--op", "allreduce", "--output", str(tmp_path)): "is a directory",
+             ("--op", "allreduce", "--sizes", "12"): "12 B is not a multiple of 8 B",
+             ("--op", "allreduce", "--sizes", "4294967296"): "message size 4294967296 B is out of range",
+             ("--op", "bcast", "--ranks", "1"): "--ranks 1 is not allowed; use 2 to 4096"}
     for args, message in cases.items():
-        code = cli_main(["--db", str(db), "tune", "coll", "--ranks", "2", "--budget", "30s", *args])
+        ranks = [] if "--ranks" in args else ["--ranks", "2"]
+        code = cli_main(["--db", str(db), "tune", "coll", *ranks, "--budget", "30s", *args])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and message in err[0], (args, err)
     assert not db.exists() or Store(db).list_runs() == []

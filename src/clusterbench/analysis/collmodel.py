@@ -40,9 +40,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from clusterbench.analysis import colllinks
 from clusterbench.analysis.collalgorithms import ALGORITHMS, Step, steps
 
 #: the collectives the model knows (the benchmarks' names)
@@ -236,6 +237,9 @@ class Judgement:
     efficiency: float
     finding: str | None = None
     reason: str | None = None
+    #: the figure judged (its op and OSU size)
+    op: str = ""
+    size_bytes: float = 0.0
 
 
 def judge(op: str, p: int, n: float, measured_us: float, model: NetModel, *,
@@ -256,7 +260,7 @@ def judge(op: str, p: int, n: float, measured_us: float, model: NetModel, *,
     name, model_us = lower_bound(op, p, n, model)
     eff = model_us / measured_us if measured_us > 0 else 0.0
     if eff >= FAR_OFF:
-        return Judgement(name, model_us, eff)
+        return Judgement(name, model_us, eff, op=op, size_bytes=n)
     ctx = context or {}
     head = (f"{op} {n:.0f} B on {p} ranks: {measured_us:.4g} us measured, {eff:.0%} of the network model's "
             f"{model_us:.4g} us ({name})")
@@ -284,7 +288,7 @@ def judge(op: str, p: int, n: float, measured_us: float, model: NetModel, *,
     else:
         reason = "unexplained"
         why = "unexplained (no per-node or per-link evidence, ranks on their own cores, no efficient neighbour)"
-    return Judgement(name, model_us, eff, f"{head}: likely {why}", reason)
+    return Judgement(name, model_us, eff, f"{head}: likely {why}", reason, op, n)
 
 
 # -- records of the contract's shape (benchmarks' Results or their stored params) -----------------
@@ -323,7 +327,8 @@ def judge_results(results: Iterable[Any], *, slow: Sequence[str] = (), cores: in
     """Judge every blocking collective ``latency`` figure (objects with ``metric``, ``value`` and
     ``params`` of the contract's shape) against the model of its own p2p sweep, each with its
     series' other sizes as neighbours; ``params.shared_cpus`` (ranks sharing cores) counts as
-    oversubscription. ``slow``/``cores``: evidence for :func:`judge`'s context."""
+    oversubscription. ``slow``/``cores``: evidence for :func:`judge`'s context; without ``slow``,
+    the figures' own per-node evidence (``params.links``: :func:`clusterbench.analysis.colllinks.evidence`)."""
     series: dict[tuple, list[tuple[float, float, Mapping]]] = {}
     for r in results:
         prm = getattr(r, "params", None) or {}
@@ -339,14 +344,40 @@ def judge_results(results: Iterable[Any], *, slow: Sequence[str] = (), cores: in
             got = model_time(prm)
             if got:
                 effs[size] = got[1] / value
+        slowdowns = [] if slow else colllinks.slowdowns(colllinks.judge(pts[0][2].get("links")))
         for size, value, prm in sorted(pts, key=lambda x: x[0]):
             model = model_of_params(prm)
             if model is None:
                 continue
             ctx = {"neighbours": effs, "oversubscribed": bool(prm.get("shared_cpus")), "cores": cores,
-                   "slow": list(slow)}
+                   "slow": list(slow) or explaining(slowdowns, key[0], key[1], size, value, model)}
             out.append(judge(key[0], key[1], size, value, model, context=ctx))
     return out
+
+
+def slowed(model: NetModel, metric: str, factor: float, value: float | None = None) -> NetModel:
+    """The network as a slow node or link makes it: for ``metric`` "latency" alpha ``factor`` times
+    larger, at least ``value`` (us); for "bandwidth" beta ``factor`` times larger, at least 1 /
+    ``value`` (MB/s: the slow link's own figure)."""
+    def scale(line: Line | None) -> Line | None:
+        if line is None:
+            return None
+        if metric == "latency":
+            return Line(max(line.alpha_us * factor, value or 0.0), line.beta_us_per_byte)
+        return Line(line.alpha_us, max(line.beta_us_per_byte * factor, 1.0 / value if value else 0.0))
+
+    return replace(model, small=scale(model.small), large=scale(model.large))
+
+
+def explaining(slowdowns: Sequence[tuple[str, float, float, str]], op: str, p: int, n: float, measured_us: float,
+               model: NetModel) -> list[str]:
+    """The per-node evidence (``(metric, factor, value, line)``,
+    :func:`clusterbench.analysis.colllinks.slowdowns`) that explains a figure: where the model on the
+    network that node or link makes (:func:`slowed`) is within :data:`FAR_OFF` of the measured time.
+    A node slow on bandwidth does not explain an 8 B figure far off the model (its bytes cost next to
+    nothing even on the slow link)."""
+    return [line for metric, factor, value, line in slowdowns
+            if lower_bound(op, p, n, slowed(model, metric, factor, value))[1] >= FAR_OFF * measured_us]
 
 
 def findings(results: list[Any]) -> list[str]:
@@ -355,6 +386,6 @@ def findings(results: list[Any]) -> list[str]:
 
 
 __all__ = ["FAR_OFF", "GAIN", "MIN_POINTS_PER_REGIME", "NOISE_REL", "OPS", "UNSTEADY_FIT", "Judgement", "Line",
-           "NetModel", "figure_key",
+           "NetModel", "explaining", "figure_key", "slowed",
            "findings", "fit", "fit_p2p", "judge", "judge_results", "lower_bound", "model_of_params", "model_time",
            "predict"]

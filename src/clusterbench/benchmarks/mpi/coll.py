@@ -41,6 +41,11 @@ no MPI_Test probes in the compute).
 
 ``params.p2p``: a ping-pong sweep between rank 0 and rank P-1 (0 B, then powers of two up to the
 largest size) by the same kernel run on the same placement: the network model's input.
+``params.links`` (runs across 2 or more nodes): a ping-pong between every pair of nodes (one rank
+each, one pair at a time) at 8 B and 256 KiB, with the nodes ``sweep network``'s judge calls slow
+(``slow_nodes``) and why (``evidence``): the per-node evidence the model check names in its
+findings (analysis/colllinks.py); a run where a node is slow notes it with the figures far off the
+model.
 ``params.algorithm``: null when the MPI chose (its default), else the algorithm forced through the
 environment (Open MPI's ``OMPI_MCA_coll_tuned_<op>_algorithm`` with dynamic rules on, MPICH's
 ``MPIR_CVAR_<OP>_INTRA_ALGORITHM``), as ``tune coll`` does.
@@ -51,7 +56,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from clusterbench.analysis import collmodel
+from clusterbench.analysis import colllinks, collmodel
 from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.base import Metric, Param, Result, RunContext, available_memory
 from clusterbench.benchmarks.mpi.common import (HOSTFILE, HOSTS, RANK_CPUS, KernelSession, MpiBenchmark, detect,
@@ -261,6 +266,9 @@ class CollBase(MpiBenchmark):
                 f"--time_budget={params['time_budget']}", f"--warmup={params['warmup']}",
                 f"--max_iters={params['max_iters']}", f"--validate_every={params['validate_every']}",
                 f"--nonblocking={int(bool(params['nonblocking']))}"]
+        reps = link_ranks(params.get("rank_hosts"))
+        if len(reps) >= 2:
+            args.append(f"--links={','.join(map(str, reps))}")
         if os.environ.get(CORRUPT_ENV):  # test hook only
             args.append(f"--corrupt={os.environ[CORRUPT_ENV]}")
         return args
@@ -298,6 +306,9 @@ class CollBase(MpiBenchmark):
                               allow_shared_cpu=bool(params["shared_cpus"]))
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         session.run([str(b.path), *self.kernel_args(params, ops)], params["launch_timeout"], proof_ranks=(0, n - 1))
+        note = slow_node_note(self.name, base.get("links"), out)
+        if note:
+            ctx.note(note)
         return out
 
     def figures(self, ctx: RunContext, op: str, size: int, kp: dict, samples: list[float],
@@ -334,8 +345,14 @@ class CollSession(KernelSession):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.debug: list[dict] = []
+        self.links: list[dict] = []
 
     def __call__(self, rec: dict) -> None:
+        if rec.get("type") == "link":
+            self.links.append(rec)
+            return
+        if rec.get("type") == "result" and self.links and "links" not in self.base:
+            self.base["links"] = colllinks.links_doc(self.links, self.base.get("placement"))
         if rec.get("type") == "p2p":
             self.base["p2p"] = {"pair": rec.get("pair"), "size_bytes": [int(s) for s in rec.get("size_bytes", [])],
                                 "half_rtt_us": rec.get("half_rtt_us"), "definition": rec.get("definition")}
@@ -344,6 +361,26 @@ class CollSession(KernelSession):
             self.debug.append(rec)
             return
         super().__call__(rec)
+
+
+def link_ranks(rank_hosts: list | None) -> list[int]:
+    """The first rank on each node (the ranks the kernel's ``--links`` ping-pong pairs), in rank order;
+    [] on one node."""
+    first: dict[Any, int] = {}
+    for r, h in enumerate(rank_hosts or []):
+        first.setdefault(h, r)
+    return list(first.values()) if len(first) >= 2 else []
+
+
+def slow_node_note(name: str, links: Mapping[str, Any] | None, results: list) -> str | None:
+    """The run's note when the links call a node (or a link) slow: which, why, and the figures the
+    model check flags with it; None when nothing is slow."""
+    evidence = (links or {}).get("evidence") or []
+    if not evidence:
+        return None
+    far = [j for j in collmodel.judge_results(results) if j.reason == "slow link or node"]
+    where = ", ".join(f"{j.op} {j.size_bytes:.0f} B ({j.efficiency:.0%} of the model)" for j in far)
+    return (f"{name}: {'; '.join(evidence)}; far off the network model with it: {where or 'no figure'}")
 
 
 METRICS_DATA = (
@@ -394,4 +431,4 @@ class CollSet(CollBase):
 
 
 __all__ = ["OPS", "REDUCTIONS", "CollBase", "CollSet", "algbw_bytes", "algorithm_from_env", "busbw_factor",
-           "check_op_sizes", "default_sizes"]
+           "check_op_sizes", "default_sizes", "link_ranks", "slow_node_note"]

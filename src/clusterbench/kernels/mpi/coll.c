@@ -50,8 +50,16 @@
  * "Overall"); min/max/percentiles are of t_total.
  *
  * --p2p=1: before the collectives, a ping-pong sweep between rank 0 and rank P-1 (0 B and the
- * powers of two up to the largest size), half round trip in us (the network model's input);
+ * powers of two up to the largest size), half round trip in us (the network model's input; the
+ * other ranks wait asleep, see sleepy_barrier);
  * printed as {"type":"p2p","pair":[0,P-1],"size_bytes":[...],"half_rtt_us":[...]}.
+ *
+ * --links=R0,R1,...: (one rank per node, given by the caller) after the p2p sweep, a ping-pong
+ * between every pair of those ranks, one pair at a time (the others wait at a barrier, asleep), at 8 B
+ * and LINK_BYTES (256 KiB: beyond a tc tbf burst), each round trip timed on its own: per pair a record
+ * {"type":"link","pair":[Ri,Rj],"size_bytes":[8,262144],"mean_us":[..],"min_us":[..],
+ * "median_us":[..]} (half round trips, us). Which node is slow is judged in Python
+ * (analysis/links.py): a node whose every link is slow, not the pair 0 - P-1 the model is fitted on.
  *
  * Records (rank 0): per (op, size) a validation record, then a result record with metric
  * "latency" whose params hold op, size, iterations, warmup, avg_us, min_us, max_us, p50_us,
@@ -60,7 +68,7 @@
  *
  * Args: --ops=LIST --sizes=LIST --time_budget=S --min_iters=N --max_iters=N --warmup=N
  *       --validate_every=K --nonblocking=0|1 --p2p=0|1 --p2p_budget=S --max_samples=N
- *       --corrupt=OP:ITER[:RANK] --debug=N
+ *       --links=R0,R1,... --corrupt=OP:ITER[:RANK] --debug=N
  */
 #include "cb_common.h"
 #include "cb_mpi.h"
@@ -70,6 +78,9 @@
 #define MAX_SIZES 64
 #define MAX_OPS 16
 #define P2P_TAG 7
+#define LINK_BYTES 262144
+#define LINK_MAX_ITERS 2000
+#define MAX_LINK_RANKS 1024
 
 #define die cb_mpi_die
 
@@ -430,6 +441,20 @@ static void run_size(int op, long size, bufs_t *b, const conf_t *c, double *t, d
     cb_json_end();
 }
 
+/* A barrier that sleeps while it waits: the ranks outside the measured pair must leave the cores
+ * to it (on a shared or oversubscribed machine, ranks spinning in MPI_Barrier would slow it). */
+static void sleepy_barrier(void) {
+    MPI_Request req;
+    int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        struct timespec ts = {0, 200000}; /* 0.2 ms */
+        nanosleep(&ts, NULL);
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    }
+}
+
 /* ---- the ping-pong sweep between rank 0 and rank P-1 ------------------------------------ */
 static void pingpong(int first, int peer, unsigned char *buf, int n) {
     if (first) {
@@ -451,7 +476,7 @@ static void p2p_sweep(long max_size, double budget, unsigned char *buf) {
     for (int k = 0; k < ns; k++) {
         int n = (int)sizes[k];
         long iters = 0;
-        MPI_Barrier(MPI_COMM_WORLD);
+        sleepy_barrier();
         if (me_in) {
             int peer = rank == 0 ? last : 0;
             double w0 = MPI_Wtime();
@@ -469,7 +494,7 @@ static void p2p_sweep(long max_size, double budget, unsigned char *buf) {
             half[k] = (MPI_Wtime() - t0) / (double)iters * 0.5e6;
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    sleepy_barrier();
     if (rank != 0) return;
     double ds[48];
     for (int k = 0; k < ns; k++) ds[k] = (double)sizes[k];
@@ -483,9 +508,63 @@ static void p2p_sweep(long max_size, double budget, unsigned char *buf) {
     cb_json_end();
 }
 
+/* ---- every pair of the given ranks (one per node), one pair at a time -------------------- */
+static void link_pairs(const int *reps, int nreps, double budget, unsigned char *buf, double *rt) {
+    const long sizes[2] = {8, LINK_BYTES};
+    for (int i = 0; i < nreps; i++) {
+        for (int j = i + 1; j < nreps; j++) {
+            const int a = reps[i], b = reps[j];
+            double res[6] = {0, 0, 0, 0, 0, 0}; /* mean, min, median at 8 B, then at LINK_BYTES */
+            for (int k = 0; k < 2; k++) {
+                int n = (int)sizes[k];
+                sleepy_barrier();
+                if (rank != a && rank != b) continue;
+                int peer = rank == a ? b : a;
+                long iters = 0;
+                double w0 = MPI_Wtime();
+                for (int w = 0; w < 4; w++) pingpong(rank == a, peer, buf, n); /* untimed */
+                if (rank == a) { /* the budget's worth, 10 .. LINK_MAX_ITERS, told to the peer */
+                    double rtt = (MPI_Wtime() - w0) / 4;
+                    double est = rtt > 0 ? budget / rtt : LINK_MAX_ITERS;
+                    iters = est > LINK_MAX_ITERS ? LINK_MAX_ITERS : (est < 10 ? 10 : (long)est);
+                    MPI_Send(&iters, 1, MPI_LONG, peer, P2P_TAG + 2, MPI_COMM_WORLD);
+                } else {
+                    MPI_Recv(&iters, 1, MPI_LONG, peer, P2P_TAG + 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                }
+                for (long it = 0; it < iters; it++) {
+                    double t0 = MPI_Wtime();
+                    pingpong(rank == a, peer, buf, n);
+                    rt[it] = (MPI_Wtime() - t0) * 0.5e6;
+                }
+                if (rank == a) {
+                    res[3 * k] = mean(rt, iters);
+                    qsort(rt, (size_t)iters, sizeof *rt, cb_cmp_double);
+                    res[3 * k + 1] = rt[0];
+                    res[3 * k + 2] = pct(rt, iters, 0.5);
+                }
+            }
+            if (a != 0 && rank == a) MPI_Send(res, 6, MPI_DOUBLE, 0, P2P_TAG + 3, MPI_COMM_WORLD);
+            if (a != 0 && rank == 0) MPI_Recv(res, 6, MPI_DOUBLE, a, P2P_TAG + 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (rank == 0) {
+                int pair[2] = {a, b};
+                double ds[2] = {(double)sizes[0], (double)sizes[1]};
+                double mn[2] = {res[0], res[3]}, lo[2] = {res[1], res[4]}, md[2] = {res[2], res[5]};
+                cb_json_begin("link");
+                cb_json_ints("pair", pair, 2);
+                cb_json_nums("size_bytes", ds, 2);
+                cb_json_nums("mean_us", mn, 2);
+                cb_json_nums("min_us", lo, 2);
+                cb_json_nums("median_us", md, 2);
+                cb_json_end();
+            }
+        }
+    }
+    sleepy_barrier();
+}
+
 int main(int argc, char **argv) {
     cb_mpi_start(&argc, &argv, &rank, &nranks, 1); /* only rank 0 speaks JSON */
-    const char *ops_arg = "allreduce", *sizes_arg = "8", *corrupt = NULL;
+    const char *ops_arg = "allreduce", *sizes_arg = "8", *corrupt = NULL, *links_arg = NULL;
     conf_t c = {0.05, 5, 10000, 10, 10, 1000, 0, 0};
     int p2p = 1;
     double p2p_budget = 0.01;
@@ -493,7 +572,8 @@ int main(int argc, char **argv) {
                CB_OPT("min_iters", c.min_iters), CB_OPT("max_iters", c.max_iters), CB_OPT("warmup", c.warmup),
                CB_OPT("validate_every", c.validate_every), CB_OPT("max_samples", c.max_samples),
                CB_OPT("nonblocking", c.nonblocking), CB_OPT("debug", c.debug), CB_OPT("p2p", p2p),
-               CB_OPT("p2p_budget", p2p_budget), CB_OPT("corrupt", corrupt));
+               CB_OPT("p2p_budget", p2p_budget), CB_OPT("corrupt", corrupt),
+               CB_OPT("links", links_arg));
 
     cb_mpi_report_placement(rank, nranks, NULL, NULL);
     if (nranks < 2) die("collectives need 2 or more ranks, got %d", nranks);
@@ -533,6 +613,17 @@ int main(int argc, char **argv) {
         corrupt_rank = got == 3 ? r : (corrupt_op == REDUCE || corrupt_op == GATHER ? 0 : nranks - 1);
     }
 
+    long link_ranks[MAX_LINK_RANKS];
+    int reps[MAX_LINK_RANKS], nreps = 0;
+    if (links_arg && *links_arg) {
+        nreps = cb_parse_longs(links_arg, "links", link_ranks, MAX_LINK_RANKS, cb_mpi_die);
+        for (int i = 0; i < nreps; i++) {
+            if (link_ranks[i] < 0 || link_ranks[i] >= nranks) die("--links: rank %ld is not in 0..%d", link_ranks[i], nranks - 1);
+            for (int j = 0; j < i; j++) if (link_ranks[j] == link_ranks[i]) die("--links: rank %ld twice", link_ranks[i]);
+            reps[i] = (int)link_ranks[i];
+        }
+    }
+
     bufs_t b;
     size_t big = (size_t)maxb * (size_t)nranks; /* the P x size buffers of alltoall/allgather/gather/scatter */
     b.send = cb_alloc(big, -1);
@@ -548,6 +639,15 @@ int main(int argc, char **argv) {
     if (c.nonblocking) calibrate();
 
     if (p2p) p2p_sweep(maxb, p2p_budget, b.recv);
+    if (nreps >= 2) {
+        unsigned char *lbuf = cb_alloc(LINK_BYTES, -1);
+        double *rt = malloc(sizeof(double) * LINK_MAX_ITERS);
+        if (!lbuf || !rt) die("out of memory for the links' ping-pong");
+        memset(lbuf, 0, LINK_BYTES);
+        link_pairs(reps, nreps, p2p_budget, lbuf, rt);
+        free(rt);
+        free(lbuf);
+    }
     for (int k = 0; k < nops; k++) {
         if (ops[k] == BARRIER) {
             run_size(BARRIER, 0, &b, &c, t, tc, tmax, sub);
