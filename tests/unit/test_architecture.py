@@ -90,6 +90,7 @@ def _private(name: str | None) -> bool:
     return bool(name) and name.startswith("_") and not name.startswith("__")
 
 
+@pytest.mark.heavy(1.9)
 def test_no_private_name_is_imported_across_packages():
     """Neither ``from clusterbench.x import _name`` nor ``x._name`` on a module imported from another
     package."""
