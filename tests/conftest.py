@@ -34,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: starts real processes (compilers, kernels, MPI, "
                                        "Slurm, namespaces, reference tools); deselect with -m 'not integration'")
     config.addinivalue_line("markers", "heavy(seconds): a unit test of about that many seconds of cpu, started "
-                                       "first and longest first (see pytest_collection_modifyitems)")
+                                       "first and longest first under --dist loadgroup (pytest_collection_modifyitems)")
     config.addinivalue_line("markers", "slow: the emulated tier, run last by ./bootstrap.sh test: a virtual cluster of "
                                        "separate machines (own root, sshd, install), Slurm across them, run cluster, "
                                        "sweeps of 8 and more nodes; select with -m slow")
@@ -56,6 +56,12 @@ def _xdist_controller(config: pytest.Config) -> bool:
             and bool(config.getoption("tx", None)))
 
 
+def _loadgroup(config: pytest.Config) -> bool:
+    """The tests are handed out by pytest-xdist's ``--dist loadgroup`` (in a worker, xdist keeps that as
+    ``option.loadgroup``); every worker orders its collection the same way, as xdist requires."""
+    return bool(getattr(config.option, "loadgroup", False)) or config.getoption("dist", "no") == "loadgroup"
+
+
 TESTS = Path(__file__).resolve().parent
 
 @pytest.hookimpl(tryfirst=True)  # before -m and -k deselect by the markers set here
@@ -72,11 +78,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # elsewhere (a file just added to tests/ by a branch made before the split): its own marks decide
     if errors:
         pytest.exit("\n".join(errors), returncode=pytest.ExitCode.USAGE_ERROR)
-    # the tests marked heavy first, longest first (the rest keep their order): pytest-xdist deals the
-    # first tests out in turn, so each worker starts on its share of the long ones and both end on
-    # short ones together, instead of one worker finishing a long test alone at the end
-    weight = {id(i): -float(m.args[0]) for i in items if (m := i.get_closest_marker("heavy"))}
-    items.sort(key=lambda i: weight.get(id(i), 0.0))
+    if _loadgroup(config):
+        # the tests marked heavy first, longest first (the rest keep their order): --dist loadgroup hands
+        # out one test (or one xdist_group) at a time as a worker frees up, so each worker starts on its
+        # share of the long ones and both end on short ones together, instead of one worker finishing a
+        # long test alone at the end. (Under --dist load the first quarter of the tests goes to one
+        # worker as a block: there this order would put every long test on it, so it is left alone.)
+        weight = {id(i): -float(m.args[0]) for i in items if (m := i.get_closest_marker("heavy"))}
+        items.sort(key=lambda i: weight.get(id(i), 0.0))
 
 
 def _unit_tier(config: pytest.Config) -> bool:

@@ -12,6 +12,9 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "clusterbench"
 
+# one pytest-xdist worker runs them all (--dist loadgroup, as bootstrap.sh's unit tier): the source is parsed once
+pytestmark = pytest.mark.xdist_group("architecture")
+
 #: the most lines a Python module may have
 MAX_LINES = 600
 #: modules still over the limit, with the size they may not grow past (shrink the entry, then drop it)
@@ -90,7 +93,6 @@ def _private(name: str | None) -> bool:
     return bool(name) and name.startswith("_") and not name.startswith("__")
 
 
-@pytest.mark.heavy(1.9)
 def test_no_private_name_is_imported_across_packages():
     """Neither ``from clusterbench.x import _name`` nor ``x._name`` on a module imported from another
     package."""
