@@ -73,13 +73,14 @@ case "$ACTION" in
       exec "$VENV/bin/python" -m pytest -q "$@"
     fi
     # Three tiers, each its own pytest, in this order; every tier runs and the first failure's status
-    # is the exit status. unit: pure, both cpus (pytest-xdist), seconds. integration: real processes,
+    # is the exit status. unit: pure, both cpus (pytest-xdist: a test or an xdist_group at a time, the
+    # heavy ones first), seconds. integration: real processes,
     # one at a time (the figures they check need the cpus). slow: the emulated machines (a virtual
     # cluster of separate machines with their own root and sshd, Slurm across them, run cluster,
     # sweeps of 8 and more nodes), bounded to 45 minutes.
     rc=0
     tier() { local name=$1; shift; echo "bootstrap: test tier $name" >&2; "$@" || { r=$?; [ $rc -ne 0 ] || rc=$r; }; }
-    tier unit "$VENV/bin/python" -m pytest -q -m "not integration" -n 2 tests/unit
+    tier unit "$VENV/bin/python" -m pytest -q -m "not integration" -n 2 --dist loadgroup tests/unit
     tier integration "$VENV/bin/python" -m pytest -q -m "integration and not slow"
     tier slow timeout --signal=INT --kill-after=60 2700 "$VENV/bin/python" -m pytest -q -m "slow"
     exit $rc

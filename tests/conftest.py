@@ -33,10 +33,14 @@ os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARN
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: starts real processes (compilers, kernels, MPI, "
                                        "Slurm, namespaces, reference tools); deselect with -m 'not integration'")
+    config.addinivalue_line("markers", "heavy(seconds): a unit test of about that many seconds of cpu, started "
+                                       "first and longest first under --dist loadgroup (pytest_collection_modifyitems)")
     config.addinivalue_line("markers", "slow: the emulated tier, run last by ./bootstrap.sh test: a virtual cluster of "
                                        "separate machines (own root, sshd, install), Slurm across them, run cluster, "
                                        "sweeps of 8 and more nodes; select with -m slow")
     _shared_home(config)
+    if _xdist_controller(config):
+        return  # it runs no test: each worker builds the font cache below, before its first guard
     # matplotlib builds its font cache on first use by running fc-list; on a fresh machine that would
     # happen inside the first unit test that draws a plot, where processes are refused, and the plot
     # would be missing. Build it here, before any guard.
@@ -44,6 +48,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.font_manager  # noqa: F401
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """This process hands tests to pytest-xdist workers and runs none itself (``-n 2``)."""
+    return (not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
+            and bool(config.getoption("tx", None)))
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    """The tests are handed out by pytest-xdist's ``--dist loadgroup`` (in a worker, xdist keeps that as
+    ``option.loadgroup``); every worker orders its collection the same way, as xdist requires."""
+    return bool(getattr(config.option, "loadgroup", False)) or config.getoption("dist", "no") == "loadgroup"
 
 
 TESTS = Path(__file__).resolve().parent
@@ -62,6 +78,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # elsewhere (a file just added to tests/ by a branch made before the split): its own marks decide
     if errors:
         pytest.exit("\n".join(errors), returncode=pytest.ExitCode.USAGE_ERROR)
+    if _loadgroup(config):
+        # the tests marked heavy first, longest first (the rest keep their order): --dist loadgroup hands
+        # out one test (or one xdist_group) at a time as a worker frees up, so each worker starts on its
+        # share of the long ones and both end on short ones together, instead of one worker finishing a
+        # long test alone at the end. (Under --dist load the first quarter of the tests goes to one
+        # worker as a block: there this order would put every long test on it, so it is left alone.)
+        weight = {id(i): -float(m.args[0]) for i in items if (m := i.get_closest_marker("heavy"))}
+        items.sort(key=lambda i: weight.get(id(i), 0.0))
 
 
 def _unit_tier(config: pytest.Config) -> bool:

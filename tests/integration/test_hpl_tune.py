@@ -33,11 +33,22 @@ def _trial_keys(store: Store, tune_id: str) -> list[str]:
     return keys
 
 
+@pytest.fixture(scope="module")
+def small_tune(mpi, live_probe, tmp_path_factory: pytest.TempPathFactory):
+    """One tune on a small budget from an empty store, (report, store): the tests of what a fresh tune
+    returns and of its stage 0 read the same one (stage 0 measures each BLAS's dgemm whatever the
+    topologies and top_k)."""
+    store = Store(tmp_path_factory.mktemp("tune") / "t.db")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CLUSTERBENCH_ALLOW_RUN_AS_ROOT", "1")
+        rep = tune(Space(nbs=(32, 64), topologies=("pure", "hybrid"), blas=("openblas",)), n=N, budget_s=60,
+                   store=store, probe=live_probe, top_k=2)
+    return rep, store
+
+
 @pytest.mark.integration
-def test_small_budget_returns_a_measured_stored_trial(mpi, live_probe, tmp_path) -> None:
-    store = Store(tmp_path / "t.db")
-    rep = tune(Space(nbs=(32, 64), topologies=("pure", "hybrid"), blas=("openblas",)), n=N, budget_s=60,
-               store=store, probe=live_probe, top_k=2)
+def test_small_budget_returns_a_measured_stored_trial(small_tune) -> None:
+    rep, store = small_tune
     assert rep.best is not None and rep.best.status == "measured" and rep.best.value > 0
     measured = [t for t in rep.trials if t.kind == "hpl" and t.status == "measured"]
     assert rep.best in measured
@@ -149,16 +160,14 @@ def test_hpl_scaling_one_rmax_per_node_count(mpi, live_probe, sim_cluster, tmp_p
 
 
 @pytest.mark.integration
-def test_stage0_measures_openblas_none_only_when_auto_changes_the_core(mpi, live_probe, tmp_path) -> None:
+def test_stage0_measures_openblas_none_only_when_auto_changes_the_core(live_probe, small_tune) -> None:
     """openblas:auto vs openblas:none are rival candidates only when auto applied a core type."""
     from clusterbench.probe.blas import choose_coretype, installed_blas, openblas_corename
 
     path = installed_blas().get("openblas")
     if not path:
         pytest.skip("OpenBLAS not installed")
-    store = Store(tmp_path / "t.db")
-    rep = tune(Space(nbs=(32, 64), topologies=("pure",), blas=("openblas",)), n=N, budget_s=60,
-               store=store, probe=live_probe, top_k=1)
+    rep, _store = small_tune
     keys = [t.key for t in rep.trials if t.kind == "dgemm"]
     cpu = live_probe["cpu"]
     changes = choose_coretype(set(cpu.get("isa") or []), cpu.get("vendor"), openblas_corename(path)) is not None

@@ -26,9 +26,14 @@ def test_suite_runs_its_parts(live_probe, tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_quick_suite_on_a_two_node_virtual_cluster(mpi, live_probe, sim_cluster, tmp_path):
     """What the README tells a user to run first: `run mpi --quick` across two virtual nodes. Every
-    part measures across the nodes (TCP proven), and the stored run holds both nodes' probes."""
+    part measures across the nodes (TCP proven), and the stored run holds both nodes' probes.
+
+    In the slow tier: two minutes, and each part is proven across two virtual nodes in its own file
+    (test_pingpong, test_bw, test_ring, test_placement, test_tcp, test_coll), the suite's composition on
+    one node above and across machines in test_machines_commands (slow)."""
     import time
 
     from clusterbench.store import Store

@@ -12,6 +12,9 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "clusterbench"
 
+# one pytest-xdist worker runs them all (--dist loadgroup, as bootstrap.sh's unit tier): the source is parsed once
+pytestmark = pytest.mark.xdist_group("architecture")
+
 #: the most lines a Python module may have
 MAX_LINES = 600
 #: modules still over the limit, with the size they may not grow past (shrink the entry, then drop it)

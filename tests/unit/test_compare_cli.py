@@ -124,6 +124,7 @@ def test_compare_reads_a_schema3_store_read_only(db: str, capsys) -> None:
     assert Store(db, readonly=True).schema == 3  # compare does not write
 
 
+@pytest.mark.heavy(1.8)
 def test_report_of_tags_with_comparison(db: str, tmp_path: Path, capsys) -> None:
     out = tmp_path / "rep"
     assert main(["--db", db, "report", "before", "after", "--compare", "-o", str(out)]) == 0
@@ -208,6 +209,7 @@ def test_a_side_with_no_complete_run_is_one_line(mixed, capsys) -> None:
     assert main(["--db", db, "compare", "before", ids["running"][:8], "--include-incomplete", "--json"]) == 0
 
 
+@pytest.mark.heavy(0.9)
 def test_the_report_comparison_pools_by_the_same_rule(mixed, tmp_path: Path, capsys) -> None:
     db, ids = mixed
     out = tmp_path / "rep"

@@ -69,6 +69,7 @@ def test_mann_whitney_ties_use_tie_correction():
     assert S.mann_whitney([5, 5, 5], [5, 5, 5])[1] == 1.0
 
 
+@pytest.mark.heavy(1.7)
 def test_against_scipy_when_installed():
     stats = pytest.importorskip("scipy.stats")
     for seed in range(5):
@@ -125,7 +126,9 @@ class _CountingRandom(random.Random):
         return super().choices(population, weights, cum_weights=cum_weights, k=k)
 
 
-@pytest.mark.parametrize("runs, k", [(120, 5), (300, 4), (8, 100)])
+@pytest.mark.parametrize("runs, k", [pytest.param(120, 5, marks=pytest.mark.heavy(1.1)),
+                                     pytest.param(300, 4, marks=pytest.mark.heavy(3.5)),
+                                     pytest.param(8, 100, marks=pytest.mark.heavy(1.2))])
 def test_a_large_side_s_bootstrap_is_computed_and_agrees_with_simulating_it(monkeypatch, runs, k):
     """Past BOOTSTRAP_SIMULATE_MAX samples a side, each side's resampled median comes from its computed
     distribution (issue 23: 1500 runs a side took minutes per figure): the same interval as resampling
@@ -379,6 +382,7 @@ def test_compare_nothing_in_common_is_a_usage_error():
     assert "side A has stream, side B has fpu" in str(err.value) and err.value.fix
 
 
+@pytest.mark.heavy(5)
 def test_adjustment_keeps_identical_configurations_quiet_across_many_figures():
     # 40 figures, two runs per side, all from one configuration with 3% run-to-run noise
     rng = random.Random(3)

@@ -19,6 +19,7 @@ def validation():
     return mod
 
 
+@pytest.mark.heavy(0.7)
 def test_docs_validation_matches_the_logs(validation, capsys):
     rc = validation.main(["--check"])
     assert rc == 0, capsys.readouterr().err
