@@ -77,7 +77,8 @@ def image_key(repo: Path = REPO) -> str:
 
 def missing() -> str | None:
     """One line saying what this machine lacks for a full-system guest, or None."""
-    for tool in (QEMU, "debootstrap", "mke2fs", "ssh", "ssh-keygen"):
+    cached = (image_dir() / "ready").exists()
+    for tool in (QEMU, "ssh", *(() if cached else ("debootstrap", "mke2fs", "ssh-keygen"))):
         if not shutil.which(tool):
             return f"no {tool} on PATH (./bootstrap.sh test installs qemu-system-x86, debootstrap, openssh-client)"
     if os.geteuid() != 0 and not (image_dir() / "ready").exists():
