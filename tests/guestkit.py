@@ -357,9 +357,17 @@ def guest(topo: Topology | None = None, repo: Path = REPO, life_s: float = 1800,
         # what systemd would have mounted (probe and doctor read the cgroup's cpus and mems)
         g.run("mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup", timeout=60)
         yield g
+    except BaseException:
+        keep = True  # the console and qemu's stderr stay for the failure's reader
+        raise
+    else:
+        keep = False
     finally:
         timer.cancel()
         g.kill()
+        if not locals().get("keep", True):
+            for f in (console, workdir / f"cb-guest-{port}.stderr"):
+                f.unlink(missing_ok=True)
 
 
 def install_clusterbench(g: Guest, timeout: float = 600) -> float:
