@@ -340,6 +340,7 @@ def guest(topo: Topology | None = None, repo: Path = REPO, life_s: float = 1800,
     timer = threading.Timer(life_s, g.kill)  # the guest's own lifetime, whatever the test does
     timer.daemon = True
     timer.start()
+    keep = True  # the console and qemu's stderr stay for the reader of a failure
     try:
         deadline = t0 + boot_timeout_s
         while True:
@@ -357,15 +358,11 @@ def guest(topo: Topology | None = None, repo: Path = REPO, life_s: float = 1800,
         # what systemd would have mounted (probe and doctor read the cgroup's cpus and mems)
         g.run("mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup", timeout=60)
         yield g
-    except BaseException:
-        keep = True  # the console and qemu's stderr stay for the failure's reader
-        raise
-    else:
         keep = False
     finally:
         timer.cancel()
         g.kill()
-        if not locals().get("keep", True):
+        if not keep:
             for f in (console, workdir / f"cb-guest-{port}.stderr"):
                 f.unlink(missing_ok=True)
 
