@@ -20,6 +20,9 @@ APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev 
 # the HTML report is checked in headless Chromium (tests/integration/test_report.py); the virtual cluster of
 # machines runs an sshd per node and reaches it with ssh (tests/integration/test_machines.py)
 [ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge chromium fonts-dejavu-core openssh-server openssh-client)
+# the emulated two-socket NUMA guest (tests/guestkit.py, tests/emulated/test_numa_guest.py): QEMU full-system
+# x86-64 and debootstrap for its image
+[ "$ACTION" = test ] && APT_PKGS+=(qemu-system-x86 debootstrap)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
 

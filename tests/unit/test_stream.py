@@ -75,3 +75,15 @@ def test_numa_plan_two_nodes():
     one = _two_node_probe()
     one["topology"]["numa"] = one["topology"]["numa"][:1]
     assert plan_numa(one, 1000)[0] == []
+
+
+def test_numa_pages_elsewhere_are_refused():
+    """The NUMA matrix refuses a figure whose arrays' pages were not on the node they were bound to
+    (the kernel's numa_move_pages query, in its validation record); all on the node passes."""
+    from clusterbench.benchmarks.node.stream import check_pages
+    from clusterbench.errors import KernelFailed
+
+    check_pages({"type": "validation", "mem_node": 1, "pages_checked": 300, "pages_on_mem_node": 300})
+    check_pages({"type": "validation", "mem_node": 1, "pages_checked": 0, "pages_on_mem_node": 0})
+    with pytest.raises(KernelFailed, match="2 of 300 pages .* NUMA node 1"):
+        check_pages({"type": "validation", "mem_node": 1, "pages_checked": 300, "pages_on_mem_node": 298})

@@ -51,7 +51,7 @@ import subprocess
 from typing import Any
 
 from clusterbench.analysis.warnings import Warning_
-from clusterbench.errors import EnvironmentProblem
+from clusterbench.errors import EnvironmentProblem, KernelFailed
 from clusterbench.kernels.build import Build, compiler
 from clusterbench import process
 from clusterbench.analysis.summary import max_threads, pick
@@ -103,6 +103,16 @@ def numa_nodes_of(probe: dict) -> dict[int, list[int]]:
         if node is not None:
             out.setdefault(int(node), []).append(cpu)
     return out
+
+
+def check_pages(rec: dict) -> None:
+    """Refuse a NUMA-matrix figure whose arrays were not where they were bound: the kernel reads the
+    node of every page after the first touch (numa_move_pages's query) into its validation record."""
+    checked, on, node = int(rec["pages_checked"]), int(rec.get("pages_on_mem_node", 0)), rec.get("mem_node")
+    if checked and on < checked:
+        raise KernelFailed(f"stream: {checked - on} of {checked} pages of the arrays bound to NUMA node {node} "
+                           "were on another node", "check the cpuset's mems (cgroup cpuset.mems, numactl) and "
+                           "that the node has free memory")
 
 
 def plan_numa(probe: dict, elements: int, allowed: set[int] | None = None,
@@ -281,6 +291,8 @@ class Stream(KernelBenchmark):
                 info.update(rec)
                 check_placement(rec, cpus, "stream")
                 nt_native = bool(rec.get("nt_native", True))
+            elif rec["type"] == "validation" and "pages_checked" in rec:
+                check_pages(rec)
             elif rec["type"] == "result":
                 rp = {**base, **rec.get("params", {})}
                 if rp.get("variant") == "nt" and not nt_native:

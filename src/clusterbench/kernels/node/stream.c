@@ -23,7 +23,9 @@
  *   --kernels=all|triad  --corrupt=1 (damage a after the last timed section: validation must fail)
  *   --skip_stores=1 (test hook: the kernels are not run, so nothing is stored: validation must fail)
  *   --mem_nodes=LIST --cpu_node=C  (NUMA mode, needs -DCB_HAVE_NUMA -lnuma: Triad only, arrays
- *   bound to each memory node in turn, metric "triad_numa")
+ *   bound to each memory node in turn, metric "triad_numa"; each validation record then says where the
+ *   arrays' pages really were after the first touch: pages_checked, pages_on_mem_node, from
+ *   numa_move_pages's query)
  */
 #include "cb_common.h"
 #include <omp.h>
@@ -103,6 +105,23 @@ static void run_kernel(int k, int nt, double *a, double *b, double *c, size_t lo
     }
     if (nt) FENCE();
 }
+
+#ifdef CB_HAVE_NUMA
+/* Where the pages of [p, p + bytes) really are (numa_move_pages with no target nodes: a query, nothing
+ * moves): adds the pages found on `node` to *on and the pages whose node was read to *checked. */
+static void pages_on(const double *p, size_t bytes, int node, long long *on, long long *checked) {
+    size_t page = 4096, np = (bytes + page - 1) / page;
+    void **addr = malloc(np * sizeof *addr);
+    int *st = malloc(np * sizeof *st);
+    if (!addr || !st) cb_fail("out of memory");
+    for (size_t i = 0; i < np; i++) addr[i] = (char *)p + i * page;
+    if (numa_move_pages(0, np, addr, NULL, st, 0) == 0)
+        for (size_t i = 0; i < np; i++)
+            if (st[i] >= 0) { (*checked)++; if (st[i] == node) (*on)++; }
+    free(addr);
+    free(st);
+}
+#endif
 
 #define MAXT 4096
 static int cpus[MAXT], actual[MAXT];
@@ -222,6 +241,7 @@ int main(int argc, char **argv) {
         double *a = alloc_array(bytes, mem_node), *b = alloc_array(bytes, mem_node),
                *c = alloc_array(bytes, mem_node);
         int kfirst = triad_only ? 3 : 0;
+        long long pages_on_node = 0, pages_checked = 0; /* NUMA mode: where the arrays' pages really are */
         for (int vi = 0; vi < nvar; vi++) {
             int nt = variants[vi];
             double err_a = 0, err_b = 0, err_c = 0, worst = 0;
@@ -264,6 +284,11 @@ int main(int argc, char **argv) {
                 err_a += ra; err_b += rb; err_c += rc;
                 worst = fmax(worst, fmax(ma / sa, fmax(mb / sb, mc / sc)));
             }
+#ifdef CB_HAVE_NUMA
+            if (nmem && vi == 0) /* after the first touch (later variants reset in place: pages stay) */
+                for (int q = 0; q < 3; q++) pages_on(q == 0 ? a : q == 1 ? b : c, bytes, mem_node,
+                                                     &pages_on_node, &pages_checked);
+#endif
             const double eps = 1e-13;
             double avg_a = err_a / (double)n / sa, avg_b = err_b / (double)n / sb,
                    avg_c = err_c / (double)n / sc;
@@ -277,6 +302,11 @@ int main(int argc, char **argv) {
             cb_validation_begin(ok, detail);
             cb_json_num("init_s", t_init);
             cb_json_num("section_s", cb_now() - t_init0);
+            if (nmem) {
+                cb_json_int("mem_node", mem_node);
+                cb_json_int("pages_checked", pages_checked);
+                cb_json_int("pages_on_mem_node", pages_on_node);
+            }
             cb_json_end();
             if (!ok) return 1;
             for (int kk = kfirst; kk < NKERN; kk++) {

@@ -1,0 +1,380 @@
+"""A full-system Debian 12 amd64 guest under QEMU (TCG), for the emulated tier (issue 27).
+
+The guest is the two-socket node of seed 002 by default: ``-smp 4`` as 2 sockets x 2 cores and 2 GiB
+split into two NUMA nodes (one per socket), booted on Debian's own kernel and initramfs (the
+``linux-image-amd64`` package's) from a root filesystem built by debootstrap with the packages
+bootstrap.sh installs, plus sshd. The image is built once, cached outside the tree
+(``$CLUSTERBENCH_EMU_CACHE``, default /var/cache/clusterbench/emu/guest-amd64-<hash>/, the hash of what
+goes into it), under a lock, and then reused: every boot writes to a throw-away overlay
+(``snapshot=on``), so the cached image never changes.
+
+The repository is shared read-only into the guest over 9p (mount tag ``cbrepo``, at /mnt/repo); the guest
+is reached by ssh over QEMU's user networking (hostfwd from a free loopback port to the guest's 22). The
+guest's PID 1 is a small shell script (no systemd: it boots in seconds under TCG), which loads the
+modules it needs, mounts the share, starts sshd and waits.
+
+:func:`guest` is a context manager: the qemu process is killed on leaving it, however it is left, when its
+own lifetime (``life_s``) runs out, and when the process that started it dies (PR_SET_PDEATHSIG), so a
+failing or killed test leaves no qemu behind. KVM is never used (it hangs the guest kernel on the machine
+this was written on); the figures a TCG guest gives mean nothing, the mechanics do.
+
+:func:`missing` says in one line what this machine lacks (qemu, debootstrap, root, the registry), for a
+test to skip with.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+MIRROR = os.environ.get("CLUSTERBENCH_EMU_MIRROR", "http://deb.debian.org/debian")
+SUITE = "bookworm"
+#: bump when the recipe below changes what the image holds (it is part of the cache key)
+RECIPE = 4
+#: what the guest needs beyond bootstrap.sh's packages: its kernel, sshd, and the tools the tests read
+GUEST_PKGS = ("linux-image-amd64", "initramfs-tools", "kmod", "udev", "openssh-server", "procps",
+              "util-linux", "ca-certificates", "python3", "python3-pip", "hwloc", "numactl", "iproute2",
+              "less")
+QEMU = "qemu-system-x86_64"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CLUSTERBENCH_EMU_CACHE", "/var/cache/clusterbench/emu"))
+
+
+def bootstrap_packages(repo: Path = REPO) -> list[str]:
+    """bootstrap.sh's base package list (APT_PKGS=(...)), read from the script itself."""
+    text = (repo / "bootstrap.sh").read_text()
+    m = re.search(r"^APT_PKGS=\(([^)]*)\)", text, re.M)
+    if not m:
+        raise RuntimeError("bootstrap.sh: no APT_PKGS=(...) list")
+    return m.group(1).split()
+
+
+def image_key(repo: Path = REPO) -> str:
+    """The cache key: the recipe, the packages and clusterbench's Python dependencies."""
+    pyproject = (repo / "pyproject.toml").read_text()
+    deps = re.search(r"^dependencies = (.*)$", pyproject, re.M)
+    blob = json.dumps([RECIPE, SUITE, MIRROR, sorted(bootstrap_packages(repo)), sorted(GUEST_PKGS),
+                       deps.group(1) if deps else ""])
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def missing() -> str | None:
+    """One line saying what this machine lacks for a full-system guest, or None."""
+    cached = (image_dir() / "ready").exists()
+    for tool in (QEMU, "ssh", *(() if cached else ("debootstrap", "mke2fs", "ssh-keygen"))):
+        if not shutil.which(tool):
+            return f"no {tool} on PATH (./bootstrap.sh test installs qemu-system-x86, debootstrap, openssh-client)"
+    if os.geteuid() != 0 and not (image_dir() / "ready").exists():
+        return "building the guest image needs root (debootstrap, chroot) and it is not cached"
+    if not (image_dir() / "ready").exists():
+        host = re.sub(r"^\w+://", "", MIRROR).split("/")[0]
+        try:
+            socket.create_connection((host, 80), timeout=10).close()
+        except OSError as e:
+            return f"Debian's package registry {host} is unreachable ({e}) and the guest image is not cached"
+    return None
+
+
+def image_dir(repo: Path = REPO) -> Path:
+    return cache_root() / f"guest-amd64-{image_key(repo)}"
+
+
+@dataclass
+class Image:
+    dir: Path
+    kernel: Path
+    initrd: Path
+    disk: Path
+    key: Path
+    info: dict = field(default_factory=dict)
+
+
+def _run(cmd: list[str], log, timeout: float, **kw) -> None:
+    log.write(f"$ {shlex.join(cmd)}\n")
+    log.flush()
+    subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=True, **kw)
+
+
+INIT = r"""#!/bin/sh
+# PID 1 of clusterbench's test guest (tests/guestkit.py): mounts, modules, network, the repo share, sshd.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+mountpoint -q /proc || mount -t proc proc /proc; mountpoint -q /sys || mount -t sysfs sys /sys
+mountpoint -q /dev || mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm; mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /tmp; mount -o remount,rw /
+hostname cbguest
+for m in virtio_net 9p 9pnet_virtio; do modprobe $m; done
+mkdir -p /mnt/repo && mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 cbrepo /mnt/repo
+# the NIC's name: eth0, or what the initramfs's udev renamed it to (ens3, enp0s3)
+nic=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
+ip link set lo up; ip link set "$nic" up; ip addr add 10.0.2.15/24 dev "$nic"; ip route add default via 10.0.2.2
+echo nameserver 10.0.2.3 > /etc/resolv.conf
+mkdir -p /run/sshd; /usr/sbin/sshd -e
+echo "cb-guest: up $(cut -d' ' -f1 /proc/uptime) s" > /dev/ttyS0
+while true; do wait; sleep 3600; done
+"""
+
+
+def build_image(repo: Path = REPO, log_path: Path | None = None, timeout_s: float = 3600) -> Image:
+    """The cached image, built first if it is not there (under a lock: one builder, the others wait)."""
+    d = image_dir(repo)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    with open(d.parent / f"{d.name}.lock", "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        if not (d / "ready").exists():
+            _build(d, repo, log_path or d.parent / f"{d.name}.log", timeout_s)
+    return Image(d, d / "vmlinuz", d / "initrd.img", d / "root.ext4", d / "id_ed25519",
+                 json.loads((d / "info.json").read_text()))
+
+
+def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
+    t0 = time.monotonic()
+    work = d.with_name(d.name + ".building")
+    with open("/proc/mounts") as f:  # never delete through a bind mount of /dev or /sys left by a failed build
+        left = [line.split()[1] for line in f if line.split()[1].startswith(str(work) + "/")]
+    for m in sorted(left, reverse=True):
+        subprocess.run(["umount", "-l", m], check=False)
+    root = work / "rootfs"
+    packages_done = work / "packages.done"  # a build that failed after its packages resumes from there
+    if not packages_done.exists():
+        shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(d, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    pkgs = sorted(set(bootstrap_packages(repo)) | set(GUEST_PKGS))
+    with open(log_path, "a") as log:
+        if not packages_done.exists():
+            # debootstrap a minimal system, then apt-get the packages in it (debootstrap's own resolver
+            # cannot install a list such as libopenmpi-dev's: alternatives and virtual packages)
+            _run(["debootstrap", "--variant=minbase", "--include=ca-certificates", SUITE, str(root), MIRROR],
+                 log, timeout_s)
+        t_debootstrap = time.monotonic() - t0
+        (root / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")  # start no service in the chroot
+        (root / "usr/sbin/policy-rc.d").chmod(0o755)
+        shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+        # the host's trust store, for pip in the chroot and in the guest: where TLS to PyPI goes through an
+        # intercepting proxy, only the host's bundle holds its authority (public certificates only)
+        bundle = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
+        if os.path.exists(bundle):
+            shutil.copy(bundle, root / "etc/ssl/certs/cb-host-ca-bundle.crt")
+            (root / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/cb-host-ca-bundle.crt\n")
+        mounts = []
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+               "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8", "CLUSTERBENCH_VENV": ".venv"}
+        try:
+            for src, dst, extra in (("proc", "proc", ["-t", "proc"]), ("/dev", "dev", ["--bind"]),
+                                    ("/sys", "sys", ["--bind"])):
+                _run(["mount", *extra, src, str(root / dst)], log, 60)
+                mounts.append(root / dst)
+            if not packages_done.exists():
+                _run(["chroot", str(root), "sh", "-c", "apt-get update -qq && apt-get install -y -q "
+                      "--no-install-recommends " + " ".join(pkgs)], log, timeout_s, env=env)
+                packages_done.write_text("")
+            t_packages = time.monotonic() - t0
+            # clusterbench's Python dependencies, installed the README's way once here (native, fast) so
+            # the guest's ./bootstrap.sh install finds them: the repo copied in, bootstrap.sh install run
+            shutil.rmtree(root / "root/clusterbench", ignore_errors=True)
+            _copy_repo(repo, root / "root/clusterbench")
+            _run(["chroot", str(root), "sh", "-c", "cd /root/clusterbench && ./bootstrap.sh install"],
+                 log, timeout_s, env=env)
+            _run(["chroot", str(root), "ssh-keygen", "-A"], log, 60, env=env)
+        finally:
+            for m in reversed(mounts):
+                subprocess.run(["umount", "-l", str(m)], check=False)
+        (root / "usr/sbin/policy-rc.d").unlink()
+        # the guest's own init, ssh access for the tests, names
+        (root / "sbin/cb-guest-init").write_text(INIT)
+        (root / "sbin/cb-guest-init").chmod(0o755)
+        (root / "etc/hostname").write_text("cbguest\n")
+        (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 cbguest\n")
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "id_ed25519")], log, 60)
+        ssh = root / "root/.ssh"
+        ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copy(work / "id_ed25519.pub", ssh / "authorized_keys")
+        boot = root / "boot"
+        kernels = sorted(boot.glob("vmlinuz-*"))
+        if not kernels:
+            raise RuntimeError(f"no kernel in {boot}")
+        version = kernels[-1].name.removeprefix("vmlinuz-")
+        if not (boot / f"initrd.img-{version}").exists():
+            _run(["chroot", str(root), "update-initramfs", "-c", "-k", version], log, 600)
+        shutil.copy(kernels[-1], work / "vmlinuz")
+        shutil.copy(boot / f"initrd.img-{version}", work / "initrd.img")
+        subprocess.run(["rm", "-rf", str(root / "var/cache/apt/archives"), str(root / "var/lib/apt/lists")],
+                       check=False)
+        used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True,
+                                  check=True).stdout.split()[0])
+        size_mb = used // 2**20 + 2048  # room for the kernels' builds, the store, a second copy of the repo
+        _run(["mke2fs", "-q", "-t", "ext4", "-L", "cbroot", "-d", str(root), str(work / "root.ext4"),
+              f"{size_mb}M"], log, 1200)
+        shutil.rmtree(root)
+        info = {"kernel": version, "packages": pkgs, "debootstrap_s": round(t_debootstrap, 1),
+                "packages_done_s": round(t_packages, 1),
+                "build_s": round(time.monotonic() - t0, 1), "disk_mb": size_mb}
+        (work / "info.json").write_text(json.dumps(info, indent=1) + "\n")
+        (work / "ready").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+    work.rename(d)
+
+
+def _copy_repo(repo: Path, dest: Path) -> None:
+    """The working tree without .venv, .git and caches."""
+    ignore = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info", ".pytest_cache", "build")
+    shutil.copytree(repo, dest, ignore=ignore, symlinks=True)
+
+
+# -- boot ---------------------------------------------------------------------------------------------
+@dataclass
+class Topology:
+    """What QEMU is told: sockets x cores, one NUMA node per socket, memory split evenly."""
+    sockets: int = 2
+    cores: int = 2
+    mem_mb: int = 2048
+
+    def args(self) -> list[str]:
+        cpus = self.sockets * self.cores
+        out = ["-smp", f"{cpus},sockets={self.sockets},cores={self.cores},threads=1", "-m", f"{self.mem_mb}M"]
+        per = self.mem_mb // self.sockets
+        for s in range(self.sockets):
+            first = s * self.cores
+            out += ["-object", f"memory-backend-ram,id=m{s},size={per}M",
+                    "-numa", f"node,nodeid={s},cpus={first}-{first + self.cores - 1},memdev=m{s}"]
+        return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the process that started qemu dies (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    os.setsid()
+
+
+class Guest:
+    """A running guest: :meth:`run` a shell command in it over ssh."""
+
+    def __init__(self, image: Image, port: int, proc: subprocess.Popen, console: Path):
+        self.image, self.port, self.proc, self.console = image, port, proc, console
+        self.boot_s: float | None = None
+
+    def ssh_args(self) -> list[str]:
+        return ["ssh", "-i", str(self.image.key), "-p", str(self.port), "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15", "root@127.0.0.1"]
+
+    def run(self, cmd: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        """``cmd`` through the guest's /bin/sh (bash -lc), its output captured; fails with both streams."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the guest is gone (qemu exit {self.proc.returncode}); console:\n{self.tail()}")
+        r = subprocess.run([*self.ssh_args(), "bash -c " + shlex.quote(cmd)], capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and r.returncode != 0:
+            raise AssertionError(f"in the guest: {cmd}\nexit {r.returncode}\n--- stdout\n{r.stdout[-4000:]}"
+                                 f"\n--- stderr\n{r.stderr[-4000:]}")
+        return r
+
+    def tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.console.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no console log)"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def qemu_command(image: Image, topo: Topology, port: int, console: Path, repo: Path) -> list[str]:
+    return ["nice", "-n", "10", QEMU, "-machine", "pc", "-accel", "tcg,thread=multi", "-cpu", "max",
+            *topo.args(), "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+            "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/cb-guest-init quiet loglevel=3",
+            "-drive", f"file={image.disk},format=raw,if=virtio,snapshot=on",
+            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22", "-device", "virtio-net-pci,netdev=n0",
+            "-virtfs", f"local,path={repo},mount_tag=cbrepo,security_model=none,readonly=on",
+            "-display", "none", "-monitor", "none", "-serial", f"file:{console}", "-no-reboot"]
+
+
+@contextlib.contextmanager
+def guest(topo: Topology | None = None, repo: Path = REPO, life_s: float = 1800,
+          boot_timeout_s: float | None = None, workdir: Path | None = None) -> Iterator[Guest]:
+    """Boot the guest (building its image first if needed), wait for its sshd, yield it; always kill it."""
+    image = build_image(repo)
+    # TCG shares the host's cores: 15 s on an idle 2-core machine, 60-90 s at load 4, over 5 min at load 23
+    boot_timeout_s = boot_timeout_s or float(os.environ.get("CLUSTERBENCH_EMU_BOOT_S", "900"))
+    topo = topo or Topology()
+    workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp"))
+    port = free_port()
+    console = workdir / f"cb-guest-{port}.console"
+    t0 = time.monotonic()
+    # nice runs qemu in place (exec), so the pid is qemu's; its own session, killed with its group
+    proc = subprocess.Popen(qemu_command(image, topo, port, console, repo), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=open(workdir / f"cb-guest-{port}.stderr", "w"),
+                            preexec_fn=_die_with_parent)
+    g = Guest(image, port, proc, console)
+    timer = threading.Timer(life_s, g.kill)  # the guest's own lifetime, whatever the test does
+    timer.daemon = True
+    timer.start()
+    keep = True  # the console and qemu's stderr stay for the reader of a failure
+    try:
+        deadline = t0 + boot_timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"qemu exited {proc.returncode} while booting: "
+                                   f"{(workdir / f'cb-guest-{port}.stderr').read_text()[-2000:]}\n{g.tail()}")
+            r = subprocess.run([*g.ssh_args(), "true"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+            if r.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the guest's sshd did not answer within {boot_timeout_s:.0f} s; console:\n"
+                                   f"{g.tail()}")
+            time.sleep(2)
+        g.boot_s = round(time.monotonic() - t0, 1)
+        # what systemd would have mounted (probe and doctor read the cgroup's cpus and mems)
+        g.run("mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup", timeout=60)
+        yield g
+        keep = False
+    finally:
+        timer.cancel()
+        g.kill()
+        if not keep:
+            for f in (console, workdir / f"cb-guest-{port}.stderr"):
+                f.unlink(missing_ok=True)
+
+
+def install_clusterbench(g: Guest, timeout: float = 600) -> float:
+    """clusterbench in the guest: the image holds the README's install (./bootstrap.sh install, run in
+    the chroot when the image was built: packages present, .venv with the package editable); here the
+    shared tree is copied over /root/clusterbench, which the editable install then runs. (Running
+    bootstrap.sh install again in the guest is the same steps but takes minutes of pip under TCG: its
+    `pip install --upgrade pip` alone took 4 min.) Returns its seconds."""
+    t0 = time.monotonic()
+    g.run("cd /mnt/repo && tar --exclude=./.venv --exclude=./.git --exclude=__pycache__ --exclude='*.egg-info' "
+          "-cf - . | tar -C /root/clusterbench -xf - && cd /root/clusterbench && .venv/bin/clusterbench --help "
+          ">/dev/null", timeout=timeout)
+    return round(time.monotonic() - t0, 1)
