@@ -71,7 +71,7 @@ def hwcaps(machine: str | None, auxv: bytes | None) -> list[str]:
     fam = family(machine)
     if not auxv or fam not in HWCAP_BITS:
         return []
-    word = "Q" if (machine or "").endswith("64") or fam == "aarch64" else "I"
+    word = "Q" if "64" in (machine or "") else "I"
     size = struct.calcsize(word)
     vals = {}
     for i in range(0, len(auxv) - 2 * size + 1, 2 * size):
