@@ -20,6 +20,9 @@ APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev 
 # the HTML report is checked in headless Chromium (tests/integration/test_report.py); the virtual cluster of
 # machines runs an sshd per node and reaches it with ssh (tests/integration/test_machines.py)
 [ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge chromium fonts-dejavu-core openssh-server openssh-client)
+# the emulated tier builds Debian root filesystems of arm64, armhf and ppc64el (mmdebstrap, or debootstrap)
+# and runs them under QEMU user mode through binfmt_misc (tests/emukit.py, docs/emulation.md)
+[ "$ACTION" = test ] && APT_PKGS+=(qemu-user-static binfmt-support debootstrap mmdebstrap arch-test)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
 
@@ -69,16 +72,19 @@ case "$ACTION" in
     if [ $# -gt 0 ]; then  # a developer's own selection: one pytest, as given
       exec "$VENV/bin/python" -m pytest -q "$@"
     fi
-    # Three tiers, each its own pytest, in this order; every tier runs and the first failure's status
+    # Four tiers, each its own pytest, in this order; every tier runs and the first failure's status
     # is the exit status. unit: pure, both cpus (pytest-xdist), seconds. integration: real processes,
     # one at a time (the figures they check need the cpus). slow: the emulated machines (a virtual
     # cluster of separate machines with their own root and sshd, Slurm across them, run cluster,
-    # sweeps of 8 and more nodes), bounded to 45 minutes.
+    # sweeps of 8 and more nodes), bounded to 45 minutes. emulated: other architectures, 30 minutes.
     rc=0
     tier() { local name=$1; shift; echo "bootstrap: test tier $name" >&2; "$@" || { r=$?; [ $rc -ne 0 ] || rc=$r; }; }
     tier unit "$VENV/bin/python" -m pytest -q -m "not integration" -n 2 tests/unit
     tier integration "$VENV/bin/python" -m pytest -q -m "integration and not slow"
     tier slow timeout --signal=INT --kill-after=60 2700 "$VENV/bin/python" -m pytest -q -m "slow"
+    # emulated: foreign architectures under QEMU user mode (tests/emulated/, docs/emulation.md), their
+    # images cached in /var/cache/clusterbench/emu; says in one line what it skipped and why
+    tier emulated timeout --signal=INT --kill-after=60 1800 "$VENV/bin/python" -m pytest -q -m emulated tests/emulated
     exit $rc
     ;;
   speed)
