@@ -192,7 +192,7 @@ def _chroot_argv(root: Path, script: str, env: dict[str, str] | None = None) -> 
     """argv running `script` (sh) in `root` within a private mount namespace holding /proc, /dev, /sys, /src."""
     r = str(root)
     exports = " ".join(f"{k}={_q(v)}" for k, v in (env or {}).items())
-    inner = (f"mount -t proc proc {r}/proc && mount --rbind /dev {r}/dev && mount -t sysfs sysfs {r}/sys"
+    inner = (f"mount -t proc proc {r}/proc && mount --rbind /dev {r}/dev && mount --rbind /sys {r}/sys"
              f" && mount --bind {_q(str(REPO))} {r}/src"
              f" && exec chroot {r} /usr/bin/env -i HOME=/root PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin"
              f" LANG=C.UTF-8 TERM=dumb {exports} /bin/sh -c {_q(script)}")
