@@ -43,6 +43,7 @@ PACKAGES = ("build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-d
             "python3-pip python3-numpy python3-matplotlib python3-rich ca-certificates procps").split()
 
 STAMP = ".clusterbench-emu.json"
+BASE_STAMP = ".clusterbench-emu-base.json"
 VENV = "/opt/cbvenv"
 
 
@@ -145,40 +146,49 @@ def build(arch: str, timeout: float = 3600) -> Path:
         if (target / STAMP).exists():
             return target
         work = CACHE / f"{target.name}.building"
-        if work.exists():
-            shutil.rmtree(work)
-        times: dict[str, float] = {}
-        with open(CACHE / f"{target.name}.log", "w") as log:
-            t0 = time.monotonic()
-            if shutil.which("mmdebstrap") and shutil.which("arch-test"):  # mmdebstrap needs arch-test for foreign arches
-                _run(["nice", "-n", "10", "mmdebstrap", "--variant=apt", f"--architectures={arch}",
-                      "--include=" + ",".join(PACKAGES), SUITE, str(work), MIRROR], timeout, log)
-                times["mmdebstrap"] = time.monotonic() - t0
-            else:
-                _run(["nice", "-n", "10", "debootstrap", "--foreign", f"--arch={arch}", "--variant=minbase",
-                      SUITE, str(work), MIRROR], timeout, log)
-                times["debootstrap first stage"] = time.monotonic() - t0
-                t1 = time.monotonic()
-                _run(["nice", "-n", "10", "chroot", str(work), "/debootstrap/debootstrap", "--second-stage"],
-                     timeout, log)
-                times["debootstrap second stage"] = time.monotonic() - t1
-                t1 = time.monotonic()
-                (work / "etc/apt/sources.list").write_text(f"deb {MIRROR} {SUITE} main\n")
-                _run(["nice", "-n", "10", "chroot", str(work), "sh", "-c",
-                      "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-                      "--no-install-recommends " + " ".join(PACKAGES)], timeout, log)
-                times["apt-get install"] = time.monotonic() - t1
+        base = work / BASE_STAMP  # the root filesystem is whole: a failed install resumes from here
+        times: dict[str, float] = json.loads(base.read_text()) if base.exists() else {}
+        with open(CACHE / f"{target.name}.log", "a") as log:
+            if not times:
+                if work.exists():
+                    shutil.rmtree(work)
+                times = _root_filesystem(arch, work, timeout, log)
+                base.write_text(json.dumps(times))
             (work / "src").mkdir(exist_ok=True)
             t1 = time.monotonic()
             _install(work, timeout, log)
             times["clusterbench install"] = time.monotonic() - t1
-            times["total"] = time.monotonic() - t0
+            times["total"] = sum(v for k, v in times.items() if k != "total")
         (work / STAMP).write_text(json.dumps({
             "arch": arch, "suite": SUITE, "mirror": MIRROR, "packages": PACKAGES,
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": {k: round(v, 1) for k, v in times.items()}}, indent=1))
         work.rename(target)
         return target
+
+
+def _root_filesystem(arch: str, work: Path, timeout: float, log) -> dict[str, float]:
+    """Debian with PACKAGES in `work`; the seconds of each step."""
+    times: dict[str, float] = {}
+    t0 = time.monotonic()
+    if shutil.which("mmdebstrap") and shutil.which("arch-test"):  # mmdebstrap needs arch-test for foreign arches
+        _run(["nice", "-n", "10", "mmdebstrap", "--variant=apt", f"--architectures={arch}",
+              "--include=" + ",".join(PACKAGES), SUITE, str(work), MIRROR], timeout, log)
+        times["mmdebstrap"] = time.monotonic() - t0
+        return times
+    _run(["nice", "-n", "10", "debootstrap", "--foreign", f"--arch={arch}", "--variant=minbase",
+          SUITE, str(work), MIRROR], timeout, log)
+    times["debootstrap first stage"] = time.monotonic() - t0
+    t1 = time.monotonic()
+    _run(["nice", "-n", "10", "chroot", str(work), "/debootstrap/debootstrap", "--second-stage"], timeout, log)
+    times["debootstrap second stage"] = time.monotonic() - t1
+    t1 = time.monotonic()
+    (work / "etc/apt/sources.list").write_text(f"deb {MIRROR} {SUITE} main\n")
+    _run(["nice", "-n", "10", "chroot", str(work), "sh", "-c",
+          "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+          "--no-install-recommends " + " ".join(PACKAGES)], timeout, log)
+    times["apt-get install"] = time.monotonic() - t1
+    return times
 
 
 def _install(root: Path, timeout: float, log) -> None:
