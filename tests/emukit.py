@@ -137,7 +137,7 @@ def _run(cmd: list[str], timeout: float, log) -> None:
     subprocess.run(cmd, check=True, timeout=timeout, stdout=log, stderr=subprocess.STDOUT)
 
 
-def build(arch: str, timeout: float = 3600) -> Path:
+def build(arch: str, timeout: float = 7200) -> Path:
     """Build the image of `arch` unless cached; return its directory. Raises on failure."""
     target = image_dir(arch)
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -193,6 +193,9 @@ def _root_filesystem(arch: str, work: Path, timeout: float, log) -> dict[str, fl
 
 def _install(root: Path, timeout: float, log) -> None:
     """clusterbench installed as the README says: ./bootstrap.sh install (its venv outside the tree)."""
+    if Path("/etc/resolv.conf").exists():  # pip reaches PyPI from inside (mmdebstrap removes its copy)
+        (root / "etc/resolv.conf").unlink(missing_ok=True)
+        shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
     _run(["nice", "-n", "10", *_chroot_argv(root, "python3 -m venv --system-site-packages " + VENV
                                             + " && cd /src && CLUSTERBENCH_VENV=" + VENV
                                             + " ./bootstrap.sh install")], timeout, log)
