@@ -159,7 +159,9 @@ def format_probe(p: dict) -> str:
     """A human-readable summary of :func:`clusterbench.probe.probe`'s answer."""
     topo, cpu, mem = p.get("topology") or {}, p.get("cpu") or {}, p.get("memory") or {}
     rp, env = p.get("rpeak") or {}, p.get("environment") or {}
-    lines = [f"host        {p.get('hostname')}  (source: {p.get('source')}, root {p.get('root')})",
+    emu = env.get("emulation")
+    lines = [f"EMULATED    {emu.get('detail')}"] if emu else []
+    lines += [f"host        {p.get('hostname')}  (source: {p.get('source')}, root {p.get('root')})",
              f"cpu         {cpu.get('vendor')} {cpu.get('model_name')}  [{cpu.get('arch')}]",
              f"uarch       {cpu.get('microarchitecture') or 'unknown'}",
              f"isa         {' '.join(cpu.get('isa') or []) or 'unknown'}",

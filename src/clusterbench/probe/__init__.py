@@ -28,7 +28,9 @@ Returned keys (JSON-serialisable)::
          where cores share an FPU (AMD Bulldozer family): per_kind[].fpus, per_kind[].cores_per_fpu and
          dp_flops_per_cycle_per_fpu {label: n} (Rpeak counts FPUs, the per-core rate is the FPU's share)
   environment: kernel, preemption, governor, turbo, smt_active, thp, thp_defrag, hypervisor,
-               container, nics, mpi, blas, compilers, numa_balancing, cpu_mitigations
+               container, nics, mpi, blas, compilers, numa_balancing, cpu_mitigations,
+               emulation (None natively; under QEMU user mode {mode, guest_arch, host_cpuinfo_arch,
+               interpreter, isa, detail}: cpu and rpeak are then unknown, see probe/emulation.py)
   notes: [str]             unknown: {dotted_path: reason}
 """
 from __future__ import annotations
@@ -38,6 +40,7 @@ import platform
 import socket
 from typing import Any
 
+from clusterbench.probe import emulation
 from clusterbench.probe import hwloc as _hwloc
 from clusterbench.probe.cpu import model_name_ghz, read_cpu, HYBRID_INTEL
 from clusterbench.probe.environment import read_environment
@@ -129,10 +132,17 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
     notes: list[str] = []
 
     cpuinfo_text = fs.read("/proc/cpuinfo")
+    emulated = emulation.detect(cpuinfo_text, platform.machine()) if live else None
+    if emulated:  # /proc/cpuinfo (and /sys) are the host's: never present them as this machine's CPU
+        notes.append(emulated["detail"])
+        cpuinfo_text = None
     cpu, per_pu, u = read_cpu(cpuinfo_text, platform.machine() if live else None)
+    if emulated:
+        u = {k: EMULATED_CPU for k in u}
+        cpu["isa"] = list(emulated["isa"])
     unknown.update(u)
     flags = set(cpu.pop("flags", []))
-    if cpuinfo_text is None:
+    if cpuinfo_text is None and not emulated:
         unknown["cpu"] = "no /proc/cpuinfo"
 
     raw = read_raw_topology(fs)
@@ -183,7 +193,7 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
                 pass
             break
     all_pus = [c["pu"] for c in topo["cpus"]]
-    nom, fmax, fsrc = _frequencies(fs, raw, cpu, procs_mhz, flags, all_pus)
+    nom, fmax, fsrc = _frequencies(fs, raw, cpu, procs_mhz, flags, all_pus) if not emulated else (None, None, "none")
     cpu["sve_vector_bits"] = None
     if "sve" in flags:
         vl = fs.read_int("/proc/sys/abi/sve_default_vector_length")
@@ -191,9 +201,12 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
         if not vl:
             unknown["cpu.sve_vector_bits"] = "no /proc/sys/abi/sve_default_vector_length"
     cpu["freq_nominal_mhz"], cpu["freq_max_mhz"], cpu["freq_source"] = nom, fmax, fsrc
-    if nom is None:
+    if emulated:
+        unknown["cpu.freq_nominal_mhz"] = unknown["cpu.freq_max_mhz"] = EMULATED_CPU
+        notes.append("emulated: the topology (cores, caches, NUMA) is the host's, on which QEMU's threads run")
+    elif nom is None:
         unknown["cpu.freq_nominal_mhz"] = "no cpufreq base_frequency, no '@ GHz' in model name, no usable TSC clock"
-    if fmax is None:
+    if fmax is None and not emulated:
         unknown["cpu.freq_max_mhz"] = "no cpufreq in /sys (VM or driver not loaded)"
 
     # Rpeak groups: cores of one kind and one core design.
@@ -206,8 +219,8 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
     glist = []
     kind_names = {k["kind"]: k["name"] for k in topo["core_kinds"]}
     for (kind, ua), g in sorted(groups.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0, str(kv[0][1]))):
-        n, m, _ = _frequencies(fs, raw, cpu, procs_mhz, flags, g["pus"])
-        if m is None:
+        n, m, _ = _frequencies(fs, raw, cpu, procs_mhz, flags, g["pus"]) if not emulated else (None, None, "")
+        if m is None and not emulated:
             kfreq = [k["freq_max_mhz"] for k in topo["core_kinds"] if k["kind"] == kind and k["freq_max_mhz"]]
             m = kfreq[0] if kfreq else None
         name = kind_names.get(kind) or ua
@@ -223,6 +236,9 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
 
     env, u = read_environment(fs, live, flags)
     unknown.update(u)
+    env["emulation"] = emulated
+    if emulated:
+        unknown["rpeak"] = EMULATED_CPU
     if live:
         hostname: str | None = socket.gethostname()
     else:
@@ -244,4 +260,5 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
     }
 
 
+EMULATED_CPU = "emulated (QEMU user mode): /proc/cpuinfo and /sys are the host's, not this CPU's"
 NOT_IN_SNAPSHOT_HOST = "not in snapshot (no /proc/sys/kernel/hostname)"
