@@ -80,7 +80,7 @@ def missing() -> str | None:
     cached = (image_dir() / "ready").exists()
     for tool in (QEMU, "ssh", *(() if cached else ("debootstrap", "mke2fs", "ssh-keygen"))):
         if not shutil.which(tool):
-            return f"no {tool} on PATH (./bootstrap.sh test installs qemu-system-x86, debootstrap, openssh-client)"
+            return f"no {tool} on PATH (./bootstrap.sh test-emulated installs qemu-system-x86, debootstrap, openssh-client)"
     if os.geteuid() != 0 and not (image_dir() / "ready").exists():
         return "building the guest image needs root (debootstrap, chroot) and it is not cached"
     if not (image_dir() / "ready").exists():
