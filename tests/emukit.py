@@ -194,8 +194,19 @@ def _root_filesystem(arch: str, work: Path, timeout: float, log) -> dict[str, fl
     return times
 
 
+def trust_host_ca(root: Path) -> None:
+    """The host's trust store into the image at `root`, named in its /etc/pip.conf: where TLS to PyPI goes
+    through an intercepting proxy, only the host's bundle holds its authority (public certificates only)."""
+    bundle = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
+    if os.path.exists(bundle):
+        (root / "etc/ssl/certs").mkdir(parents=True, exist_ok=True)
+        shutil.copy(bundle, root / "etc/ssl/certs/cb-host-ca-bundle.crt")
+        (root / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/cb-host-ca-bundle.crt\n")
+
+
 def _install(root: Path, timeout: float, log) -> None:
     """clusterbench installed as the README says: ./bootstrap.sh install (its venv outside the tree)."""
+    trust_host_ca(root)  # pip in the chroot: the image's own store lacks a proxy's authority
     if Path("/etc/resolv.conf").exists():  # pip reaches PyPI from inside (mmdebstrap removes its copy)
         (root / "etc/resolv.conf").unlink(missing_ok=True)
         shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import emukit
+
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("CLUSTERBENCH_EMU_MIRROR", "http://deb.debian.org/debian")
 SUITE = "bookworm"
@@ -168,12 +170,7 @@ def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
         (root / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")  # start no service in the chroot
         (root / "usr/sbin/policy-rc.d").chmod(0o755)
         shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
-        # the host's trust store, for pip in the chroot and in the guest: where TLS to PyPI goes through an
-        # intercepting proxy, only the host's bundle holds its authority (public certificates only)
-        bundle = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
-        if os.path.exists(bundle):
-            shutil.copy(bundle, root / "etc/ssl/certs/cb-host-ca-bundle.crt")
-            (root / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/cb-host-ca-bundle.crt\n")
+        emukit.trust_host_ca(root)  # for pip in the chroot and in the guest
         mounts = []
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
                "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8", "CLUSTERBENCH_VENV": ".venv"}
