@@ -119,6 +119,14 @@ def test_agent_script_is_valid_sh_and_skips_ssh_options(tmp_path: Path) -> None:
     _sh(["sh", "-n", str(agent)])
     out = _sh([str(agent), "cbsim-n1", "orted -mca a b"]).stdout.split()
     assert out == ["netns", "exec", "cbsim-n1", "/bin/sh", "-c", "orted", "-mca", "a", "b"]
+    # mpirun's own --mca orte_tmpdir_base reaches every daemon on its command line (it beats the
+    # environment): the agent gives each node a subfolder of it
+    base = tmp_path / "cb-mpi-x_1"
+    for quote in ('"', ""):  # Open MPI 4.1 quotes the values it passes on
+        out = _sh([str(agent), "cbsim-n1", f'orted -mca a "b" --mca orte_tmpdir_base {quote}{base}{quote} -mca c d']
+                  ).stdout.split()
+        assert out[5:] == ["orted", "-mca", "a", '"b"', "--mca", "orte_tmpdir_base", f"{base}/cbsim-n1", "-mca", "c", "d"]
+        assert (base / "cbsim-n1").is_dir()
     out = _sh([str(agent), "-x", "n2", "hydra_pmi_proxy", "--control-port", "x:1"]).stdout.split()
     assert out[:3] == ["netns", "exec", "cbsim-n2"]
     assert _sh([str(agent), "bad;name", "true"], check=False).returncode == 255
@@ -244,10 +252,13 @@ def test_many_launches_in_a_row_none_hangs(live_env: Path) -> None:
     """Every node's Open MPI daemon has this machine's host name, so one session folder: two daemons
     racing on its files killed one, silently (--daemonize), and mpirun waited for it forever, about
     one launch in eight on 2 nodes (in 40: 99.5 %; this test failed 2 of 2 so). The agent gives each
-    node its own folder; 40 launches of 3 daemons, none may hang."""
+    node its own folder; 40 launches of 3 daemons, none may hang. CI of 2026-11-27: clusterbench's own
+    ``--mca orte_tmpdir_base`` (its run's folder) reached the daemons on their command line, beat
+    the agent's folder and brought the race back (1 launch in 17 hung): launched here as clusterbench
+    does, with it."""
     c = sc.up(3, prefix=PREFIX, state=live_env)
     cmd = [*sc.exec_prefix("head", c), "mpirun", *sc.mpirun_args(c, allow_root=True),
-           "--host", sc.host_arg(c), "-np", "3", "true"]
+           "--mca", "orte_tmpdir_base", str(live_env / "cb-mpi-run"), "--host", sc.host_arg(c), "-np", "3", "true"]
     for i in range(40):
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=20,

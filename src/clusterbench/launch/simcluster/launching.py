@@ -48,12 +48,20 @@ export CB_SIM_NODE
 # Open MPI keeps one session folder per host name and user, and every node here has this machine's
 # name: each node gets a folder of its own, else their daemons race on the same files and one dies
 # (a crash in hwloc_shmem_topology_write, mkdir: File exists) while mpirun waits for it forever.
-if [ -n "$TMPBASE" ]; then
+# mpirun passes its own --mca orte_tmpdir_base to every daemon on the command line, which wins
+# over the environment: that folder gets a subfolder per node.
+cmd="$* "
+# (Open MPI quotes the values: --mca orte_tmpdir_base "/tmp/cb-mpi-x")
+base=$(printf '%s\n' "$cmd" | sed -nE 's/.*-mca orte_tmpdir_base "?([A-Za-z0-9._/-]+)"? .*/\1/p')
+if [ -n "$base" ]; then
+    mkdir -p "$base/$ns" || exit 255
+    cmd=$(printf '%s\n' "$cmd" | sed -E "s|-mca orte_tmpdir_base \"?$base\"? |-mca orte_tmpdir_base $base/$ns |")
+elif [ -n "$TMPBASE" ]; then
     mkdir -p "$TMPBASE/$ns" || exit 255
     OMPI_MCA_orte_tmpdir_base=$TMPBASE/$ns
     export OMPI_MCA_orte_tmpdir_base
 fi
-exec "$IP" netns exec "$ns" /bin/sh -c "$*"
+exec "$IP" netns exec "$ns" /bin/sh -c "$cmd"
 """
 
 

@@ -136,6 +136,8 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
                     "run `clusterbench sim-cluster down` first, then `up` again")
             st = _status(old)
             if st["up"]:
+                # the agent of this clusterbench (one made by an older one may lack a fix)
+                _write_atomic(Path(old.agent), agent_script(prefix, _tmp_dir(sdir, prefix)), mode=0o755)
                 old.notes = ["already up with this spec: nothing done"]
                 return old
             cluster.notes.append("the recorded sim-cluster was broken ("
