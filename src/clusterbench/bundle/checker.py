@@ -15,6 +15,8 @@ from typing import Any
 from clusterbench.bundle.document import BUNDLE_SCHEMA, KIND, checksum
 from clusterbench.errors import UsageError
 
+#: the largest bundle read (a tag of thousands of runs with their probes)
+MAX_BYTES = 512 * 1024 * 1024
 AGAIN = "export it again with 'clusterbench results export RUN --format bundle'"
 _TYPES = {"object": dict, "array": list, "string": str, "null": type(None)}
 
@@ -120,23 +122,9 @@ def loads(text: str, where: str = "the bundle") -> dict[str, Any]:
 
 
 def read_file(path: str) -> dict[str, Any]:
-    """:func:`loads` of the file at ``path`` (``-``: stdin)."""
-    import sys
+    """:func:`loads` of the file at ``path``: a regular file of at most :data:`MAX_BYTES`, UTF-8 text
+    (read through :func:`clusterbench.files.read_text`: a device, FIFO or directory is refused unread)."""
+    from clusterbench import files
 
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read()
-    except FileNotFoundError:
-        raise UsageError(f"no bundle file {path}", "give the path of a file 'results export --format bundle' wrote") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory", "give the bundle's file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path} ({exc.strerror})", "check the path and its permissions") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start})", AGAIN) from None
-    return loads(text, path)
+    fix = "give the path of a file 'results export RUN --format bundle' wrote"
+    return loads(files.read_text(path, "result bundle", MAX_BYTES, fix), str(path))

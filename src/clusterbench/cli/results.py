@@ -67,7 +67,7 @@ def add_parser(cmds: Any) -> None:
                      help="openmetrics: no sample timestamps (node_exporter's textfile collector refuses them)")
     imp = rsub.add_parser("import", help="put the runs of a result bundle (results export --format bundle) into the "
                                          "store, all or none")
-    imp.add_argument("bundle", metavar="BUNDLE", help="the bundle's file ('-': stdin)")
+    imp.add_argument("bundle", metavar="BUNDLE", help="the bundle's file")
     imp.add_argument("--force", action="store_true", help="replace a stored run that has the same id and other content")
     json_option(imp)
 
