@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from typing import Any
 
 from clusterbench import SCHEMA_VERSION
@@ -25,17 +27,24 @@ def handle(args: argparse.Namespace) -> int:
     from clusterbench.report.compare import format_comparison
     from clusterbench.reproduce import plan, rerun, judge
     from clusterbench.store import Store
+    from clusterbench.text import terminal_text
     from clusterbench.ui import dump_json, write_lines
+
+    def say(line: str) -> None:  # progress: on stderr with --json, so stdout is one document
+        if args.json:
+            sys.stderr.write(terminal_text(line) + "\n")
+        else:
+            write_lines([line])
 
     steps = plan(runs_of(read_file(args.bundle)), args.hosts)  # all checked before anything runs
     docs, worst = [], 0
     for step in steps:
-        write_lines([f"reproduce: run {step.run.id[:8]}: clusterbench {' '.join(step.args)}"])
-        code = rerun(step, args.db)
+        say(f"reproduce: run {step.run.id[:8]}: clusterbench {shlex.join(step.args)}")
+        code = rerun(step, args.db, quiet_stdout=args.json)
         store = Store(args.db, readonly=True)
         ids = store.select_runs(step.tag) if code == 0 else []
         if not ids:
-            write_lines([f"reproduce: run {step.run.id[:8]} could not be run again (exit {code})"])
+            say(f"reproduce: run {step.run.id[:8]} could not be run again (exit {code})")
             worst = max(worst, code or 1)
             continue
         new = store.get_runs(ids[-1:])

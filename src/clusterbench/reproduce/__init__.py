@@ -92,10 +92,11 @@ def plan(runs: list[tuple[Run, list[Result]]], hosts: str | None = None) -> list
     return steps
 
 
-def rerun(step: Step, db: str | None) -> int:
-    """Run the step's command as a process of its own into store ``db``; its exit code."""
+def rerun(step: Step, db: str | None, quiet_stdout: bool = False) -> int:
+    """Run the step's command as a process of its own into store ``db``; its exit code. ``quiet_stdout``:
+    its output goes to stderr (so ``reproduce --json`` prints one document)."""
     cmd = [sys.executable, "-m", "clusterbench", *(["--db", db] if db else []), *step.args]
-    return subprocess.run(cmd, check=False).returncode
+    return subprocess.run(cmd, check=False, stdout=sys.stderr if quiet_stdout else None).returncode
 
 
 def judge(step: Step, new_runs: list[Run], new_results: dict[str, list[Result]]) -> dict[str, Any]:
