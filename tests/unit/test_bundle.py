@@ -118,7 +118,7 @@ def test_a_run_already_stored_is_refused_saying_how(tmp_path: Path, capsys) -> N
     assert main(["--db", b, "results", "import", str(tmp_path / "1.json")]) == 0
     capsys.readouterr()
     assert main(["--db", b, "results", "import", str(tmp_path / "1.json")]) == 2
-    assert "the same run: nothing to import" in capsys.readouterr().err
+    assert "the same run: nothing imported" in capsys.readouterr().err
     doc = json.loads(text)
     doc["runs"][0]["run"]["note"] = "another"
     from clusterbench.bundle import checksum
@@ -205,3 +205,11 @@ def test_runs_of_gives_back_the_stored_records(tmp_path: Path) -> None:
     runs = exported(tmp_path / "a.db")
     back = runs_of(loads(dumps(build(runs))))
     assert back[0][0] == runs[0][0] and back[0][1] == runs[0][1]
+
+
+def test_a_number_json_cannot_write_is_refused_on_export(tmp_path: Path) -> None:
+    make_store(tmp_path / "a.db")
+    (run, results), = exported(tmp_path / "a.db")
+    bad = replace(results[0], samples=[float("nan"), 1.0])
+    with pytest.raises(UsageError, match="a number JSON cannot write"):
+        build([(run, [bad])])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,8 +46,10 @@ def _interval(ci: tuple[float, float] | None) -> list[float] | None:
 def figure(r: Result) -> dict[str, Any]:
     """A figure as the bundle holds it: ``Result.as_json`` and its intervals."""
     d = r.as_json()
-    d["intervals"] = {"confidence": CONFIDENCE, "mean": _interval(mean_ci(r.samples, CONFIDENCE)),
-                      "median": _interval(median_ci(r.samples, CONFIDENCE))}
+    finite = all(isinstance(s, (int, float)) and math.isfinite(s) for s in r.samples)
+    d["intervals"] = {"confidence": CONFIDENCE,
+                      "mean": _interval(mean_ci(r.samples, CONFIDENCE)) if finite else None,
+                      "median": _interval(median_ci(r.samples, CONFIDENCE)) if finite else None}
     return d
 
 
@@ -89,7 +92,11 @@ def build(runs: Sequence[tuple[Run, Sequence[Result]]]) -> dict[str, Any]:
         imported += times
     doc: dict[str, Any] = {"format": KIND, "bundle_schema": BUNDLE_SCHEMA, "created_by": f"clusterbench {__version__}",
                            "runs": entries}
-    doc["checksum"] = checksum(doc)
+    try:
+        doc["checksum"] = checksum(doc)
+    except ValueError:  # NaN or an infinity in a sample, a summary or the energy: not JSON
+        raise UsageError("a run holds a number JSON cannot write (NaN or infinite)",
+                         "export it with --format json, which writes them as NaN/Infinity") from None
     doc["imported"] = sorted(set(imported))
     return doc
 

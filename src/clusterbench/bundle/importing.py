@@ -36,9 +36,10 @@ def import_bundle(store: Store, doc: dict[str, Any], force: bool = False, now: s
         stored = _stored(store, run.id)
         if stored is None:
             continue
-        if _same(store, stored, entry):
-            raise UsageError(f"run {run.id} is already in {store.path}, the same run: nothing to import",
-                             f"see 'clusterbench results show {run.id[:8]}'")
+        if _same(store, stored, entry) and not force:
+            more = ", or pass --force to import the bundle's other runs and this copy of it" if len(runs) > 1 else ""
+            raise UsageError(f"run {run.id} is already in {store.path}, the same run: nothing imported",
+                             f"see 'clusterbench results show {run.id[:8]}'{more}")
         if not force:
             raise UsageError(f"run {run.id} is already in {store.path} with other content",
                              "pass --force to replace the stored run with the bundle's")
