@@ -19,8 +19,10 @@ APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev 
 # the test suite also runs MPICH beside Open MPI and a real one-node Slurm (tests/integration/test_mpich.py,
 # tests/integration/test_slurm.py); slurm-wlm pulls slurmctld, slurmd, slurm-client and the PMIx/PMI-2 plugins;
 # the HTML report is checked in headless Chromium (tests/integration/test_report.py); the virtual cluster of
-# machines runs an sshd per node and reaches it with ssh (tests/integration/test_machines.py)
-[ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge chromium fonts-dejavu-core openssh-server openssh-client)
+# machines runs an sshd per node and reaches it with ssh (tests/integration/test_machines.py); prometheus
+# brings promtool, which checks `results export --format openmetrics` (tests/integration/test_export_bundle.py)
+[ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge chromium fonts-dejavu-core openssh-server openssh-client
+                                  prometheus)
 # the emulated tier (./bootstrap.sh test-emulated; not yet part of `test`: its cold image builds take longer
 # than CI's bound): Debian root filesystems of arm64, armhf and ppc64el under QEMU user mode through
 # binfmt_misc (tests/emukit.py) and a two-socket x86-64 guest under QEMU full-system emulation (tests/guestkit.py)

@@ -14,7 +14,7 @@ from clusterbench import session
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext, allowed_cpus
 from clusterbench.benchmarks.hpl.engines import parse_hpcc_output
-from clusterbench.report.hpccoutf import hpccoutf
+from clusterbench.export.hpccoutf import hpccoutf
 from clusterbench.store import Store
 
 #: the keys a 2-rank run must carry (hpcc's own summary names)

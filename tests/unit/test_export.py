@@ -13,7 +13,7 @@ import pytest
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext
 from clusterbench.cli import main
-from clusterbench.report.export import CSV_COLUMNS
+from clusterbench.export.csvrows import CSV_COLUMNS
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
 

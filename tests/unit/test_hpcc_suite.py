@@ -69,7 +69,7 @@ def test_a_real_hpcc_summary_reads_back_in_clusterbench_units() -> None:
 
 def test_hpccoutf_export_reads_back_with_hpccs_own_parser() -> None:
     """The export is parsed by the same reader as a real hpccoutf.txt, key by key, best figure per key."""
-    from clusterbench.report.hpccoutf import hpccoutf
+    from clusterbench.export.hpccoutf import hpccoutf
 
     ctx = RunContext(probe={})
     rs = [ctx.emit(get_benchmark("hpl"), "rmax", [80.0, 82.5], {"n": 9600, "nb": 192, "grid": "1x2"}),
@@ -91,7 +91,7 @@ def test_hpccoutf_export_reads_back_with_hpccs_own_parser() -> None:
 def test_randomaccess_keys_read_back_and_export_with_their_sizes() -> None:
     """hpcc's six RandomAccess keys from its own output land on randomaccess's figures (Star per
     process, MPI in total), and the export writes them back with the table sizes hpcc prints."""
-    from clusterbench.report.hpccoutf import summary_keys
+    from clusterbench.export.hpccoutf import summary_keys
 
     summary = parse_hpcc_output((DATA / "hpccoutf-1x2-n1000-nb64.txt").read_text())["summary"]
     got = {hk.key: (bench, hk.metric, params, value) for bench, hk, params, value in from_hpcc_summary(summary, 2)}
@@ -116,7 +116,7 @@ def test_randomaccess_keys_read_back_and_export_with_their_sizes() -> None:
 
 
 def test_ptrans_and_fft_keys_read_back_and_export_with_their_sizes() -> None:
-    from clusterbench.report.hpccoutf import summary_keys
+    from clusterbench.export.hpccoutf import summary_keys
 
     summary = parse_hpcc_output((DATA / "hpccoutf-1x2-n1000-nb64.txt").read_text())["summary"]
     got = {hk.key: (bench, hk.metric, params, value) for bench, hk, params, value in from_hpcc_summary(summary, 2)}

@@ -124,7 +124,7 @@ def test_the_stored_command_line_is_shown_shell_quoted(tmp_path, capsys):
         assert shlex.split(shown) == argv and "'$(touch " in shown, shown
     assert run_command(Run(id="x", argv=["/x/bin/clusterbench", "run", "a b"])) == "clusterbench run 'a b'"
     assert run_command(Run(id="x", command="clusterbench run x")) == "clusterbench run x"  # no argv: as stored
-    from clusterbench.report.hpccoutf import hpccoutf
+    from clusterbench.export.hpccoutf import hpccoutf
     assert f"command: {command_line(argv)}\n" in hpccoutf(Store(tmp_path / "r.db", readonly=True).get_run(rid), [])
     assert not marker.exists()
 

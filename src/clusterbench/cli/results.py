@@ -53,13 +53,23 @@ def add_parser(cmds: Any) -> None:
     plc.add_argument("--edition", default=None, metavar="YYYY-MM",
                      help="the list's edition, e.g. 2022-06, or 'all' (default: the newest in the data)")
     json_option(plc)
-    exp = rsub.add_parser("export", help="export one run")
-    exp.add_argument("run")
-    exp.add_argument("--format", choices=("json", "csv", "hpccoutf"), required=True,
-                     help="json (the --json document), csv (one row per figure), hpccoutf (hpcc's summary keys)")
+    from clusterbench.export import formats
+
+    exp = rsub.add_parser("export", help="export one run (openmetrics and bundle: several)")
+    exp.add_argument("run", help="run id, unique prefix or 'last'; openmetrics and bundle also take a selector: a tag, "
+                                 "'last~1,last'")
+    exp.add_argument("--format", choices=list(formats()), required=True,
+                     help=", ".join(f.help for f in formats().values()))
     exp.add_argument("-o", "--output", help="file; '-' or none: stdout. An existing file needs --force; devices "
                                             "and FIFOs are written directly")
     exp.add_argument("--force", action="store_true", help="overwrite an existing -o file")
+    exp.add_argument("--no-timestamps", dest="timestamps", action="store_false",
+                     help="openmetrics: no sample timestamps (node_exporter's textfile collector refuses them)")
+    imp = rsub.add_parser("import", help="put the runs of a result bundle (results export --format bundle) into the "
+                                         "store, all or none")
+    imp.add_argument("bundle", metavar="BUNDLE", help="the bundle's file")
+    imp.add_argument("--force", action="store_true", help="replace a stored run that has the same id and other content")
+    json_option(imp)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -164,12 +174,32 @@ def show(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    from clusterbench.report.export import export as export_run
+    from clusterbench.export import export as export_runs, get_format
 
     store = Store(args.db, readonly=True)
-    run = store.get_run(args.run)
-    export_run(run, store.results(run.id), args.format, args.output, force=args.force)
+    if get_format(args.format).several:
+        runs = store.get_runs(store.select_runs(args.run))
+    else:
+        runs = [store.get_run(args.run)]
+    export_runs([(run, store.results(run.id)) for run in runs], args.format, args.output, force=args.force,
+                timestamps=args.timestamps)
     return 0
 
 
-ACTIONS = {"list": list_runs, "tag": tag, "table": table, "show": show, "place": place, "export": export}
+def import_bundle(args: argparse.Namespace) -> int:
+    from clusterbench.bundle import read_file
+    from clusterbench.bundle.importing import import_bundle as put
+    from clusterbench.ui import dump_json, write_lines
+
+    doc = read_file(args.bundle)  # refused before the store is opened
+    done = put(Store(args.db), doc, force=args.force)
+    if args.json:
+        dump_json({"schema": SCHEMA_VERSION, **done})
+    else:
+        write_lines([f"imported run {i[:8]}" + (" (replaced the stored one)" if i in done["replaced"] else "")
+                     for i in done["runs"]])
+    return 0
+
+
+ACTIONS = {"list": list_runs, "tag": tag, "table": table, "show": show, "place": place, "export": export,
+           "import": import_bundle}

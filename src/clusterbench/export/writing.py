@@ -1,7 +1,6 @@
-"""``results export``: a stored run as JSON (the ``--json`` document), CSV or hpccoutf.txt, written
-safely.
+"""Where an export goes, written safely (every format of :mod:`clusterbench.export`).
 
-Where it goes (:func:`write`): ``-o -`` or no ``-o`` is stdout; a regular file that exists is refused
+:func:`write`: ``-o -`` or no ``-o`` is stdout; a regular file that exists is refused
 unless ``force`` (nothing is overwritten by accident); a regular file is written to a temporary file
 beside it and renamed into place, so a failure (a full disk, Ctrl-C) never leaves a half-written or
 truncated file, and an existing one is untouched until the new one is complete. Special files that
@@ -10,53 +9,13 @@ A write that fails (no space left, permission denied) is one :class:`Environment
 """
 from __future__ import annotations
 
-import csv
 import errno
-import io
-import json
 import os
 import stat
 import sys
 import tempfile
-from typing import Any
 
-from clusterbench import SCHEMA_VERSION
-from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.records import Run
-
-FORMATS = ("json", "csv", "hpccoutf")
-#: CSV columns; later additions are appended so existing positions never move
-CSV_COLUMNS = ["run_id", "benchmark", "metric", "value", "unit", "higher_is_better", "n", "best", "median", "min",
-               "max", "cv", "limit_name", "limit_value", "limit_fraction", "params", "samples",
-               "run_status", "run_error"]
-
-
-def to_csv(run: Run, results: list[Result]) -> str:
-    """One row per figure; ``run_status``/``run_error`` say whether the run it belongs to completed."""
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(CSV_COLUMNS)
-    for r in results:
-        s, lim = r.summary, r.limit or {}
-        w.writerow([run.id, r.benchmark, r.metric, r.value, r.unit, int(r.higher_is_better),
-                    s.get("n"), s.get("best"), s.get("median"), s.get("min"), s.get("max"), s.get("cv"),
-                    lim.get("name", ""), lim.get("value", ""), lim.get("fraction", ""),
-                    json.dumps(r.params, sort_keys=True), json.dumps(r.samples),
-                    run.status, run.error or ""])
-    return buf.getvalue()
-
-
-def render(fmt: str, run: Run, results: list[Result]) -> str:
-    if fmt == "json":
-        return json.dumps({"schema": SCHEMA_VERSION, "run": run.as_json(), "results": [r.as_json() for r in results]},
-                          indent=1) + "\n"
-    if fmt == "csv":
-        return to_csv(run, results)
-    if fmt == "hpccoutf":
-        from clusterbench.report.hpccoutf import hpccoutf
-        return hpccoutf(run, results)
-    raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}", "pick one of those")
 
 
 def _failed(dest: str, exc: OSError) -> EnvironmentProblem:
@@ -114,10 +73,3 @@ def write(text: str, dest: str | None, force: bool = False) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
-
-
-def export(run: Run, results: list[Result], fmt: str, dest: str | None, force: bool = False) -> dict[str, Any]:
-    """Render and write; returns what was written where (for callers that report it)."""
-    text = render(fmt, run, results)
-    write(text, dest, force)
-    return {"format": fmt, "output": dest or "-", "bytes": len(text.encode())}

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from clusterbench.export import Exported, Format
+
 if TYPE_CHECKING:
     from clusterbench.benchmarks.declare import Result
     from clusterbench.records import Run
@@ -96,3 +98,10 @@ def hpccoutf(run: Run, results: list[Result]) -> str:
         lines.append(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}")
     lines.append("End of Summary section.")
     return "\n".join(lines) + "\n"
+
+
+def _render(runs: list[Exported], **_: Any) -> str:
+    return hpccoutf(*runs[0])
+
+
+FORMAT = Format("hpccoutf", "hpccoutf (hpcc's summary keys)", _render)
