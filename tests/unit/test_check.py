@@ -284,3 +284,12 @@ def test_help_documents_the_exit_codes(capsys):
         main(["check", "--help"])
     out = capsys.readouterr().out
     assert "exit codes: 0 pass; 6" in out.replace("\n", " ") and "7 cannot judge" in out.replace("\n", " ")
+
+
+def test_runs_needed_reaches_a_reachable_p():
+    from clusterbench.check.verdict import runs_needed
+
+    assert runs_needed(10, None, 0.01, 3, 10) == 3  # 30 vs 30 samples: plenty
+    assert runs_needed(1, None, 0.01, 3, 10) == 5  # HPL: 5 vs 5 gives 2/252 < 0.01
+    assert runs_needed(1, 3, 0.01, 3, 10) == 9  # 3 baseline samples: 3 vs 9 gives 2/220
+    assert runs_needed(1, 1, 0.01, 3, 10) == 3  # a single baseline sample: no number of runs helps

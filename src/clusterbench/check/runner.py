@@ -20,7 +20,7 @@ from clusterbench.benchmarks import all_benchmarks
 from clusterbench.benchmarks.base import Progress, RunContext
 from clusterbench.check import baseline as base
 from clusterbench.check.suite import MIN_REPEAT, Suite
-from clusterbench.check.verdict import CANNOT_JUDGE, EXIT_CANNOT_JUDGE, EXIT_CODES, counts, judge, overall
+from clusterbench.check.verdict import CANNOT_JUDGE, EXIT_CANNOT_JUDGE, EXIT_CODES, counts, judge, overall, runs_needed
 from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.records import Run
 from clusterbench.store import Store
@@ -28,6 +28,9 @@ from clusterbench.store.names import check_tag
 
 #: version of the ``check --json`` document, under the key ``check_schema``
 CHECK_SCHEMA = 1
+
+#: the most runs of an entry a check adds so that its figures can be judged at all
+MAX_REPEAT = 10
 
 REPEAT_WHY = ("compare takes the run as the unit of replication: each side needs 2 or more runs of a figure, and "
               "its t-test on the run medians must agree; 3 against 3 gives that test 4 degrees of freedom")
@@ -118,11 +121,6 @@ def plan(store: Store, suite: Suite, opts: Options, probe: dict | None = None) -
     if store.all_tags().get(tag):
         raise UsageError(f"tag '{tag}' already names {store.all_tags()[tag]} run(s)",
                          "give a new --tag: a check's runs must be only its own")
-    runs, results, missing = _baseline(store, suite, opts.baseline)
-    if missing and not opts.update_baseline:
-        raise CannotJudge(f"cannot judge: {missing}",
-                          f"make this cluster's baseline: clusterbench check {suite.path if not suite.standard else suite.name} "
-                          f"--baseline {opts.baseline} --update-baseline")
     if probe is None:
         from clusterbench.probe import probe as do_probe
         probe = do_probe()
@@ -139,6 +137,11 @@ def plan(store: Store, suite: Suite, opts: Options, probe: dict | None = None) -
         if hosts:
             record["cluster"] = {"hosts": hosts}
         planned.append(Run.from_json(record))
+    runs, results, missing = _baseline(store, suite, opts.baseline)
+    if missing and not opts.update_baseline:
+        raise CannotJudge(f"cannot judge: {missing}",
+                          f"make this cluster's baseline: clusterbench check {suite.path if not suite.standard else suite.name} "
+                          f"--baseline {opts.baseline} --update-baseline")
     differences = base.cluster_differences(runs, planned) if runs else []
     if differences and not opts.allow_different_cluster:
         raise UsageError(f"baseline '{opts.baseline}' was measured on another cluster: "
@@ -147,22 +150,62 @@ def plan(store: Store, suite: Suite, opts: Options, probe: dict | None = None) -
     return Plan(suite, opts, opts.repeat or suite.repeat, tag, probe, runs, results, missing, differences)
 
 
-def execute(store: Store, p: Plan, say: Callable[[str], None] = lambda _: None) -> list[str]:
+def execute(store: Store, p: Plan, say: Callable[[str], None] = lambda _: None) -> tuple[list[str], dict[str, Any]]:
     """Run every entry ``repeat`` times, interleaved (entry 1, 2, ..., 1, 2, ...: a drift during the
-    check spreads over every figure rather than landing on one); each run tagged with the plan's tag."""
-    from clusterbench import session
-
+    check spreads over every figure rather than landing on one); each run tagged with the plan's tag.
+    Then an entry whose figures hold too few samples a run for ``compare`` to reach p < alpha (HPL:
+    one a run) is run again until it can (:func:`runs_needed`, at most :data:`MAX_REPEAT` runs).
+    Returns the run ids and, per entry run more often, how many runs and why."""
     note = f"clusterbench check {p.suite.name} v{p.suite.version}"
     ids: list[str] = []
+    per_run: dict[int, int] = {}
     total = p.repeat * len(p.suite.entries)
+
+    def one(i: int, rep: int, of: int) -> None:
+        from clusterbench import session
+
+        e = p.suite.entries[i]
+        say(f"check {p.suite.name}: run {len(ids) + 1}/{total}: {e.label} (repeat {rep}/{of})")
+        argv = [*e.argv(), "--tag", p.tag, "--note", note]
+        report = session.run([e.benchmark], {e.benchmark: dict(e.params)}, store=store, argv=argv,
+                             timeout=e.timeout or p.opts.timeout, probe_data=p.probe, tags=[p.tag], note=note)
+        ids.append(str(report.run.id))
+        counts_now = [len(r.samples or [r.value]) for r in report.results]
+        per_run[i] = min([per_run.get(i, 10 ** 9), *counts_now]) if counts_now else per_run.get(i, 0)
+
     for rep in range(p.repeat):
-        for e in p.suite.entries:
-            say(f"check {p.suite.name}: run {len(ids) + 1}/{total}: {e.label} (repeat {rep + 1}/{p.repeat})")
-            argv = [*e.argv(), "--tag", p.tag, "--note", note]
-            report = session.run([e.benchmark], {e.benchmark: dict(e.params)}, store=store, argv=argv,
-                                 timeout=e.timeout or p.opts.timeout, probe_data=p.probe, tags=[p.tag], note=note)
-            ids.append(str(report.run.id))
-    return ids
+        for i in range(len(p.suite.entries)):
+            one(i, rep + 1, p.repeat)
+    extra: dict[str, Any] = {}
+    for i, e in enumerate(p.suite.entries):
+        k = per_run.get(i, 0)
+        if not k:
+            continue
+        base_n = _baseline_samples(p, e.benchmark)
+        need = runs_needed(k, base_n, p.opts.alpha, p.repeat, MAX_REPEAT)
+        if need > p.repeat:
+            why = (f"{k} sample(s) a run" + (f" against {base_n} in the baseline" if base_n else "")
+                   + f": {need} runs are the fewest with which p < {p.opts.alpha:g} can be reached")
+            say(f"check {p.suite.name}: {e.label}: {why}")
+            extra[e.label] = {"runs": need, "why": why}
+            total += need - p.repeat
+            for rep in range(p.repeat, need):
+                one(i, rep + 1, need)
+    return ids, extra
+
+
+def _baseline_samples(p: Plan, benchmark: str) -> int | None:
+    """The fewest samples the baseline pools for one figure of ``benchmark`` (None: no baseline)."""
+    if not p.baseline_runs:
+        return None
+    keys = tuple(getattr(all_benchmarks().get(benchmark), "key_params", ()))
+    pooled: dict[tuple, int] = {}
+    for res in p.baseline_results.values():
+        for r in res:
+            if r.benchmark == benchmark:
+                ident = (r.metric, repr([(k, (r.params or {}).get(k)) for k in keys]))
+                pooled[ident] = pooled.get(ident, 0) + len(r.samples or [r.value])
+    return min(pooled.values()) if pooled else None
 
 
 def _unmatched(results: dict[str, list]) -> list[dict]:
@@ -208,7 +251,7 @@ def run_check(store: Store, suite: Suite, opts: Options, say: Callable[[str], No
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     p = plan(store, suite, opts, probe)
-    ids = execute(store, p, say)
+    ids, extra = execute(store, p, say)
     doc = compare_with_baseline(store, p, ids)
     figures = judge(doc, opts.min_effect_pct, suite.benchmarks)
     outcome = CANNOT_JUDGE if p.no_baseline else overall(figures)
@@ -217,7 +260,7 @@ def run_check(store: Store, suite: Suite, opts: Options, say: Callable[[str], No
     return {"check_schema": CHECK_SCHEMA, "suite": suite.as_dict(), "started": started.isoformat(timespec="seconds"),
             "seconds": round(time.monotonic() - t0, 3), "baseline": opts.baseline,
             "baseline_runs": [str(r.id) for r in p.baseline_runs], "no_baseline": p.no_baseline or None,
-            "tag": p.tag, "runs": ids, "repeat": p.repeat, "repeat_why": REPEAT_WHY,
+            "tag": p.tag, "runs": ids, "repeat": p.repeat, "repeat_why": REPEAT_WHY, "extra_runs": extra,
             "min_effect_pct": opts.min_effect_pct, "alpha": opts.alpha, "outcome": outcome,
             "exit_code": EXIT_CODES[outcome], "counts": counts(figures), "figures": [f.as_dict() for f in figures],
             "cluster_differences": [c.as_dict() for c in p.differences], "env": doc.get("env") or [],

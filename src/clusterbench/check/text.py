@@ -31,6 +31,8 @@ def lines(doc: dict[str, Any], verbose: bool = False) -> list[str]:
                                                  else "none")
            + f"; fail on a figure significantly worse (alpha {doc['alpha']:g}, adjusted) by at least "
              f"{doc['min_effect_pct']:g}%"]
+    for label, more in (doc.get("extra_runs") or {}).items():
+        out.append(f"{label}: {more['runs']} runs ({more['why']})")
     if doc["cluster_differences"]:
         out.append("other cluster (--allow-different-cluster): "
                    + "; ".join(c["label"] for c in doc["cluster_differences"]))

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from clusterbench.analysis.stats import smallest_p
+
 PASS, FAIL, CANNOT_JUDGE = "pass", "fail", "cannot judge"
 OUTCOMES = (PASS, FAIL, CANNOT_JUDGE)
 
@@ -122,6 +124,18 @@ def judge(doc: Mapping[str, Any], min_effect_pct: float, benchmarks: Iterable[st
                               metric=str(u.get("metric")), params=dict(u.get("params") or {}), unit=None,
                               higher_is_better=None, outcome=CANNOT_JUDGE, reason=why))
     return out
+
+
+def runs_needed(per_run: int, baseline: int | None, alpha: float, done: int, most: int) -> int:
+    """How many runs of an entry whose figures hold ``per_run`` samples a run let ``compare`` reach
+    p < ``alpha`` at all against ``baseline`` samples of the figure (None: no baseline yet, so the
+    new runs must be enough as a future baseline too): the Mann-Whitney test's smallest possible
+    p is 2 / C(m + n, m). At least ``done``, at most ``most``; ``done`` when even ``most`` cannot."""
+    for runs in range(done, most + 1):
+        n = runs * max(per_run, 1)
+        if smallest_p(baseline or n, n) < alpha:
+            return runs
+    return done
 
 
 def overall(figures: Iterable[Figure]) -> str:
