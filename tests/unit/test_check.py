@@ -293,3 +293,44 @@ def test_runs_needed_reaches_a_reachable_p():
     assert runs_needed(1, None, 0.01, 3, 10) == 5  # HPL: 5 vs 5 gives 2/252 < 0.01
     assert runs_needed(1, 3, 0.01, 3, 10) == 9  # 3 baseline samples: 3 vs 9 gives 2/220
     assert runs_needed(1, 1, 0.01, 3, 10) == 3  # a single baseline sample: no number of runs helps
+
+
+def _fpu_run(st, centre, tags=(), seed=0):
+    rng = random.Random(seed)
+    rec = new_run_record(["clusterbench", "run", "fpu"], {}, "default")
+    rec["tags"] = list(tags)
+    rid = st.begin_run(rec)
+    samples = [centre * (1 + rng.gauss(0, 0.003)) for _ in range(10)]
+    st.add_result(rid, Result(benchmark="fpu", metric="throughput", value=min(samples), unit="ns",
+                              higher_is_better=False, params={"op": "add", "threads": 1}, samples=samples, summary={}))
+    st.finish_run(rid, "complete")
+    time.sleep(0.002)
+    return rid
+
+
+@pytest.mark.parametrize("slower, outcome, code", [(1.0, PASS, 0), (1.2, FAIL, EXIT_FAIL)])
+def test_run_check_judges_tags_and_moves_the_baseline_only_when_asked(tmp_path, monkeypatch, slower, outcome, code):
+    from clusterbench.check import runner
+    from clusterbench.check.text import lines
+
+    st = Store(str(tmp_path / "r.db"))
+    base = [_fpu_run(st, 0.4, ["base"], seed=i) for i in range(3)]
+
+    def fake_execute(store, p, say):
+        return [_fpu_run(store, 0.4 * slower, [p.tag], seed=10 + i) for i in range(3)], {}
+
+    monkeypatch.setattr(runner, "execute", fake_execute)
+    s = suites.parse('name = "n"\nversion = 1\n[[run]]\nbenchmark = "fpu"\nparams = { ops = "add" }\n', "n.toml")
+    doc = runner.run_check(st, s, Options("base"), probe={})
+    assert (doc["outcome"], doc["exit_code"]) == (outcome, code)
+    assert doc["baseline_runs"] == base and doc["baseline_update"] is None
+    text = "\n".join(lines(doc))
+    assert f"(exit {code})" in text.splitlines()[-1]
+    if outcome == FAIL:
+        assert "FAIL" in text and "fpu throughput op=add threads=1" in text
+        assert "ratio 1.1" in text or "ratio 1.2" in text
+    json.dumps(doc, default=str)
+    moved = runner.run_check(st, s, Options("base", update_baseline=True), probe={})
+    assert moved["baseline_update"]["removed_from"] == base
+    assert st.select_runs("tag:base") == moved["runs"]
+    assert "--update-baseline: tag 'base' removed from 3 run(s)" in "\n".join(lines(moved))

@@ -118,8 +118,11 @@ def plan(store: Store, suite: Suite, opts: Options, probe: dict | None = None) -
 
     check_options(opts)
     tag = opts.tag or default_tag(suite)
-    if store.all_tags().get(tag):
-        raise UsageError(f"tag '{tag}' already names {store.all_tags()[tag]} run(s)",
+    taken = store.all_tags()
+    if opts.tag is None:  # two checks started within the same second
+        tag = next(t for t in (tag, *(f"{tag}-{i}" for i in range(2, 1000))) if not taken.get(t))
+    if taken.get(tag):
+        raise UsageError(f"tag '{tag}' already names {taken[tag]} run(s)",
                          "give a new --tag: a check's runs must be only its own")
     if probe is None:
         from clusterbench.probe import probe as do_probe
