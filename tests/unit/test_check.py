@@ -334,3 +334,22 @@ def test_run_check_judges_tags_and_moves_the_baseline_only_when_asked(tmp_path, 
     assert moved["baseline_update"]["removed_from"] == base
     assert st.select_runs("tag:base") == moved["runs"]
     assert "--update-baseline: tag 'base' removed from 3 run(s)" in "\n".join(lines(moved))
+
+
+def test_plan_refuses_a_baseline_of_another_cluster_unless_allowed(tmp_path):
+    st = Store(str(tmp_path / "r.db"))
+    rec = new_run_record(["clusterbench", "run", "fpu"], {"cpu": {"model_name": "EPYC 7763"}}, "default")
+    rec["tags"], rec["host"] = ["base"], "elsewhere"
+    rid = st.begin_run(rec)
+    st.add_result(rid, Result(benchmark="fpu", metric="throughput", value=0.4, unit="ns", higher_is_better=False,
+                              params={"op": "add", "threads": 1}, samples=[0.4] * 10, summary={}))
+    st.finish_run(rid, "complete")
+    s = suites.parse('version = 1\n[[run]]\nbenchmark = "fpu"\n', "n.toml")
+    here = {"cpu": {"model_name": "Xeon 8480"}}
+    with pytest.raises(UsageError) as exc:
+        plan(st, s, Options("base"), probe=here)
+    msg = str(exc.value)
+    assert "measured on another cluster" in msg and "CPU model: EPYC 7763 -> Xeon 8480" in msg
+    assert "hosts: elsewhere ->" in msg and "--allow-different-cluster" in msg
+    p = plan(st, s, Options("base", allow_different_cluster=True), probe=here)
+    assert {c.what for c in p.differences} == {"hosts", "CPU model"} and len(st.list_runs()) == 1
