@@ -49,7 +49,7 @@ def test_update_baseline_tags_the_new_runs(site):
 def test_unchanged_passes_and_writes_junit_and_perflog(site, capsys):
     d, suite, db = site
     junit, perf = d / "pass.xml", d / "perf.log"
-    rc = main(["--db", db, "check", str(suite), "--baseline", "base", "--min-effect", "50%",
+    rc = main(["--db", db, "check", str(suite), "--baseline", "base", "--min-effect", "80%",
                "--junit", str(junit), "--perflog", str(perf)])
     out = capsys.readouterr().out
     assert rc == 0, out
@@ -65,7 +65,7 @@ def test_an_injected_slowdown_fails(site, capsys):
     slow = d / "slow.toml"
     slow.write_text(SUITE.format(block=64))  # the same suite and figures, each send 64 bytes: far fewer Mbit/s
     junit = d / "fail.xml"
-    rc = main(["--db", db, "check", str(slow), "--baseline", "base", "--min-effect", "50%", "--junit", str(junit)])
+    rc = main(["--db", db, "check", str(slow), "--baseline", "base", "--min-effect", "80%", "--junit", str(junit)])
     out = capsys.readouterr().out
     assert rc == 6, out
     assert "FAIL" in out and "tcp throughput" in out
