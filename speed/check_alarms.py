@@ -3,6 +3,7 @@
 
 (a) false alarms: NIGHTS checks of an unchanged node against one baseline; a night that exits 6
     (a figure significantly worse by at least --min-effect) is a false alarm. Target: at most 1 of 20.
+    A night that exits 7 (cannot judge: too noisy to exclude a loss of --min-effect, ...) is neither.
 (b) detection: NIGHTS checks with an injected slowdown of about SLOW (5%): a competing process pinned
     to the benchmark's cpu, busy SLOW of the time (1 ms busy, then asleep for the rest of a 1/SLOW ms
     period), so a whole-run rate on that cpu loses about SLOW. A night that exits 6 detected it.
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -80,6 +82,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=1.0, help="intcpu --time per run")
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a competitor running is killed on the way out
     log_path = Path(args.log) if args.log else REPO / "speed" / (
         f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-check-alarms.txt")
     lines: list[str] = []

@@ -105,8 +105,8 @@ def test_hosts_go_to_the_entries_that_take_them():
 def _match(verdict, change, warnings=(), label="stream triad threads=1"):
     return {"label": label, "benchmark": "stream", "metric": "triad", "params": {"threads": 1}, "unit": "MB/s",
             "higher_is_better": True, "runs_a": ["a1", "a2", "a3"], "runs_b": ["b1", "b2", "b3"],
-            "comparison": {"verdict": verdict, "change_pct": change, "ratio": 1 + change / 100, "ci_low": 0.9,
-                           "ci_high": 0.95, "p_value": 0.001, "p_runs": 0.004, "p_adjusted": 0.008, "median_a": 100.0,
+            "comparison": {"verdict": verdict, "change_pct": change, "ratio": 1 + change / 100,
+                           "ci_low": 1 + change / 100 - 0.01, "ci_high": 1 + change / 100 + 0.01, "p_value": 0.001, "p_runs": 0.004, "p_adjusted": 0.008, "median_a": 100.0,
                            "median_b": 100 + change, "n_a": 30, "n_b": 30, "warnings": list(warnings)}}
 
 
@@ -114,7 +114,19 @@ def test_fail_only_when_significantly_worse_and_by_at_least_the_threshold():
     f = judge_match(_match("worse", -8.0), 3)
     assert f.outcome == FAIL and f.p == 0.008 and "8.0%" in f.reason
     assert judge_match(_match("worse", -2.0), 3).outcome == PASS  # significant, but under the threshold
-    assert judge_match(_match("no significant difference", -20.0), 3).outcome == PASS  # large but not significant
+    assert judge_match(_match("better", 10.0), 3).outcome == PASS
+
+
+def test_too_noisy_to_exclude_a_loss_of_the_threshold_cannot_judge():
+    wide = judge_match(_match("no significant difference", -20.0), 3)  # the interval allows a 21% loss
+    assert wide.outcome == CANNOT_JUDGE and "too noisy" in wide.reason and "21.0%" in wide.reason
+    assert judge_match(_match("no significant difference", -1.0), 3).outcome == PASS  # at most a 2% loss
+    time_ = _match("no significant difference", 0.0)
+    time_["higher_is_better"] = False  # a time: the interval's high end is the loss
+    time_["comparison"].update(ci_low=0.5, ci_high=1.02)
+    assert judge_match(time_, 3).outcome == PASS
+    time_["comparison"].update(ci_low=0.99, ci_high=1.05)
+    assert judge_match(time_, 3).outcome == CANNOT_JUDGE
     assert judge_match(_match("better", 10.0), 3).outcome == PASS
 
 
@@ -157,7 +169,7 @@ def test_junit_is_valid_xml_one_case_per_figure_with_the_failure_named():
     assert len(cases) == 3
     fail = cases[0].find("failure")
     msg = fail.get("message")
-    assert "stream triad" in msg and "ratio 0.92 [0.9, 0.95]" in msg and "p=0.008" in msg
+    assert "stream triad" in msg and "ratio 0.92 [0.91, 0.93]" in msg and "p=0.008" in msg
     assert "<y>&" in cases[0].get("name") and "\\x01" in cases[0].get("name")
     assert cases[2].find("error").get("type") == "cannot-judge"
     assert cases[1].find("failure") is None and cases[1].find("error") is None

@@ -106,7 +106,21 @@ def judge_match(m: Mapping[str, Any], min_effect_pct: float) -> Figure:
                       reason=f"worse by {-(change or 0):.1f}%, under the {min_effect_pct:g}% threshold")
     if verdict == _BETTER:
         return Figure(**base, **stats, outcome=PASS, reason=f"better by {change or 0:.1f}%")
+    loss = possible_loss_pct(c, m.get("higher_is_better"))
+    if loss is not None and loss >= abs(min_effect_pct):
+        return Figure(**base, **stats, outcome=CANNOT_JUDGE,
+                      reason=f"too noisy: no significant difference, but the 95% interval still allows a loss of "
+                             f"{loss:.1f}%, beyond the {min_effect_pct:g}% threshold (more runs, or a quieter machine)")
     return Figure(**base, **stats, outcome=PASS, reason="no significant difference")
+
+
+def possible_loss_pct(c: Mapping[str, Any], higher_is_better: Any) -> float | None:
+    """The largest loss the 95% interval of the ratio B/A still allows, in percent (the interval's
+    worse end: its low end for a rate, its high end for a time); None without an interval."""
+    low, high = c.get("ci_low"), c.get("ci_high")
+    if low is None or high is None:
+        return None
+    return (1.0 - float(low)) * 100.0 if higher_is_better is not False else (float(high) - 1.0) * 100.0
 
 
 def judge(doc: Mapping[str, Any], min_effect_pct: float, benchmarks: Iterable[str] = ()) -> list[Figure]:

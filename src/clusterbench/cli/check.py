@@ -15,8 +15,8 @@ INTERRUPTED = "the finished runs are kept with the check's tag, the interrupted 
               "was judged and the baseline is unchanged"
 
 EXIT_TEXT = (f"exit codes: 0 pass; {EXIT_FAIL} a figure is significantly worse by at least --min-effect; "
-             f"{EXIT_CANNOT_JUDGE} cannot judge (no baseline, too few runs or samples, a figure with no baseline "
-             "figure): never a pass; 2 bad input (suite, options, a baseline of another cluster); 3 environment; "
+             f"{EXIT_CANNOT_JUDGE} cannot judge (no baseline, too few runs or samples, too noisy to exclude a loss of "
+             "--min-effect, a figure with no baseline figure): never a pass; 2 bad input (suite, options, a baseline of another cluster); 3 environment; "
              "4 a kernel failed; 5 the store")
 
 
