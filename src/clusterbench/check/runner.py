@@ -52,6 +52,7 @@ class Options:
     update_baseline: bool = False
     allow_different_cluster: bool = False
     timeout: float | None = None
+    oversubscribe: bool = False
 
 
 @dataclass
@@ -128,7 +129,7 @@ def plan(store: Store, suite: Suite, opts: Options, probe: dict | None = None) -
         from clusterbench.probe import probe as do_probe
         probe = do_probe()
     ctx = RunContext(probe=probe, timeout=opts.timeout or session.DEFAULT_TIMEOUT,
-                     timeout_given=opts.timeout is not None, progress=Progress())
+                     timeout_given=opts.timeout is not None, oversubscribe=opts.oversubscribe, progress=Progress())
     planned: list[Run] = []
     for i, e in enumerate(suite.entries, 1):
         try:
@@ -171,7 +172,8 @@ def execute(store: Store, p: Plan, say: Callable[[str], None] = lambda _: None) 
         say(f"check {p.suite.name}: run {len(ids) + 1}/{total}: {e.label} (repeat {rep}/{of})")
         argv = [*e.argv(), "--tag", p.tag, "--note", note]
         report = session.run([e.benchmark], {e.benchmark: dict(e.params)}, store=store, argv=argv,
-                             timeout=e.timeout or p.opts.timeout, probe_data=p.probe, tags=[p.tag], note=note)
+                             timeout=e.timeout or p.opts.timeout, oversubscribe=p.opts.oversubscribe,
+                             probe_data=p.probe, tags=[p.tag], note=note)
         ids.append(str(report.run.id))
         counts_now = [len(r.samples or [r.value]) for r in report.results]
         per_run[i] = min([per_run.get(i, 10 ** 9), *counts_now]) if counts_now else per_run.get(i, 0)

@@ -48,6 +48,8 @@ def add_parser(cmds: Any) -> None:
                      help="runs of each suite entry (default: the suite's, else 3; at least 2)")
     sub.add_argument("--tag", default=None, help="tag of this check's runs (default: check-SUITE-UTCTIME)")
     sub.add_argument("--timeout", type=float, default=None, help="seconds before a kernel is killed")
+    sub.add_argument("--oversubscribe", action="store_true",
+                     help="allow more threads or ranks than PUs (a virtual cluster of more nodes than cpus)")
     sub.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per figure), replacing FILE")
     sub.add_argument("--perflog", metavar="FILE", help="append ReFrame-perflog-compatible lines to FILE")
     sub.add_argument("--update-baseline", action="store_true",
@@ -69,7 +71,7 @@ def handle(args: argparse.Namespace) -> int:
 
     suite = suites.load(args.suite).with_hosts(args.hosts, args.hostfile)
     opts = Options(args.baseline, args.min_effect, args.alpha, args.repeat, args.tag, args.update_baseline,
-                   args.allow_different_cluster, args.timeout)
+                   args.allow_different_cluster, args.timeout, args.oversubscribe)
     _check_outputs(args)
     doc = run_check(Store(args.db), suite, opts, say=lambda s: write_lines([s], sys.stderr))
     figures = [Figure(**f) for f in doc["figures"]]
