@@ -8,6 +8,7 @@ a baseline with no run (or none of this suite), a baseline measured on another c
 from __future__ import annotations
 
 import re
+import shlex
 import socket
 import time
 from collections.abc import Callable
@@ -144,7 +145,7 @@ def plan(store: Store, suite: Suite, opts: Options, probe: dict | None = None) -
     runs, results, missing = _baseline(store, suite, opts.baseline)
     if missing and not opts.update_baseline:
         raise CannotJudge(f"cannot judge: {missing}",
-                          f"make this cluster's baseline: clusterbench check {suite.path if not suite.standard else suite.name} "
+                          f"make this cluster's baseline: clusterbench check {shlex.quote(suite.name if suite.standard else suite.path)} "
                           f"--baseline {opts.baseline} --update-baseline")
     differences = base.cluster_differences(runs, planned) if runs else []
     if differences and not opts.allow_different_cluster:
