@@ -13,16 +13,16 @@ import sys
 from collections.abc import Sequence
 
 from clusterbench import __version__
-from clusterbench.cli import (cluster, compare, doctor, listing, probe, report, reproduce, results, run, sim_cluster,
-                              sweep, tune)
+from clusterbench.cli import (check, cluster, compare, doctor, listing, probe, report, reproduce, results, run,
+                              sim_cluster, sweep, tune)
 from clusterbench.cli.options import Parser, db_option, subcommands
 from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.text import terminal_text
 
 #: command name -> its module (``add_parser(cmds)``, ``handle(args) -> exit code`` and ``INTERRUPTED``:
 #: what an interruption leaves behind, None where the command records no run), in --help's order
-COMMANDS = {cmd.NAME: cmd for cmd in (probe, run, listing, tune, cluster, sim_cluster, compare, doctor, sweep, report,
-                                      results, reproduce)}
+COMMANDS = {cmd.NAME: cmd for cmd in (probe, run, listing, tune, cluster, sim_cluster, compare, check, doctor, sweep,
+                                      report, results, reproduce)}
 
 
 def build_parser() -> argparse.ArgumentParser:
