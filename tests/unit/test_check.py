@@ -176,7 +176,7 @@ def test_junit_is_valid_xml_one_case_per_figure_with_the_failure_named():
 
 
 def test_junit_is_written_atomically_and_replaced(tmp_path):
-    from clusterbench.report.export import write
+    from clusterbench.export.writing import write
 
     dest = tmp_path / "j.xml"
     for _ in range(2):

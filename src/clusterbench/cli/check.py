@@ -79,7 +79,7 @@ def handle(args: argparse.Namespace) -> int:
             "timestamp": doc["started"], "hostname": doc["hostname"], "seconds": doc["seconds"],
             "min_effect_pct": args.min_effect, "alpha": args.alpha, "outcome": doc["outcome"]}
     if args.junit:
-        from clusterbench.report.export import write
+        from clusterbench.export.writing import write
         write(junit.render(figures, info), args.junit, force=True)
     if args.perflog:
         hosts = args.hosts or doc["hostname"]
