@@ -7,6 +7,7 @@ from typing import Any
 
 from clusterbench import SCHEMA_VERSION
 from clusterbench.benchmarks import all_benchmarks
+from clusterbench.cli import results_copy
 from clusterbench.cli.options import json_option, note as note_text, positive_int, strlist, subcommands
 from clusterbench.errors import UsageError
 from clusterbench.store import Store
@@ -60,6 +61,7 @@ def add_parser(cmds: Any) -> None:
     exp.add_argument("-o", "--output", help="file; '-' or none: stdout. An existing file needs --force; devices "
                                             "and FIFOs are written directly")
     exp.add_argument("--force", action="store_true", help="overwrite an existing -o file")
+    results_copy.add_parser(rsub)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -172,4 +174,5 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-ACTIONS = {"list": list_runs, "tag": tag, "table": table, "show": show, "place": place, "export": export}
+ACTIONS = {"list": list_runs, "tag": tag, "table": table, "show": show, "place": place, "export": export,
+           "copy": results_copy.run}
