@@ -150,7 +150,7 @@ class PostgresBackend:
     def error(self, exc: BaseException) -> StoreError:
         """What a psycopg error means for the user, in one line."""
         e = self.psycopg.errors
-        text = " ".join(str(exc).split())
+        text = " ".join((str(exc).strip().splitlines() or [type(exc).__name__])[0].split())  # libpq's hints follow
         low = text.lower()
         name = self.name
         if isinstance(exc, (e.LockNotAvailable, e.QueryCanceled)) or "lock timeout" in low:
@@ -177,10 +177,9 @@ class PostgresBackend:
         if isinstance(exc, self.psycopg.OperationalError) or isinstance(exc, (e.AdminShutdown, e.CrashShutdown)):
             lost = any(w in low for w in ("terminating connection", "server closed", "consuming input",
                                           "connection is lost", "the connection is closed", "ssl syscall"))
-            what = "lost its connection to" if lost else "cannot reach"
-            return StoreError(f"clusterbench {what} the results store server {name} ({text}); "
-                              "nothing of the interrupted write was kept",
-                              "check that the server runs and accepts connections (pg_isready), then retry")
+            what = (f"lost the connection to the results store server {name} ({text}); the interrupted write "
+                    "was not kept" if lost else f"cannot reach the results store server {name} ({text})")
+            return StoreError(what, "check that the server runs and accepts connections (pg_isready), then retry")
         return StoreError(f"results store {name}: {text}",
                           "retry; if it persists, tell the database's administrator")
 
