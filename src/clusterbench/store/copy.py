@@ -105,11 +105,9 @@ def _pages(store: Store, table: str, key: tuple[str, ...], cols: list[str]) -> A
     order = ", ".join(key)
     after: tuple = ()
     while True:
-        where = ""
-        if after:
-            where = (f" WHERE {key[0]} > ?" if len(key) == 1
-                     else f" WHERE {key[0]} > ? OR ({key[0]} = ? AND {key[1]} > ?)")
-        args = after if len(key) == 1 else (after[0], after[0], after[1]) if after else ()
+        # a row value compares as the primary key orders (SQLite 3.15+, PostgreSQL): one index range per page
+        where = f" WHERE ({order}) > ({', '.join('?' * len(key))})" if after else ""
+        args = after
         rows = store._read(f"SELECT {select} FROM {table}{where} ORDER BY {order} LIMIT {PAGE}", args)
         if not rows:
             return
