@@ -41,7 +41,7 @@ def _history(path: Path) -> None:
     st = Store(path)
     for i in range(6):
         rec = new_run_record(["clusterbench", "run", "stream"], {"hostname": "n1", "cpu": {"model": "x\u00e9"}}, "quick")
-        rec["tags"] = ["a" if i < 3 else "b"]
+        rec["tags"] = ["side-a" if i < 3 else "side-b"]  # no run id starts so
         rid = st.begin_run(rec)
         for t in (1, 2):
             for k in range(3):
@@ -68,9 +68,9 @@ def test_copy_sqlite_to_postgresql_and_back_is_lossless(tmp_path: Path, pg_url: 
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["copied"] == {"runs": 6, "run_tags": 6, "fixes": 1, "results": 36}
     assert _rows(a) == _rows(c)
-    for cmd in (["results", "list", "--json"], ["results", "show", "last", "--json"], ["compare", "a", "b", "--json"],
+    for cmd in (["results", "list", "--json"], ["results", "show", "last", "--json"], ["compare", "side-a", "side-b", "--json"],
                 ["results", "table", "stream", "--metric", "triad", "--rows", "threads", "--cols", "tag", "--json"],
-                ["results", "list", "--tag", "b"], ["compare", "a", "b"]):
+                ["results", "list", "--tag", "side-b"], ["compare", "side-a", "side-b"]):
         here, there = _cli("--db", str(a), *cmd), _cli(*cmd, env={"CLUSTERBENCH_DB": pg_url})
         assert here.returncode == there.returncode == 0, there.stderr
         assert here.stdout == there.stdout, cmd
