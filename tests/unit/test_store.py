@@ -83,3 +83,21 @@ def test_run_prefixes_are_literal_and_bad_ones_are_usage_errors(tmp_path, capsys
         assert ex.value.code == 2
     assert main(["--db", str(db), "results", "list", "--limit", "1", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["runs"]) == 1
+
+
+def test_a_store_urls_password_is_neither_kept_nor_shown(tmp_path):
+    """A --db URL with a password in a run's command line is stored with the password as ***; messages show
+    the URL so too; a scheme that is no kind of store is refused, not taken for a file name."""
+    from clusterbench.errors import UsageError
+    from clusterbench.session import new_run_record
+    from clusterbench.store.backends import masked
+
+    url = "postgresql://alice:s3cr%40t@db.example.org:5433/cb?sslmode=require"
+    assert masked(url) == "postgresql://alice:***@db.example.org:5433/cb?sslmode=require"
+    st = Store(tmp_path / "r.db")
+    rec = new_run_record(["clusterbench", f"--db={url}", "run", "fpu"], {}, "quick")
+    run = st.get_run(st.begin_run(rec))
+    assert "s3cr" not in run.command and "s3cr" not in " ".join(run.argv) and "alice:***@db.example.org" in run.command
+    assert rec["argv"][1] == f"--db={url}"  # the caller's record is left as it was
+    with pytest.raises(UsageError, match="unknown kind of store"):
+        Store("mysql://alice:pw@host/db")

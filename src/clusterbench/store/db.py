@@ -70,7 +70,7 @@ from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 from clusterbench.store.liveness import _recorder_alive, boot_id, process_start
 from clusterbench.store.names import TAG_RE, _LAST_RE, _like_literal, _since, _tag_hint, check_note, check_tag
-from clusterbench.store.backends import backend_for, location
+from clusterbench.store.backends import backend_for, location, without_passwords
 from clusterbench.store.opening import busy_timeout
 from clusterbench.benchmarks.declare import Result
 from clusterbench.records import Run
@@ -196,6 +196,8 @@ class Store:
         record's ``pid_start`` and ``boot_id`` are stored as given; a record without them gets those
         of its ``pid`` now."""
         pid = int(record["pid"])
+        record = {**record, "command": without_passwords(record["command"]),
+                  "argv": [without_passwords(str(a)) for a in record["argv"]]}  # a --db URL's password is not kept
         started = record["pid_start"] if "pid_start" in record else process_start(pid)
         boot = record["boot_id"] if "boot_id" in record else boot_id()
         with self._tx():

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench.errors import UsageError
-from clusterbench.store.backends.postgres import PostgresBackend, is_url, masked
+from clusterbench.store.backends.postgres import PostgresBackend, is_url, masked, without_passwords
 from clusterbench.store.backends.sqlite import SqliteBackend
 from clusterbench.store.opening import default_path
 
 #: scheme -> back end; a location that is no URL of these is an SQLite file
 BACKENDS: dict[str, type] = {"postgresql": PostgresBackend, "postgres": PostgresBackend}
 
-__all__ = ["BACKENDS", "PostgresBackend", "SqliteBackend", "backend_for", "is_url", "location", "masked"]
+__all__ = ["BACKENDS", "PostgresBackend", "SqliteBackend", "backend_for", "is_url", "location", "masked", "without_passwords"]
 
 
 def location(path: str | Path | None) -> str | Path:

@@ -41,6 +41,14 @@ def masked(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+_PASSWORD_RE = re.compile(r"\b(postgres(?:ql)?://[^:/@\s]*):[^@\s]*@")
+
+
+def without_passwords(text: str) -> str:
+    """``text`` with the password of every postgresql:// URL in it shown as ***."""
+    return _PASSWORD_RE.sub(r"\1:***@", text) if "://" in text else text
+
+
 @lru_cache(maxsize=512)
 def translate(q: str, with_args: bool) -> str:
     """One statement of the store's SQL (SQLite's dialect) in PostgreSQL's."""
