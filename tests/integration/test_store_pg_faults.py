@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pgkit
+import pytest
 import storekit
 
+from clusterbench.errors import StoreError
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
 
@@ -69,6 +71,7 @@ import sys
 sys.path.insert(0, sys.argv[2])
 import storekit
 from clusterbench.errors import StoreError
+from clusterbench.errors import StoreError
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
 try:
@@ -117,6 +120,7 @@ def test_server_stopped_while_writing(pg_own: pgkit.PgServer) -> None:
 
 HOLDER = """
 import sys
+from clusterbench.errors import StoreError
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
 st = Store(sys.argv[1])
@@ -161,3 +165,14 @@ def test_writer_killed_inside_its_transaction_and_a_held_lock(pg_url: str, pg_sh
             break
         time.sleep(0.1)
     assert not left[0][0]
+
+
+def test_a_nul_in_a_text_is_refused_in_one_line(pg_url: str) -> None:
+    """PostgreSQL's text cannot hold NUL (SQLite's can; no command line can carry one, a note from Python can):
+    the write is refused in one line, nothing of it kept."""
+    rid = _store_with_a_run(pg_url)
+    st = Store(pg_url)
+    with pytest.raises(StoreError, match="cannot hold a NUL") as err:
+        st.tag_run(rid, add=["keep"], note="a\x00b")
+    assert "\n" not in str(err.value) and "secret" not in str(err.value)
+    assert Store(pg_url, readonly=True).get_run(rid).tags == []
