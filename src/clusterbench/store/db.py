@@ -532,7 +532,9 @@ class Store:
         """Every stored figure of ``benchmark`` (one ``metric``; of ``run_ids`` only), oldest first; each
         result dict also carries ``run_id``, ``run_started``, ``host`` and ``tags`` (one query per call,
         one more for the tags: a 200-run store tables in milliseconds)."""
-        where, args = ["x.benchmark=?"], [benchmark]
+        # of some runs: read their figures by the runs' index (``|| ''`` keeps the planner, SQLite's and
+        # PostgreSQL's, off the metric's index, which holds every run's figures: 5 s at 100,000 runs)
+        where, args = ["x.benchmark=?" if run_ids is None else "x.benchmark || '' = ?"], [benchmark]
         if metric is not None:
             where.append("x.metric=?")
             args.append(metric)
@@ -544,8 +546,8 @@ class Store:
                           + " ORDER BY r.started, x.seq", tuple(args))
         tags: dict[str, list[str]] = {}
         if rows and self._has_tags():
-            for run_id, tag in self._read("SELECT run_id, tag FROM run_tags ORDER BY tag"):
-                tags.setdefault(run_id, []).append(tag)
+            ids = sorted({r["run_id"] for r in rows})
+            tags = self._tags_of(ids if len(ids) <= CHUNK else None)  # of these runs only, when few
         return [_stored_figure(r, tags.get(r["run_id"], [])) for r in rows]
 
     def count_results(self, run_id: str) -> int:
