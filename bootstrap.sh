@@ -15,7 +15,10 @@ ACTION="${1:-characterise}"
 shift || true
 
 APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev python3-venv
-          openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc libfftw3-dev libfftw3-mpi-dev)
+          openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc libfftw3-dev libfftw3-mpi-dev
+          postgresql)
+# postgresql: the server the tests start in a temporary directory of their own (tests/pgkit.py) for the shared
+# store's tests; clusterbench itself only needs a server somewhere (--db postgresql://...) and psycopg (below)
 # the test suite also runs MPICH beside Open MPI and a real one-node Slurm (tests/integration/test_mpich.py,
 # tests/integration/test_slurm.py); slurm-wlm pulls slurmctld, slurmd, slurm-client and the PMIx/PMI-2 plugins;
 # the HTML report is checked in headless Chromium (tests/integration/test_report.py); the virtual cluster of
@@ -58,8 +61,8 @@ PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-extras=""
-[ "$ACTION" = test ] || [ "$ACTION" = test-emulated ] || [ "$ACTION" = speed ] && extras="[test]"
+extras="[postgresql]"  # psycopg 3, for a shared store on PostgreSQL (docs/results.md)
+[ "$ACTION" = test ] || [ "$ACTION" = test-emulated ] || [ "$ACTION" = speed ] && extras="[test,postgresql]"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".$extras"
 # An editable install leaves the sources uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as on

@@ -7,6 +7,7 @@ from typing import Any
 
 from clusterbench import SCHEMA_VERSION
 from clusterbench.benchmarks import all_benchmarks
+from clusterbench.cli import results_copy
 from clusterbench.cli.options import json_option, note as note_text, positive_int, strlist, subcommands
 from clusterbench.errors import UsageError
 from clusterbench.store import Store
@@ -70,6 +71,7 @@ def add_parser(cmds: Any) -> None:
     imp.add_argument("bundle", metavar="BUNDLE", help="the bundle's file")
     imp.add_argument("--force", action="store_true", help="replace a stored run that has the same id and other content")
     json_option(imp)
+    results_copy.add_parser(rsub)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -202,4 +204,5 @@ def import_bundle(args: argparse.Namespace) -> int:
 
 
 ACTIONS = {"list": list_runs, "tag": tag, "table": table, "show": show, "place": place, "export": export,
-           "import": import_bundle}
+           "import": import_bundle,
+           "copy": results_copy.run}

@@ -93,7 +93,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
             write_lines(energy_lines(report.run.energy, report.results))
             write_lines(_cost_lines(report))
         if store is not None:
-            write_lines([f"run {report.run.id} stored in {store.path}"])
+            write_lines([f"run {report.run.id} stored in {store.name}"])
     return 0
 
 

@@ -1,4 +1,8 @@
-"""The results store: one SQLite file, a versioned schema, one transaction per write.
+"""The results store: one SQLite file or a PostgreSQL database, a versioned schema, one transaction per write.
+
+The SQL here is written once, in SQLite's dialect; the back end (:mod:`clusterbench.store.backends`:
+the connection, errors, table listing, schema translation and write lock) is chosen by the store's
+location: a file path is SQLite, a ``postgresql://`` URL PostgreSQL (see docs/results.md).
 
 A run row is written first with status ``running``; every result is committed on its own as soon
 as it is measured; the run is closed as ``complete`` or ``incomplete`` (with the reason). A run
@@ -47,7 +51,8 @@ Errors say what is wrong: a store locked by another process ("locked ... wait or
 ``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, FIFO, device or socket, an unwritable file or folder (or a
 read-only file system), a full disk; only a file SQLite reports as damaged is "corrupted" (with the
 advice to move it aside). A write cut by ``kill -9`` is rolled back by SQLite on the next open, read-only
-ones included.
+ones included, and by PostgreSQL at once (a server down, refusing the login, read-only for the user or
+killed mid-write: one line each, see :meth:`.backends.postgres.PostgresBackend.error`).
 """
 from __future__ import annotations
 
@@ -55,7 +60,6 @@ import json
 import os
 import re
 import socket
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -66,7 +70,8 @@ from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 from clusterbench.store.liveness import _recorder_alive, boot_id, process_start
 from clusterbench.store.names import TAG_RE, _LAST_RE, _like_literal, _since, _tag_hint, check_note, check_tag
-from clusterbench.store.opening import _check_path, _fix_for, _store_error, busy_timeout, default_path
+from clusterbench.store.backends import backend_for, location, without_passwords
+from clusterbench.store.opening import busy_timeout
 from clusterbench.benchmarks.declare import Result
 from clusterbench.records import Run
 from clusterbench.records import StoredFigure  # noqa: F401 (the type figures() returns)
@@ -87,68 +92,33 @@ class Store:
         if path is not None and not str(path).strip():  # '--db ""' must not quietly mean the default store
             raise UsageError("the results store path is empty (--db '')",
                              "give a file path, or leave --db out for $CLUSTERBENCH_DB or the default store")
-        self.path = Path(path) if path else default_path()
         self.timeout = busy_timeout()
-        if readonly and not self.path.exists():
-            raise StoreError(f"no results store at {self.path}", "run a benchmark first, or pass --db")
-        _check_path(self.path, readonly)
+        self.backend = backend_for(location(path), self.timeout)
+        self.path = self.backend.location  # a Path (SQLite) or the URL as given (PostgreSQL)
+        self.name = self.backend.name  # what messages print (a URL's password masked)
         try:
-            if not readonly:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = self._connect(readonly)
+            self.db = self.backend.connect(readonly)
             self._check_schema(readonly)
         except StoreError:
             raise
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, exc, self.timeout) from exc
+        except self.backend.errors as exc:
+            raise self.backend.error(exc) from exc
         except OSError as exc:
-            raise StoreError(f"cannot open the results store {self.path} ({exc.strerror})",
+            raise StoreError(f"cannot open the results store {self.name} ({exc.strerror})",
                              "choose a file in a writable folder with --db") from exc
-
-    def _connect(self, readonly: bool) -> sqlite3.Connection:
-        uri = f"file:{self.path}?mode=ro" if readonly else f"file:{self.path}"
-        db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
-        if readonly:
-            try:
-                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorname", "") != "SQLITE_READONLY_ROLLBACK":
-                    raise
-                db.close()
-                self._roll_back_hot_journal(exc)
-                db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA foreign_keys = ON")
-        return db
-
-    def _roll_back_hot_journal(self, exc: sqlite3.Error) -> None:
-        """A writer killed inside a transaction left a hot ``-journal``: SQLite undoes it on the next
-        read, but only on a connection that may write (read-only ones fail, 'readonly database').
-        Open it so once; nothing else is written, and what was committed stays as it was."""
-        journal = Path(f"{self.path}-journal")
-        if not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK | os.X_OK)):
-            raise StoreError(f"results store {self.path} holds the unfinished write of a killed process "
-                             f"({journal}), which only a user who can write the store can undo",
-                             f"run 'clusterbench --db {self.path} results list' once as its owner") from exc
-        rw = sqlite3.connect(f"file:{self.path}", uri=True, timeout=self.timeout, isolation_level=None)
-        try:
-            rw.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        finally:
-            rw.close()
 
     # -- schema -------------------------------------------------------------------------------
     def _check_schema(self, readonly: bool) -> None:
         # One statement, one snapshot: read apart, another process creating the store between the two
         # reads made a brand-new store look like a foreign SQLite file.
-        others, has_meta = self.db.execute(
-            "SELECT count(*), coalesce(sum(type='table' AND name='meta'), 0) FROM sqlite_master").fetchone()
-        if has_meta:
+        tables = self.backend.tables(self.db)
+        if "meta" in tables:
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             try:
                 found = int(row[0]) if row else None
             except (TypeError, ValueError):
-                raise StoreError(f"results store {self.path} records schema version {row[0]!r}, not a number",
-                                 "it was not written by clusterbench: " + _fix_for(self.path)) from None
+                raise StoreError(f"results store {self.name} records schema version {row[0]!r}, not a number",
+                                 "it was not written by clusterbench: " + self.backend.fix_for()) from None
             self.schema = found
             if found in UPGRADES and not readonly:
                 with self._tx():  # another process may have upgraded it since it was read: read again
@@ -164,56 +134,56 @@ class Store:
                 return
             if found != STORE_SCHEMA:
                 raise StoreError(
-                    f"results store {self.path} has schema {found}, this clusterbench reads {STORE_SCHEMA}",
-                    "use the clusterbench version that wrote it, or " + _fix_for(self.path))
+                    f"results store {self.name} has schema {found}, this clusterbench reads {STORE_SCHEMA}",
+                    "use the clusterbench version that wrote it, or " + self.backend.fix_for())
             return
-        if others:
-            raise StoreError(f"{self.path} is an SQLite file but not a clusterbench results store",
-                             _fix_for(self.path))
+        if tables:
+            raise StoreError(f"{self.name} is {self.backend.kind} but not a clusterbench results store",
+                             self.backend.fix_for())
         if readonly:
-            raise StoreError(f"results store {self.path} is empty", "run a benchmark first")
+            raise StoreError(f"results store {self.name} is empty", "run a benchmark first")
         self.schema = STORE_SCHEMA
         with self._tx():
-            if self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                created_meanwhile = True  # by another process opening the new file at the same time
+            if self.backend.tables(self.db):
+                created_meanwhile = True  # by another process opening the new store at the same time
             else:
                 created_meanwhile = False
                 for stmt in DDL.strip().split(";"):
                     if stmt.strip():
-                        self.db.execute(stmt)
+                        self.db.execute(self.backend.ddl(stmt))
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
                 self.db.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"clusterbench {__version__}",))
         if created_meanwhile:
-            self._check_schema(readonly)  # judge what it wrote like any existing file
+            self._check_schema(readonly)  # judge what it wrote like any existing store
 
     def _upgrade(self, stmt: str) -> None:
-        """One upgrade statement; an ``ADD COLUMN`` of a column the file already has is skipped."""
+        """One upgrade statement; an ``ADD COLUMN`` of a column the store already has is skipped."""
         add = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", stmt)
-        if add and add[2] in {r[1] for r in self.db.execute(f"PRAGMA table_info({add[1]})")}:
+        if add and add[2] in self.backend.columns(self.db, add[1]):
             return
-        self.db.execute(stmt)
+        self.db.execute(self.backend.ddl(stmt))
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            self.backend.begin(self.db)
             try:
                 yield
                 self.db.execute("COMMIT")  # a failed COMMIT (busy, full) leaves the transaction open
             except BaseException:
                 self._rollback()
                 raise
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, exc, self.timeout) from exc
+        except self.backend.errors as exc:
+            raise self.backend.error(exc) from exc
 
     def _rollback(self) -> None:
-        """Undo the open transaction, if SQLite has not already (it does itself on a full disk or an
-        I/O error); a failing ROLLBACK must not hide the error that made it necessary."""
-        if self.db.in_transaction:
-            try:
+        """Undo the open transaction, if the database has not already (SQLite does itself on a full disk or
+        an I/O error); a failing ROLLBACK (a lost connection) must not hide the error that made it necessary."""
+        try:
+            if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+        except self.backend.errors:
+            pass
 
     def check_writable(self) -> None:
         """Fail early (before measuring) when the store cannot be written."""
@@ -226,6 +196,8 @@ class Store:
         record's ``pid_start`` and ``boot_id`` are stored as given; a record without them gets those
         of its ``pid`` now."""
         pid = int(record["pid"])
+        record = {**record, "command": without_passwords(record["command"]),
+                  "argv": [without_passwords(str(a)) for a in record["argv"]]}  # a --db URL's password is not kept
         started = record["pid_start"] if "pid_start" in record else process_start(pid)
         boot = record["boot_id"] if "boot_id" in record else boot_id()
         with self._tx():
@@ -289,7 +261,7 @@ class Store:
             self.db.execute("DELETE FROM fixes WHERE id=?", (fix_id,))
 
     def _has_fixes(self) -> bool:
-        return bool(self._read("SELECT name FROM sqlite_master WHERE type='table' AND name='fixes'"))
+        return "fixes" in self._tables()
 
     def fixes(self, status: str | None = None) -> list[Run]:
         """Every recorded fix, oldest first (an older store has none)."""
@@ -307,7 +279,7 @@ class Store:
             rows = exact
         if not rows:
             known = ", ".join(f["id"] for f in self.fixes()[-5:]) or "none recorded"
-            raise UsageError(f"no fix '{ref}' in {self.path}", f"see 'clusterbench doctor --fixes' (recent: {known})")
+            raise UsageError(f"no fix '{ref}' in {self.name}", f"see 'clusterbench doctor --fixes' (recent: {known})")
         if len(rows) > 1:
             raise UsageError(f"fix '{ref}' is ambiguous ({len(rows)} match)", "give more of its id")
         return _fix_dict(rows[0])
@@ -344,7 +316,7 @@ class Store:
                 self.db.execute("UPDATE runs SET energy=? WHERE id=?", (json.dumps(energy, default=str), run_id))
 
     # -- reading ------------------------------------------------------------------------------
-    def _run_dict(self, row: sqlite3.Row, full: bool, tags: list[str] | None = None,
+    def _run_dict(self, row: Any, full: bool, tags: list[str] | None = None,
                   results: int | None = None) -> Run:
         status, error = row["status"], row["error"]
         if status == "running" and row["host"] == socket.gethostname() and not _recorder_alive(row):
@@ -369,9 +341,14 @@ class Store:
     def _has_tags(self) -> bool:
         """Schema 4 or later (a read-only older file has no run_tags table)."""
         if not hasattr(self, "_tags_table"):
-            self._tags_table = bool(self._read(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='run_tags'"))
+            self._tags_table = "run_tags" in self._tables()
         return self._tags_table
+
+    def _tables(self) -> set[str]:
+        try:
+            return self.backend.tables(self.db)
+        except self.backend.errors as exc:
+            raise self.backend.error(exc) from exc
 
     def tags(self, run_id: str) -> list[str]:
         if not self._has_tags():
@@ -475,7 +452,7 @@ class Store:
             tagged = [r[0] for r in self._read("SELECT run_id FROM run_tags WHERE tag=?", (name,))]
         if kind == "tag":
             if not tagged:
-                raise UsageError(f"no run is tagged '{name}' in {self.path}", _tag_hint(self.all_tags()))
+                raise UsageError(f"no run is tagged '{name}' in {self.name}", _tag_hint(self.all_tags()))
             return tagged
         if kind == "run":
             return [self.resolve(name)]
@@ -486,7 +463,7 @@ class Store:
         if tagged:
             return tagged
         if not prefix:
-            raise UsageError(f"no run or tag '{name}' in {self.path}",
+            raise UsageError(f"no run or tag '{name}' in {self.name}",
                              "see 'clusterbench results list' (" + _tag_hint(self.all_tags()) + ")")
         return [self.resolve(name)]
 
@@ -503,7 +480,7 @@ class Store:
             rows = self._read("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started DESC LIMIT 2",
                               (pattern,))
         if not rows:
-            raise UsageError(f"no run '{ref}' in {self.path}", "see 'clusterbench results list'")
+            raise UsageError(f"no run '{ref}' in {self.name}", "see 'clusterbench results list'")
         if len(rows) > 1:
             n = self._read("SELECT count(*) FROM runs WHERE id LIKE ? ESCAPE '\\'", (_like_literal(ref) + "%",))[0][0]
             raise UsageError(f"run prefix '{ref}' is ambiguous ({n} runs)", "give more characters")
@@ -516,14 +493,14 @@ class Store:
     def get_runs(self, run_ids: list[str]) -> list[Run]:
         """The full records of these runs (whole ids, as :meth:`select_runs` returns them), in the order
         given: one query per CHUNK runs, where :meth:`get_run` costs a query or more per run."""
-        rows: dict[str, sqlite3.Row] = {}
+        rows: dict[str, Any] = {}
         for i in range(0, len(run_ids), CHUNK):
             part = run_ids[i:i + CHUNK]
             rows.update((r["id"], r) for r in self._read(
                 f"SELECT * FROM runs WHERE id IN ({','.join('?' * len(part))})", tuple(part)))
         missing = [i for i in run_ids if i not in rows]
         if missing:
-            raise UsageError(f"no run '{missing[0]}' in {self.path}", "see 'clusterbench results list'")
+            raise UsageError(f"no run '{missing[0]}' in {self.name}", "see 'clusterbench results list'")
         tags = self._tags_of(run_ids)
         return [self._run_dict(rows[i], True, tags.get(i, [])) for i in run_ids]
 
@@ -555,7 +532,9 @@ class Store:
         """Every stored figure of ``benchmark`` (one ``metric``; of ``run_ids`` only), oldest first; each
         result dict also carries ``run_id``, ``run_started``, ``host`` and ``tags`` (one query per call,
         one more for the tags: a 200-run store tables in milliseconds)."""
-        where, args = ["x.benchmark=?"], [benchmark]
+        # of some runs: read their figures by the runs' index (``|| ''`` keeps the planner, SQLite's and
+        # PostgreSQL's, off the metric's index, which holds every run's figures: 5 s at 100,000 runs)
+        where, args = ["x.benchmark=?" if run_ids is None else "x.benchmark || '' = ?"], [benchmark]
         if metric is not None:
             where.append("x.metric=?")
             args.append(metric)
@@ -567,8 +546,8 @@ class Store:
                           + " ORDER BY r.started, x.seq", tuple(args))
         tags: dict[str, list[str]] = {}
         if rows and self._has_tags():
-            for run_id, tag in self._read("SELECT run_id, tag FROM run_tags ORDER BY tag"):
-                tags.setdefault(run_id, []).append(tag)
+            ids = sorted({r["run_id"] for r in rows})
+            tags = self._tags_of(ids if len(ids) <= CHUNK else None)  # of these runs only, when few
         return [_stored_figure(r, tags.get(r["run_id"], [])) for r in rows]
 
     def count_results(self, run_id: str) -> int:
@@ -583,11 +562,11 @@ class Store:
             (benchmark, metric, host or socket.gethostname()))
         return [_result_dict(r) for r in rows]
 
-    def _read(self, q: str, args: tuple = ()) -> list[sqlite3.Row]:
+    def _read(self, q: str, args: tuple = ()) -> list[Any]:
         try:
             return self.db.execute(q, args).fetchall()
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, exc, self.timeout) from exc
+        except self.backend.errors as exc:
+            raise self.backend.error(exc) from exc
 
     def close(self) -> None:
         self.db.close()

@@ -253,7 +253,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
         _diagnose(doc, names, {h: gathered.nodes[h].evidence for h in names})
     if store is not None:
         doc["run_id"] = _store_run(store, doc, gathered, name, profile, probe_data, ctx, sim, tags, note, argv)
-        doc["store"] = str(store.path)
+        doc["store"] = store.name  # a URL's password masked
     doc["timing"]["total_s"] = time.monotonic() - t_start
     return doc
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""The store at a site's scale on both back ends (issue 28 #2): 100,000 runs and 2,000,000 figures.
+
+The SQLite store is built as speed/scale_store.py builds its own (RUNS copies of one real `run fpu
+--quick`, 20 figures each, samples jittered; tags big, half-a, half-b), plus the tags small-a (the 5
+oldest runs) and small-b (the 5 newest); it is then moved into a PostgreSQL server of its own
+(tests/pgkit.py: a temporary directory, loopback, stopped and removed at the end) with `clusterbench
+results copy`, timed. Then, ROUNDS times on each back end (wall time of the whole command, Python's
+start included, output captured):
+
+    results list --limit 50 | results list (every run) | results list --tag small-b
+    results table fpu --rows run --runs small-a,small-b | results table fpu --rows host (every run's figure)
+    compare small-a small-b
+
+    .venv/bin/python speed/store_scale.py [--runs 100000] [--rounds 3] [--log FILE]
+
+The issue asks each of results list, results table and compare of two tags to take at most 1 s.
+Raw lines go to --log (default speed/logs/store-scale.txt, appended line by line).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "speed"), str(REPO / "tests")]
+from scale_store import build_store, seed_run, timed  # noqa: E402
+
+LOG = REPO / "speed" / "logs" / "store-scale.txt"
+COMMANDS = [
+    ["results", "list", "--limit", "50"],
+    ["results", "list"],
+    ["results", "list", "--tag", "small-b"],
+    ["results", "table", "fpu", "--rows", "run", "--runs", "small-a,small-b"],
+    ["results", "table", "fpu", "--rows", "host"],
+    ["compare", "small-a", "small-b"],
+]
+
+
+def main() -> int:
+    import pgkit
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--log", type=Path, default=LOG)
+    args = ap.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env.pop("CLUSTERBENCH_DB", None)
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+
+    def say(text: str) -> None:  # each line to the log as it comes: a cut run keeps what it measured
+        print(text, flush=True)
+        with open(args.log, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+    def load() -> str:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, check=False).stdout.strip()
+    say(f"== {datetime.now().isoformat(timespec='seconds')} commit {rev}; {os.cpu_count()} cpus, load average {load()}")
+    with tempfile.TemporaryDirectory(prefix="cb-store-scale-") as tmp:
+        base = Path(tmp)
+        seed = base / "seed.db"
+        seed_run(seed, env=env)
+        store = base / "scale.db"
+        t0 = time.monotonic()
+        ids = build_store(seed, store, args.runs)
+        with sqlite3.connect(store) as con:
+            con.executemany("INSERT INTO run_tags VALUES (?, ?)", [(i, "small-a") for i in ids[:5]]
+                            + [(i, "small-b") for i in ids[-5:]])
+            figures = con.execute("SELECT count(*) FROM results").fetchone()[0]
+        say(f"sqlite store: {args.runs} runs, {figures} figures, tags big, half-a, half-b, small-a (5), small-b (5); "
+            f"built in {time.monotonic() - t0:.1f} s, {store.stat().st_size / 2 ** 20:.1f} MiB")
+        with pgkit.pg_server() as server:
+            url = server.url("cb", server.new_database())
+            s, rc, last = timed(["results", "copy", "--from", str(store), "--to", url], env)
+            size = server.sql("SELECT pg_size_pretty(pg_database_size(current_database()))", db=url.rsplit("/", 1)[1])
+            say(f"postgresql store: results copy from the sqlite store {s:.1f} s, exit {rc} ({last[:160]}); "
+                f"{size[0][0]}")
+            for rnd in range(1, args.rounds + 1):
+                for name, where in (("sqlite", str(store)), ("postgresql", url)):
+                    for cmd in COMMANDS:
+                        s, rc, last = timed(["--db", where, *cmd], env)
+                        say(f"round {rnd} {name:10s} {' '.join(cmd):58s} {s:7.2f} s  exit {rc}  {last[:100]}")
+                say(f"         load average {load()}")
+    say("")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

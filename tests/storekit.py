@@ -1,0 +1,212 @@
+"""The store's tests that hold on every back end, each a function of the store's location (a file path or
+a postgresql:// URL): tests/unit/test_store.py runs them on SQLite, tests/integration/test_store_backends.py
+on SQLite and on a PostgreSQL server of the tests' own (tests/pgkit.py)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from clusterbench.benchmarks.base import Result
+from clusterbench.errors import StoreError, UsageError
+from clusterbench.session import new_run_record
+from clusterbench.store import STORE_SCHEMA, Store
+from clusterbench.store.backends import backend_for, location
+
+
+def result(value: float = 1.0, benchmark: str = "stream", metric: str = "triad", **params: Any) -> Result:
+    return Result(benchmark=benchmark, metric=metric, value=value, unit="MB/s", higher_is_better=True,
+                  params=params or {"threads": 1}, samples=[value, value * 0.9],
+                  summary={"n": 2, "best": value, "median": value, "min": value, "max": value, "mean": value,
+                           "stdev": 0, "cv": 0.0})
+
+
+def raw(where: str) -> Any:
+    """A connection to the store's database past the Store's checks (autocommit; the store's SQL dialect)."""
+    return backend_for(location(where), 30.0).connect(False)
+
+
+def raw_script(where: str, script: str) -> None:
+    """Statements (';'-separated) written straight into the database, the schema's types translated."""
+    backend = backend_for(location(where), 30.0)
+    db = backend.connect(False)
+    for stmt in script.split(";"):
+        if stmt.strip():
+            db.execute(backend.ddl(stmt))
+    db.close()
+
+
+def check_roundtrip(where: str) -> None:
+    st = Store(where)
+    rid = st.begin_run(new_run_record(["clusterbench", "run", "stream"], {"hostname": "x"}, "quick"))
+    st.add_build(rid, "stream", {"compiler": "cc"})
+    st.add_result(rid, result(5.0))
+    st.finish_run(rid, "complete")
+    run = st.get_run(rid[:8])
+    assert run.status == "complete" and run.builds["stream"]["compiler"] == "cc"
+    assert run.probe == {"hostname": "x"}
+    res = st.results("last")
+    assert res[0].value == 5.0 and res[0].samples == [5.0, 4.5]
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(STORE_SCHEMA)
+    st.close()
+
+
+def check_results_are_json(where: str) -> None:
+    st = Store(where)
+    rid = st.begin_run(new_run_record(["c"], {}, "default"))
+    st.add_result(rid, result(1 / 3))
+    row = st.db.execute("SELECT params, samples, summary, value FROM results").fetchone()
+    assert json.loads(row["params"]) == {"threads": 1}
+    assert json.loads(row["samples"]) == [1 / 3, 1 / 3 * 0.9]
+    assert json.loads(row["summary"])["best"] == 1 / 3 and row["value"] == 1 / 3  # every digit of a double
+    st.close()
+
+
+def check_newer_schema_is_refused(where: str) -> None:
+    Store(where).close()
+    raw(where).execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(StoreError, match="schema 99"):
+        Store(where)
+
+
+def check_schema_version_that_is_not_a_number(where: str) -> None:
+    Store(where).close()
+    raw(where).execute("UPDATE meta SET value='two' WHERE key='schema_version'")
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="records schema version 'two', not a number"):
+            Store(where, readonly=readonly)
+
+
+def check_foreign_tables_are_refused(where: str) -> None:
+    raw_script(where, "CREATE TABLE t (x INTEGER)")
+    with pytest.raises(StoreError, match="not a clusterbench results store"):
+        Store(where)
+
+
+SCHEMA1_RUNS = """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (id TEXT PRIMARY KEY, started TEXT NOT NULL, ended TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'incomplete')), error TEXT,
+    command TEXT NOT NULL, argv TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+    clusterbench_version TEXT NOT NULL, profile TEXT, probe TEXT NOT NULL, builds TEXT NOT NULL DEFAULT '{}',
+    warnings TEXT NOT NULL DEFAULT '[]', notes TEXT NOT NULL DEFAULT '[]');
+CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(id)
+    ON DELETE CASCADE, seq INTEGER NOT NULL, benchmark TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL,
+    unit TEXT NOT NULL, higher_is_better INTEGER NOT NULL, params TEXT NOT NULL, samples TEXT NOT NULL,
+    summary TEXT NOT NULL, limit_json TEXT, limits TEXT NOT NULL, warnings TEXT NOT NULL, kernel TEXT,
+    measured_at TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO runs (id, started, ended, status, command, argv, host, pid, clusterbench_version, probe)
+    VALUES ('old-run', '2026-11-21T00:00:00Z', '2026-11-21T00:01:00Z', 'complete', 'clusterbench run bandwidth',
+            '[]', 'h', 1, '0.1', '{}');
+INSERT INTO results (run_id, seq, benchmark, metric, value, unit, higher_is_better, params, samples, summary,
+    limits, warnings, measured_at)
+    VALUES ('old-run', 0, 'bandwidth', 'read', 9000.0, 'MB/s', 1, '{"threads": 1}', '[9000.0]', '{"best": 9000.0}',
+            '[]', '[]', '2026-11-21T00:00:30Z');
+"""
+
+
+def check_schema1_store_is_read_then_upgraded(where: str) -> None:
+    """A store written by schema 1 reads as it is read-only, and is upgraded in place (1 -> 2 -> ... -> 7)
+    when opened for writing; old runs read back with an empty cluster record, and the memory
+    benchmark's old name 'bandwidth' is stored as 'membw'."""
+    raw_script(where, SCHEMA1_RUNS)
+    ro = Store(where, readonly=True)
+    assert ro.schema == 1 and ro.get_run("old-run").cluster == {}
+    assert ro.results("old-run")[0].benchmark == "bandwidth"  # read-only: read as it is
+    ro.close()
+    st = Store(where)
+    assert st.schema == STORE_SCHEMA == 7 and st.fixes() == [] and st.get_run("old-run").tags == []
+    assert st.results("old-run")[0].benchmark == "membw" and st.results("old-run")[0].value == 9000.0
+    assert {"cluster", "pid_start", "boot_id", "energy"} <= st.backend.columns(st.db, "runs")
+    assert st.get_run("old-run").cluster == {} and st.get_run("old-run").energy is None
+    rec = new_run_record(["clusterbench"], {}, "quick")
+    rec["cluster"] = {"hosts": ["a", "b"], "nodes": {}}
+    st.begin_run(rec)
+    assert st.get_run(rec["id"]).cluster["hosts"] == ["a", "b"]
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
+    st.close()
+
+
+def check_schema5_store_gains_the_energy_column(where: str) -> None:
+    """5 -> 6 adds runs.energy (null for older runs); a run closed with its energy reads it back."""
+    st = Store(where)
+    old = new_run_record(["clusterbench"], {}, "quick")
+    st.begin_run(old)
+    st.close()
+    db = raw(where)
+    db.execute("ALTER TABLE runs DROP COLUMN energy")
+    db.execute("UPDATE meta SET value='5' WHERE key='schema_version'")
+    db.close()
+    ro = Store(where, readonly=True)
+    assert ro.schema == 5 and ro.get_run(old["id"]).energy is None  # read as it is
+    ro.close()
+    st = Store(where)
+    assert st.schema == 7 and st.get_run(old["id"]).energy is None
+    rec = new_run_record(["clusterbench"], {}, "quick")
+    st.begin_run(rec)
+    energy = {"sources": {"n1": {"kind": "watts", "declared": True}}, "benchmarks": [{"benchmark": "hpl", "joules": 3.0}]}
+    st.finish_run(rec["id"], "complete", energy=energy)
+    assert st.get_run(rec["id"]).energy == energy
+    st.close()
+
+
+def check_run_prefixes_are_literal(where: str) -> list[str]:
+    """Wildcards in a run prefix are characters, not patterns; prefixes ignore ASCII case (SQLite's LIKE)."""
+    st = Store(where)
+    ids = []
+    for n in range(2):  # two ids sharing the prefix "abc"
+        rec = new_run_record(["clusterbench", "run", "stream"], {"hostname": "x"}, "quick")
+        rec["id"] = f"abc{n}" + rec["id"][4:]
+        rid = st.begin_run(rec)
+        st.finish_run(rid, "complete")
+        ids.append(rid)
+    assert st.resolve(ids[0][:12]) == ids[0] and st.resolve(ids[0][:12].upper()) == ids[0]
+    suffix = ids[0][-6:]
+    for ref, message in ((f"%{suffix}", "no run"), ("%", "no run"), ("_", "no run"), ("\\", "no run"),
+                         ("", "empty run id"), ("  ", "empty run id"), ("zz", "no run")):
+        with pytest.raises(UsageError, match=message):
+            st.resolve(ref)
+    with pytest.raises(UsageError, match=r"run prefix 'abc' is ambiguous \(2 runs\)"):
+        st.resolve("abc")
+    st.close()
+    return ids
+
+
+def check_tags_selectors_and_filters(where: str) -> None:
+    """Tags, selectors, list filters, figures and history answer alike on every back end."""
+    st = Store(where)
+    made = []
+    for i in range(4):
+        rec = new_run_record(["clusterbench", "run", "stream" if i % 2 else "fpu"], {"hostname": "x"}, "quick")
+        rec["started"] = f"2026-11-2{i}T00:00:00.000+00:00"
+        rec["tags"] = ["even" if i % 2 == 0 else "odd"]
+        rid = st.begin_run(rec)
+        st.add_result(rid, result(10.0 + i, threads=i))
+        st.add_result(rid, result(20.0 + i, metric="copy", threads=i))
+        st.finish_run(rid, "complete", warnings=[{"code": "w", "message": "m", "remedy": "r"}], notes=["n"])
+        made.append(rid)
+    st.tag_run(made[0], add=["base", "Zed", "alpha"], note="first\nline")
+    assert st.get_run(made[0]).tags == ["Zed", "alpha", "base", "even"]  # byte order, as SQLite sorts
+    assert st.all_tags() == {"Zed": 1, "alpha": 1, "base": 1, "even": 2, "odd": 2}
+    assert st.select_runs("even") == [made[0], made[2]] and st.select_runs("last~1,last") == made[2:]
+    assert [r.id for r in st.list_runs(tag="odd")] == [made[3], made[1]]
+    assert [r.id for r in st.list_runs(benchmark="fpu")] == [made[2], made[0]]  # by its command
+    assert [r.id for r in st.list_runs(since="2026-11-22")] == [made[3], made[2]]
+    assert [r.results for r in st.list_runs(limit=2)] == [2, 2]
+    assert st.get_run(made[0]).note == "first\nline" and st.get_run(made[0]).warnings[0]["code"] == "w"
+    figs = st.figures("stream", "triad")
+    assert [f.value for f in figs] == [10.0, 11.0, 12.0, 13.0] and figs[0].tags == ["Zed", "alpha", "base", "even"]
+    assert [len(v) for v in st.results_of(made, full=False).values()] == [2, 2, 2, 2]
+    assert st.benchmark_names() == ["stream"] and st.count_results(made[1]) == 2
+    assert [r.value for r in st.history("stream", "copy", host=st.get_run(made[0]).host)] == [20.0, 21.0, 22.0, 23.0]
+    st.tag_run(made[0], remove=["Zed"], note="")
+    assert st.get_run(made[0]).tags == ["alpha", "base", "even"] and st.get_run(made[0]).note is None
+    st.add_fix({"id": "fix-1", "rule": "governor", "hosts": ["a"], "actions": [{"do": "x"}], "finding": {"f": 1}})
+    st.set_fix("fix-1", status="applied", verify={"ok": True})
+    assert st.get_fix("fix-1")["status"] == "applied" and st.fixes("applied")[0]["verify"] == {"ok": True}
+    st.set_fix("fix-1", status="undone")
+    assert st.get_fix("fix")["ended"] and st.fixes()[0]["status"] == "undone"
+    st.check_writable()
+    st.check_writable()  # the upsert of meta's last_open
+    st.close()
