@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
+import pgkit
 from clikit import run_or_fail
+
+pg_shared, pg_url = pgkit.pg_shared, pgkit.pg_url  # the fixtures: a PostgreSQL server of the tests' own
 
 ENV = {**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}
 TINY = ["run", "stream", "--threads", "1", "--array-elements", "200000"]
 
 
-def cb(db: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def cb(db: Path | str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return run_or_fail([sys.executable, "-m", "clusterbench", "--db", str(db), *args], timeout,
                        f"clusterbench {' '.join(args)} did not end in {timeout} s", env=ENV)
 
@@ -78,3 +81,16 @@ def test_reproduce_runs_the_bundle_again_and_compares(stored: Path, tmp_path: Pa
     text = cb(tmp_path / "new2.db", "reproduce", str(bundle), timeout=120)
     assert text.returncode == 0 and "8 figure(s) matched" in text.stdout
     assert "nothing else changed between A and B" in text.stdout or "what else changed between A and B" in text.stdout
+
+
+def test_a_bundle_round_trips_through_a_postgresql_store(stored: Path, tmp_path: Path, pg_url: str) -> None:
+    """The import writes through the store's own connection: on PostgreSQL too, export -> import ->
+    export gives the same document but for the import time."""
+    first = tmp_path / "1.json"
+    assert cb(stored, "results", "export", "last", "--format", "bundle", "-o", str(first)).returncode == 0
+    p = cb(pg_url, "results", "import", str(first))
+    assert p.returncode == 0 and p.stdout.startswith("imported run "), p.stderr
+    again = cb(pg_url, "results", "export", "last", "--format", "bundle").stdout
+    assert first.read_text().splitlines()[6:] == again.splitlines()[8:]
+    p = cb(pg_url, "results", "import", str(first))  # the same run again: refused, nothing changed
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
