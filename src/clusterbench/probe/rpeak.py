@@ -11,7 +11,10 @@ core → ``None`` with a reason; we never guess.
 
 DP FLOPs/cycle/core = FMA pipes x DP lanes x 2.  SP is 2x DP for SIMD.
 Sources: cpufetch's microarchitecture tables, John McCalpin's measurements of the
-Skylake-SP FMA units, numberworld.org's Zen 4/5 articles.
+Skylake-SP FMA units, numberworld.org's Zen 4/5 articles; for the 32-bit Cortex-A cores GCC's
+pipeline models and vfpbench's measurements (see the entries); for POWER/PowerPC IBM's FPU and
+VSX widths. The seeds' figures (Pi 4, JULI's 970MP) are checked on recorded /proc/cpuinfo in
+tests/unit/test_rpeak_seeds.py.
 """
 from __future__ import annotations
 
