@@ -42,7 +42,7 @@ from typing import Any
 
 from clusterbench.probe import emulation
 from clusterbench.probe import hwloc as _hwloc
-from clusterbench.probe.cpu import model_name_ghz, read_cpu, HYBRID_INTEL
+from clusterbench.probe.cpu import cpuinfo_clock_mhz, model_name_ghz, read_cpu, HYBRID_INTEL
 from clusterbench.probe.environment import read_environment
 from clusterbench.probe.rpeak import compute_rpeak, fpu_count
 from clusterbench.probe.sysfs import FsRoot, RawTopology, read_meminfo, read_raw_topology, topology_from_raw
@@ -107,8 +107,10 @@ def _name_kinds(topo: dict[str, Any], cpu: dict[str, Any], per_pu: dict[int, str
 
 
 def _frequencies(fs: FsRoot, raw: RawTopology, cpu: dict[str, Any], cpuinfo_mhz: float | None,
-                 flags: set[str], pus: list[int]) -> tuple[float | None, float | None, str]:
-    """(nominal MHz, max MHz, source) for a set of PUs, best source first."""
+                 flags: set[str], pus: list[int], ppc_clock_mhz: float | None = None) -> tuple[float | None, float | None, str]:
+    """(nominal MHz, max MHz, source) for a set of PUs, best source first.
+
+    Arm's /proc/cpuinfo has no clock: without cpufreq in /sys both stay None (Rpeak unknown, said so)."""
     base = [raw.cpus[p].base_khz for p in pus if p in raw.cpus and raw.cpus[p].base_khz]
     mx = [raw.cpus[p].max_khz for p in pus if p in raw.cpus and raw.cpus[p].max_khz]
     fmax = min(mx) / 1000.0 if mx else None
@@ -118,6 +120,9 @@ def _frequencies(fs: FsRoot, raw: RawTopology, cpu: dict[str, Any], cpuinfo_mhz:
     if by_name:
         return by_name, fmax, "model name '@ GHz'"
     has_cpufreq = bool(fs.listdir("/sys/devices/system/cpu/cpufreq")) or bool(mx)
+    if ppc_clock_mhz and not has_cpufreq:
+        return ppc_clock_mhz, fmax, ("/proc/cpuinfo 'clock' (POWER/PowerPC, no cpufreq: the clock the kernel "
+                                     "prints, the current one where a cpufreq driver runs)")
     if cpuinfo_mhz and "constant_tsc" in flags and not has_cpufreq:
         why = "VM without cpufreq" if "hypervisor" in flags else "no cpufreq driver"
         return cpuinfo_mhz, fmax, f"/proc/cpuinfo 'cpu MHz' ({why}; constant TSC clock used as nominal)"
@@ -193,7 +198,8 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
                 pass
             break
     all_pus = [c["pu"] for c in topo["cpus"]]
-    nom, fmax, fsrc = _frequencies(fs, raw, cpu, procs_mhz, flags, all_pus) if not emulated else (None, None, "none")
+    ppc_mhz = cpuinfo_clock_mhz(cpuinfo_text) if cpu.get("vendor") == "IBM" else None
+    nom, fmax, fsrc = _frequencies(fs, raw, cpu, procs_mhz, flags, all_pus, ppc_mhz) if not emulated else (None, None, "none")
     cpu["sve_vector_bits"] = None
     if "sve" in flags:
         vl = fs.read_int("/proc/sys/abi/sve_default_vector_length")
@@ -219,7 +225,7 @@ def probe(sysfs_root: str | None = None, use_hwloc: bool | None = None) -> dict[
     glist = []
     kind_names = {k["kind"]: k["name"] for k in topo["core_kinds"]}
     for (kind, ua), g in sorted(groups.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0, str(kv[0][1]))):
-        n, m, _ = _frequencies(fs, raw, cpu, procs_mhz, flags, g["pus"]) if not emulated else (None, None, "")
+        n, m, _ = _frequencies(fs, raw, cpu, procs_mhz, flags, g["pus"], ppc_mhz) if not emulated else (None, None, "")
         if m is None and not emulated:
             kfreq = [k["freq_max_mhz"] for k in topo["core_kinds"] if k["kind"] == kind and k["freq_max_mhz"]]
             m = kfreq[0] if kfreq else None

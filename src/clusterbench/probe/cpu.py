@@ -52,6 +52,15 @@ ARM_PARTS: dict[tuple[int, int], str] = {
     (0x46, 0x001): "A64FX", (0x48, 0xD01): "TaiShan v110",
 }
 
+# POWER / PowerPC: the leading word of /proc/cpuinfo's "cpu" line -> name ("PPC970MP, altivec supported",
+# "POWER8 (raw), altivec supported", "POWER9 (architected), altivec supported", "POWER8E (raw)", ...)
+PPC_CPUS: list[tuple[str, str]] = [
+    (r"PPC970MP\b", "PPC970MP"), (r"PPC970FX\b", "PPC970FX"), (r"PPC970\b", "PPC970"),
+    (r"POWER8(E|NVL)?\b", "POWER8"), (r"POWER9\b", "POWER9"),
+]
+#: a "cpu" line that is a POWER/PowerPC kernel's (other architectures have no plain "cpu" key, or not this)
+PPC_LINE = re.compile(r"^(PPC|POWER|RS64|\d{3,4}[A-Z]*,)|altivec supported")
+
 
 def parse_cpuinfo(text: str | None) -> tuple[list[dict[str, str]], dict[str, str]]:
     """Split /proc/cpuinfo into per-processor dicts and global (processor-less) keys.
@@ -132,6 +141,23 @@ def arm_uarch(implementer: int | None, part: int | None) -> str | None:
     return ARM_PARTS.get((implementer, part))
 
 
+def ppc_uarch(cpu_line: str | None) -> str | None:
+    """POWER/PowerPC core name from the /proc/cpuinfo "cpu" line (None if not in the table)."""
+    for pattern, name in PPC_CPUS:
+        if re.match(pattern, cpu_line or ""):
+            return name
+    return None
+
+
+def cpuinfo_clock_mhz(text: str | None) -> float | None:
+    """The clock a POWER/PowerPC kernel prints per processor (``clock : 2500.000000MHz``), in MHz.
+
+    From the device tree on pSeries and blades (the fixed clock); on a PowerMac with a cpufreq
+    driver it follows the current frequency (a G5 at rest prints half its clock)."""
+    m = re.search(r"^clock\s*:\s*([\d.]+)\s*MHz", text or "", re.M)
+    return float(m.group(1)) if m else None
+
+
 def read_cpu(cpuinfo_text: str | None, machine: str | None) -> tuple[dict[str, Any], dict[int, str | None], dict[str, str]]:
     """Build the ``cpu`` section (minus frequencies) and per-PU uarch names.
 
@@ -151,7 +177,8 @@ def read_cpu(cpuinfo_text: str | None, machine: str | None) -> tuple[dict[str, A
             arch = "aarch64" if first.get("CPU architecture") == "8" else "arm"
     isa = [f for f in ISA_FLAGS if f in flags]
     family, model, stepping = _int(first.get("cpu family")), _int(first.get("model")), _int(first.get("stepping"))
-    model_name = first.get("model name") or first.get("Processor") or first.get("cpu model")
+    ppc_line = first.get("cpu") if not vendor and implementer is None and PPC_LINE.search(first.get("cpu") or "") else None
+    model_name = first.get("model name") or first.get("Processor") or first.get("cpu model") or ppc_line
     per_pu: dict[int, str | None] = {}
     uarch: str | None = None
     if vendor:
@@ -167,16 +194,22 @@ def read_cpu(cpuinfo_text: str | None, machine: str | None) -> tuple[dict[str, A
                 names.append(n)
         known = [n for n in names if n]
         uarch = " + ".join(known) if known and None not in names else None
+    elif ppc_line:
+        uarch = ppc_uarch(ppc_line)
+        for p in procs:
+            per_pu[int(p["processor"])] = ppc_uarch(p.get("cpu"))
     if uarch is None:
         unknown["cpu.microarchitecture"] = (
             f"not in table (vendor={vendor}, family={family}, model={model})" if vendor else
             f"not in table (implementer={first.get('CPU implementer')}, part={first.get('CPU part')})"
-            if implementer is not None else "no identification in /proc/cpuinfo"
+            if implementer is not None else f"not in table (cpu={ppc_line})" if ppc_line
+            else "no identification in /proc/cpuinfo"
         )
     cpu: dict[str, Any] = {
         "arch": arch,
         "vendor": vendor or ({0x41: "ARM", 0x46: "Fujitsu", 0x48: "HiSilicon", 0x51: "Qualcomm", 0x61: "Apple",
-                              0xC0: "Ampere", 0x4E: "NVIDIA"}.get(implementer, None) if implementer is not None else None),
+                              0xC0: "Ampere", 0x4E: "NVIDIA"}.get(implementer, None) if implementer is not None
+                             else "IBM" if ppc_uarch(ppc_line) else None),
         "model_name": model_name,
         "family": family,
         "model": model,

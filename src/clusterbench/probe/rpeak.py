@@ -11,7 +11,10 @@ core → ``None`` with a reason; we never guess.
 
 DP FLOPs/cycle/core = FMA pipes x DP lanes x 2.  SP is 2x DP for SIMD.
 Sources: cpufetch's microarchitecture tables, John McCalpin's measurements of the
-Skylake-SP FMA units, numberworld.org's Zen 4/5 articles.
+Skylake-SP FMA units, numberworld.org's Zen 4/5 articles; for the 32-bit Cortex-A cores GCC's
+pipeline models and vfpbench's measurements (see the entries); for POWER/PowerPC IBM's FPU and
+VSX widths. The seeds' figures (Pi 4, JULI's 970MP) are checked on recorded /proc/cpuinfo in
+tests/unit/test_rpeak_seeds.py.
 """
 from __future__ import annotations
 
@@ -20,6 +23,19 @@ from typing import Any
 
 #: name -> (DP FLOPs/cycle/core, required ISA flag or None, note or None)
 DP_FLOPS: dict[str, tuple[int, str | None, str | None]] = {
+    # Arm, 32-bit (ARMv7-A): double precision on VFP only (NEON has no doubles on ARMv7). Arm publishes no DP
+    # issue rates for A15/A7; the sources used are GCC's pipeline models (cortex-a9.md, cortex-a15-neon.md,
+    # cortex-a7.md, the A9 and A15 ones contributed by ARM) and vfpbench's measurements (wlog.flatlib.jp).
+    # Where they disagree: the lowest rate no measurement exceeds (an Rpeak below a measured rate is wrong).
+    "Cortex-A9": (1, None, "A9 (VFPv3, no FMA): VMLA.F64 and VMUL.F64 hold the VFP 2 cycles (GCC cortex-a9.md: "
+                  "fmacd/fmuld reserve cortex_a9_vfp*2): 1 DP FLOP/cycle; VADD.F64 interleaved could give more, "
+                  "not counted (the A9 FPU TRM, DDI 0408, has the table; not read here)"),
+    "Cortex-A15": (2, None, "A15 (VFPv4): GCC cortex-a15-neon.md holds its one VFP multiply pipe 2 cycles per "
+                   "VMLA/VFMA.F64 (1 DP FLOP/cycle), but vfpbench measured 2.655 GF on one Tegra 4 A15 at "
+                   "1.8 GHz (1.47/cycle), above that: 2 used (one DP FMA per cycle)"),
+    "Cortex-A7": (1, None, "A7 (VFPv4, in-order): GCC cortex-a7.md holds the multiplier 4 cycles per DP "
+                  "multiply-accumulate (0.5 DP FLOP/cycle from MACs), adds issue between; vfpbench measured "
+                  "1.165 GF on one MT8389 A7 at 1.2 GHz (0.97/cycle): 1 used"),
     # Arm
     "Cortex-A53": (2, None, "A53: one 64-bit DP FMA per cycle (NEON DP is not faster); some sources say 2, some 4 — 2 used"),
     "Cortex-A55": (2, None, "A55: same FP datapath width as A53"),
@@ -32,6 +48,14 @@ DP_FLOPS: dict[str, tuple[int, str | None, str | None]] = {
     "Neoverse V2": (16, None, "V2: 4x128-bit FMA pipes"),
     "Cortex-X925": (16, None, "X925: 6x128-bit SIMD pipes but 4 FMA-capable assumed (16); unverified, `peak` benchmark should confirm"),
     "A64FX": (32, "sve", "A64FX: 2x512-bit SVE FMA"),
+    # IBM POWER / PowerPC (AltiVec/VMX has no doubles; DP is the scalar FPUs, or VSX from POWER7)
+    "PPC970MP": (4, None, "970MP: two FPUs, one DP fused multiply-add each (4 DP FLOPs/cycle; JULI, seed 001: "
+                 "10 GFlop/s per core at 2.5 GHz)"),
+    "PPC970FX": (4, None, "970FX: two FPUs, one DP fused multiply-add each (same core as the 970MP)"),
+    "PPC970": (4, None, "970: two FPUs, one DP fused multiply-add each"),
+    "POWER8": (8, None, "POWER8: two VSX pipes, each a 2x64-bit FMA (8 DP FLOPs/cycle per core)"),
+    "POWER9": (8, None, "POWER9 SMT4 core: 8 DP FLOPs/cycle (2x128-bit VSX FMA); an SMT8 core is two of them "
+               "and Linux lists its threads, so cores are counted from /sys"),
     # AMD
     "Zen": (8, "fma", "Zen/Zen+: 2x128-bit FMA (256-bit ops split)"),
     "Zen 2": (16, "fma", "Zen 2: 2x256-bit FMA"),
