@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -184,6 +185,31 @@ class NetInjection:
             self.up = False
 
 
+def tests(doc: dict, metric: str) -> str:
+    """The two tests behind p (the check's p is the larger, adjusted): Mann-Whitney on the samples and the
+    t-test on the run medians, which with 3 runs a side has 4 degrees of freedom."""
+    for m in (doc.get("comparison") or {}).get("matches") or []:
+        c = m.get("comparison") or {}
+        if m.get("metric") == metric and c:
+            fmt = lambda x: "nan" if x is None else f"{x:.3g}"  # noqa: E731
+            return f" (Mann-Whitney {fmt(c.get('p_value'))}, t on run medians {fmt(c.get('p_runs'))})"
+    return ""
+
+
+def run_medians(db: str, run_ids: list[str], metric: str) -> str:
+    """Each run's median of the figure, in run order (read from the temporary store): shows a run the
+    rest of the machine slowed, which the summary line hides."""
+    con = sqlite3.connect(db)
+    try:
+        meds = []
+        for rid in run_ids:
+            row = con.execute("select samples from results where run_id = ? and metric = ?", (rid, metric)).fetchone()
+            meds.append(f"{statistics.median(json.loads(row[0])):.4g}" if row and row[0] else "-")
+    finally:
+        con.close()
+    return " ".join(meds)
+
+
 INJECTIONS = {"cpu": CpuInjection, "net": NetInjection}
 
 
@@ -198,6 +224,7 @@ def main() -> int:
                     help="intcpu --time per run (cpu, default 1) or bw --time-budget (net, default 2)")
     ap.add_argument("--rate", default="100mbit", help="net: the virtual links' tbf rate (default 100mbit)")
     ap.add_argument("--size", type=int, default=1 << 20, help="net: bw's message size in bytes (default 1 MiB)")
+    ap.add_argument("--repeat", type=int, default=None, help="runs a check (default: the suite's, 3)")
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # an injection in place is undone on the way out
@@ -221,10 +248,11 @@ def main() -> int:
             suite = Path(tmp) / "alarms.toml"
             suite.write_text(inj.suite())
             t0 = time.monotonic()
-            base = check(db, suite, ["--baseline", "base", "--update-baseline", *inj.hosts()])
+            rep = [] if args.repeat is None else ["--repeat", str(args.repeat)]
+            base = check(db, suite, ["--baseline", "base", "--update-baseline", *inj.hosts(), *rep])
             say(f"baseline: {len(base['runs'])} runs, outcome {base['outcome']} (nothing to judge) "
-                f"({time.monotonic() - t0:.0f} s)")
-            opts = ["--baseline", "base", "--min-effect", str(args.min_effect), *inj.hosts()]
+                f"({time.monotonic() - t0:.0f} s); run medians {run_medians(db, base['runs'], metric)}")
+            opts = ["--baseline", "base", "--min-effect", str(args.min_effect), *inj.hosts(), *rep]
             results: dict[str, list[dict]] = {"unchanged": [], "slowed": []}
             for night in range(args.nights):
                 for kind in ("unchanged", "slowed") if night % 2 == 0 else ("slowed", "unchanged"):
@@ -239,8 +267,8 @@ def main() -> int:
                     say(f"night {night + 1:2d} {kind:9s} exit {doc['exit_code']} {doc['outcome']:12s} "
                         f"{metric} ratio {fig.get('ratio') or float('nan'):.4f} "
                         f"[{fig.get('ci_low') or float('nan'):.4f}, {fig.get('ci_high') or float('nan'):.4f}] "
-                        f"p {fig.get('p') if fig.get('p') is not None else float('nan'):.3g} "
-                        f"({time.monotonic() - t0:.0f} s)")
+                        f"p {fig.get('p') if fig.get('p') is not None else float('nan'):.3g}{tests(doc, metric)} "
+                        f"({time.monotonic() - t0:.0f} s); run medians {run_medians(db, doc['runs'], metric)}")
                     results[kind].append(doc)
     finally:
         inj.close()
