@@ -153,6 +153,10 @@ def test_pml_ucx_proof_names_the_verbs_lane() -> None:
     assert p.covers([0, 1]) and M.used_transport(p) == "rdma"
     M.check_transport("rdma", p)
     assert any("rc_verbs/rxe0:1" in ln for ln in p.as_dict()["evidence"])
+    from clusterbench.benchmarks.mpi.common import transport_note
+    mpi = M.MpiInstall(name="openmpi", version="4.1.4", mpirun="mpirun", mpicc="mpicc")
+    note = transport_note("pingpong", M.LaunchSpec(nranks=2, transport="rdma"), mpi, p)
+    assert note.endswith("used pml ucx UCX rc_verbs/rxe0:1 (recorded as rdma)"), note
     t = M.parse_transport_proof(UCX_RXE.replace("rc_verbs/rxe0:1);\n[1,1]", "tcp/ens4);\n[1,1]"))
     assert M.used_transport(t).startswith("mixed(")
     with pytest.raises(KernelFailed, match="asked rdma, Open MPI's pml ucx used UCX tcp/ens4"):
