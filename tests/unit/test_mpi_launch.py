@@ -175,6 +175,31 @@ def test_rdma_on_open_mpi_asks_ucx_for_its_lines(tmp_path: Path) -> None:
     assert ["-x", "UCX_LOG_LEVEL"] == cmd[cmd.index("UCX_LOG_LEVEL") - 1: cmd.index("UCX_LOG_LEVEL") + 1]
     assert cmd[cmd.index("pml") + 1] == "ucx"
 
+
+def test_soft_roce_turns_ucx_ud_dgid_check_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rxe (a parent netdev, no device) gets UCX_UD_VERBS_ETH_DGID_CHECK=n with --transport rdma, unless the
+    user set it; a hardware HCA (a device link) or no RDMA at all gets nothing."""
+    from clusterbench.launch.mpi import transport as T
+    from clusterbench.launch.mpi.launchers import openmpi
+    sysfs = tmp_path / "infiniband"
+    assert T.soft_roce_devices(sysfs) == [] and T.rdma_env(sysfs, {}) == {}
+    (sysfs / "mlx5_0").mkdir(parents=True)
+    (sysfs / "mlx5_0" / "device").mkdir()
+    assert T.soft_roce_devices(sysfs) == [] and T.rdma_env(sysfs, {}) == {}
+    (sysfs / "rxe0").mkdir()
+    (sysfs / "rxe0" / "parent").write_text("ens5\n")
+    assert T.soft_roce_devices(sysfs) == ["rxe0"]
+    assert T.rdma_env(sysfs, {}) == {"UCX_UD_VERBS_ETH_DGID_CHECK": "n"}
+    assert T.rdma_env(sysfs, {"UCX_UD_VERBS_ETH_DGID_CHECK": "y"}) == {}
+    monkeypatch.setattr(openmpi, "rdma_env", lambda: T.rdma_env(sysfs, {}))
+
+    class WithUcx(M.MpiInstall):
+        has_ucx = True
+    env: dict[str, str] = {}
+    cmd = openmpi.mpirun_command(WithUcx(name="openmpi", version="4.1.4", mpirun="mpirun", mpicc="mpicc"),
+                                 M.LaunchSpec(nranks=2, transport="rdma", allow_root=True), ["k"], tmp_path, env)
+    assert env["UCX_UD_VERBS_ETH_DGID_CHECK"] == "n" and "UCX_UD_VERBS_ETH_DGID_CHECK" in cmd
+
 # -- placement -------------------------------------------------------------------------------------
 def _ranks(*rows):
     return [{"rank": i, "host": h, "node": n, "cpus": c, "cpu": int(c.split(",")[0].split("-")[0])}

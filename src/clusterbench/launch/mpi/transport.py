@@ -3,9 +3,11 @@ output (Open MPI's bml/pml lines, UCX's endpoint configurations) shows it used, 
 run whose transport contradicts the one asked for."""
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from clusterbench.errors import KernelFailed
 
@@ -24,6 +26,29 @@ PROOF_ARGS = ["--mca", "btl_base_verbose", "30", "--mca", "pml_base_verbose", "1
 #: (stdout carries the kernel's JSON lines; UCX logs to stdout by default). MPICH ch4:ucx and Open MPI's
 #: pml ucx (``--transport rdma``: which verbs device, rc or ud) alike.
 UCX_PROOF_ENV = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
+#: soft-RoCE (``rdma_rxe``): UCX 1.13's UD drops every packet rxe delivers by its GRH destination check, so
+#: its wireup (and ``ud``) never completes ("UD endpoint ... unhandled timeout error"); measured between two
+#: Debian 12 guests, where perftest's UD ran and ucx_perftest over ud_verbs ran only with this
+SOFT_ROCE_UCX_ENV = {"UCX_UD_VERBS_ETH_DGID_CHECK": "n"}
+
+
+def soft_roce_devices(sysfs: str | Path = "/sys/class/infiniband") -> list[str]:
+    """The RDMA devices of this machine that are software (rxe, siw: a ``parent`` netdev, no ``device``)."""
+    try:
+        devs = sorted(Path(sysfs).iterdir())
+    except OSError:
+        return []
+    return [d.name for d in devs if (d / "parent").is_file() and not (d / "device").exists()]
+
+
+def rdma_env(sysfs: str | Path = "/sys/class/infiniband", environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What ``--transport rdma`` adds to UCX's environment on this machine: :data:`SOFT_ROCE_UCX_ENV` where
+    a soft-RoCE device is (the launching machine's view; the ranks get it with ``-x``); never what the
+    user already set."""
+    environ = os.environ if environ is None else environ
+    if not soft_roce_devices(sysfs):
+        return {}
+    return {k: v for k, v in SOFT_ROCE_UCX_ENV.items() if k not in environ}
 
 
 _BML_RE = re.compile(r"mca: bml: Using (\S+) btl for send to \[\[\d+,\d+\],(\d+)\] on node (\S+)")
