@@ -39,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import emukit
 
@@ -47,11 +47,15 @@ REPO = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("CLUSTERBENCH_EMU_MIRROR", "http://deb.debian.org/debian")
 SUITE = "bookworm"
 #: bump when the recipe below changes what the image holds (it is part of the cache key)
-RECIPE = 4
-#: what the guest needs beyond bootstrap.sh's packages: its kernel, sshd, and the tools the tests read
-GUEST_PKGS = ("linux-image-amd64", "initramfs-tools", "kmod", "udev", "openssh-server", "procps",
-              "util-linux", "ca-certificates", "python3", "python3-pip", "hwloc", "numactl", "iproute2",
-              "less")
+RECIPE = 5
+#: what the guest needs beyond bootstrap.sh's packages: its kernel, sshd, and the tools the tests read;
+#: soft-RoCE's user space (rdma-core, the verbs providers with rxe's, UCX's tools, perftest, qperf)
+GUEST_PKGS = ("linux-image-amd64", "initramfs-tools", "kmod", "udev", "openssh-server", "openssh-client",
+              "procps", "util-linux", "ca-certificates", "python3", "python3-pip", "hwloc", "numactl",
+              "iproute2", "less", "rdma-core", "ibverbs-providers", "ibverbs-utils", "rdmacm-utils",
+              "perftest", "libucx0", "ucx-utils", "qperf")
+#: the MAC of the guest's first NIC (QEMU's user network, ssh from the host); other NICs are left down
+USER_MAC = "52:54:00:12:34:56"
 QEMU = "qemu-system-x86_64"
 
 
@@ -124,8 +128,10 @@ mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /tmp; mount -o remount,rw /
 hostname cbguest
 for m in virtio_net 9p 9pnet_virtio; do modprobe $m; done
 mkdir -p /mnt/repo && mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 cbrepo /mnt/repo
-# the NIC's name: eth0, or what the initramfs's udev renamed it to (ens3, enp0s3)
-nic=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
+# the user-network NIC (its MAC is USER_MAC), named eth0 or what udev renamed it to (ens3, enp0s3);
+# any other NIC (a guest-to-guest link) is set up by whoever booted the guest, over ssh
+nic=$(grep -l '^52:54:00:12:34:56$' /sys/class/net/*/address | head -n 1 | cut -d/ -f5)
+[ -n "$nic" ] || nic=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
 ip link set lo up; ip link set "$nic" up; ip addr add 10.0.2.15/24 dev "$nic"; ip route add default via 10.0.2.2
 echo nameserver 10.0.2.3 > /etc/resolv.conf
 mkdir -p /run/sshd; /usr/sbin/sshd -e
@@ -204,6 +210,11 @@ def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
         ssh = root / "root/.ssh"
         ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
         shutil.copy(work / "id_ed25519.pub", ssh / "authorized_keys")
+        # the same key in the guest, so one guest reaches another (mpirun from A starts B's daemon by ssh)
+        shutil.copy(work / "id_ed25519", ssh / "id_ed25519")
+        (ssh / "id_ed25519").chmod(0o600)
+        (ssh / "config").write_text("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+                                    "  LogLevel ERROR\n  BatchMode yes\n")
         boot = root / "boot"
         kernels = sorted(boot.glob("vmlinuz-*"))
         if not kernels:
@@ -272,6 +283,9 @@ class Guest:
     def __init__(self, image: Image, port: int, proc: subprocess.Popen, console: Path):
         self.image, self.port, self.proc, self.console = image, port, proc, console
         self.boot_s: float | None = None
+        self.stderr: Path = console.with_suffix(".stderr")
+        self.t0 = time.monotonic()
+        self.timer: threading.Timer | None = None
 
     def ssh_args(self) -> list[str]:
         return ["ssh", "-i", str(self.image.key), "-p", str(self.port), "-o", "BatchMode=yes",
@@ -307,14 +321,70 @@ class Guest:
                 self.proc.wait(10)
 
 
-def qemu_command(image: Image, topo: Topology, port: int, console: Path, repo: Path) -> list[str]:
+def qemu_command(image: Image, topo: Topology, port: int, console: Path, repo: Path,
+                 extra: Sequence[str] = ()) -> list[str]:
+    """qemu's command line; ``extra`` adds devices (e.g. a second NIC on a guest-to-guest link)."""
     return ["nice", "-n", "10", QEMU, "-machine", "pc", "-accel", "tcg,thread=multi", "-cpu", "max",
             *topo.args(), "-kernel", str(image.kernel), "-initrd", str(image.initrd),
             "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/cb-guest-init quiet loglevel=3",
             "-drive", f"file={image.disk},format=raw,if=virtio,snapshot=on",
-            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22", "-device", "virtio-net-pci,netdev=n0",
+            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
+            "-device", f"virtio-net-pci,netdev=n0,mac={USER_MAC}",
             "-virtfs", f"local,path={repo},mount_tag=cbrepo,security_model=none,readonly=on",
-            "-display", "none", "-monitor", "none", "-serial", f"file:{console}", "-no-reboot"]
+            "-display", "none", "-monitor", "none", "-serial", f"file:{console}", "-no-reboot", *extra]
+
+
+def start(image: Image, topo: Topology, repo: Path, workdir: Path, life_s: float,
+          extra: Sequence[str] = ()) -> Guest:
+    """Start qemu (not waiting for the guest): killed with its process group by :meth:`Guest.kill`, by
+    its own timer after ``life_s``, and by the kernel when this process dies."""
+    port = free_port()
+    console = workdir / f"cb-guest-{port}.console"
+    stderr = workdir / f"cb-guest-{port}.stderr"
+    # nice runs qemu in place (exec), so the pid is qemu's; its own session, killed with its group
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen(qemu_command(image, topo, port, console, repo, extra), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_die_with_parent)
+    g = Guest(image, port, proc, console)
+    g.stderr, g.t0 = stderr, time.monotonic()
+    g.timer = threading.Timer(life_s, g.kill)  # the guest's own lifetime, whatever the test does
+    g.timer.daemon = True
+    g.timer.start()
+    return g
+
+
+def wait_ssh(g: Guest, boot_timeout_s: float) -> None:
+    """Until the guest's sshd answers (TimeoutError with the console's tail after ``boot_timeout_s``)."""
+    deadline = g.t0 + boot_timeout_s
+    while True:
+        if g.proc.poll() is not None:
+            raise RuntimeError(f"qemu exited {g.proc.returncode} while booting: "
+                               f"{g.stderr.read_text()[-2000:]}\n{g.tail()}")
+        r = subprocess.run([*g.ssh_args(), "true"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        if r.returncode == 0:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the guest's sshd did not answer within {boot_timeout_s:.0f} s; console:\n"
+                               f"{g.tail()}")
+        time.sleep(2)
+    g.boot_s = round(time.monotonic() - g.t0, 1)
+    # what systemd would have mounted (probe and doctor read the cgroup's cpus and mems)
+    g.run("mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup", timeout=60)
+
+
+def stop(g: Guest, keep_logs: bool) -> None:
+    """Kill the guest; its console and qemu's stderr stay only for the reader of a failure."""
+    if g.timer is not None:
+        g.timer.cancel()
+    g.kill()
+    if not keep_logs:
+        for f in (g.console, g.stderr):
+            f.unlink(missing_ok=True)
+
+
+def boot_timeout(boot_timeout_s: float | None = None) -> float:
+    # TCG shares the host's cores: 15 s on an idle 2-core machine, 60-90 s at load 4, over 5 min at load 23
+    return boot_timeout_s or float(os.environ.get("CLUSTERBENCH_EMU_BOOT_S", "900"))
 
 
 @contextlib.contextmanager
@@ -322,46 +392,15 @@ def guest(topo: Topology | None = None, repo: Path = REPO, life_s: float = 1800,
           boot_timeout_s: float | None = None, workdir: Path | None = None) -> Iterator[Guest]:
     """Boot the guest (building its image first if needed), wait for its sshd, yield it; always kill it."""
     image = build_image(repo)
-    # TCG shares the host's cores: 15 s on an idle 2-core machine, 60-90 s at load 4, over 5 min at load 23
-    boot_timeout_s = boot_timeout_s or float(os.environ.get("CLUSTERBENCH_EMU_BOOT_S", "900"))
-    topo = topo or Topology()
     workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp"))
-    port = free_port()
-    console = workdir / f"cb-guest-{port}.console"
-    t0 = time.monotonic()
-    # nice runs qemu in place (exec), so the pid is qemu's; its own session, killed with its group
-    proc = subprocess.Popen(qemu_command(image, topo, port, console, repo), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=open(workdir / f"cb-guest-{port}.stderr", "w"),
-                            preexec_fn=_die_with_parent)
-    g = Guest(image, port, proc, console)
-    timer = threading.Timer(life_s, g.kill)  # the guest's own lifetime, whatever the test does
-    timer.daemon = True
-    timer.start()
-    keep = True  # the console and qemu's stderr stay for the reader of a failure
+    g = start(image, topo or Topology(), repo, workdir, life_s)
+    keep = True
     try:
-        deadline = t0 + boot_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"qemu exited {proc.returncode} while booting: "
-                                   f"{(workdir / f'cb-guest-{port}.stderr').read_text()[-2000:]}\n{g.tail()}")
-            r = subprocess.run([*g.ssh_args(), "true"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-            if r.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the guest's sshd did not answer within {boot_timeout_s:.0f} s; console:\n"
-                                   f"{g.tail()}")
-            time.sleep(2)
-        g.boot_s = round(time.monotonic() - t0, 1)
-        # what systemd would have mounted (probe and doctor read the cgroup's cpus and mems)
-        g.run("mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup", timeout=60)
+        wait_ssh(g, boot_timeout(boot_timeout_s))
         yield g
         keep = False
     finally:
-        timer.cancel()
-        g.kill()
-        if not keep:
-            for f in (console, workdir / f"cb-guest-{port}.stderr"):
-                f.unlink(missing_ok=True)
+        stop(g, keep)
 
 
 def install_clusterbench(g: Guest, timeout: float = 600) -> float:

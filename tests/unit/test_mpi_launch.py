@@ -134,6 +134,72 @@ def test_transport_proof_parsing_and_contradiction() -> None:
         M.check_transport("tcp", u)
 
 
+
+#: Open MPI's pml ucx over soft-RoCE (--transport rdma with UCX_LOG_LEVEL=info), two guests cba and cbb
+UCX_RXE = """[cba:01234] select: component ucx selected
+[1,0]<stderr>:[1764230000.123456] [cba:1240 :0]     ucp_worker.c:1783 UCX  INFO  ep_cfg[0]: tag(self/memory0 rc_verbs/rxe0:1);
+[1,0]<stderr>:[1764230000.223456] [cba:1240 :0]     ucp_worker.c:1783 UCX  INFO  ep_cfg[1]: tag(rc_verbs/rxe0:1);
+[1,1]<stderr>:[1764230000.323456] [cbb:877  :0]     ucp_worker.c:1783 UCX  INFO  ep_cfg[1]: tag(rc_verbs/rxe0:1);
+"""
+
+
+def test_pml_ucx_proof_names_the_verbs_lane() -> None:
+    """--transport rdma on Open MPI: UCX's endpoint lines prove the lane (rc_verbs on rxe0), rank by rank;
+    the self endpoint is not evidence; a tcp lane under pml ucx is refused."""
+    head = "\n".join(UCX_RXE.splitlines()[:3]) + "\n"
+    p = M.parse_transport_proof(head)
+    assert p.pml == "ucx" and p.ucx == ["rc_verbs/rxe0:1"] and not p.covers([0, 1])  # one rank so far
+    p = M.parse_transport_proof(UCX_RXE)
+    assert p.covers([0, 1]) and M.used_transport(p) == "rdma"
+    M.check_transport("rdma", p)
+    assert any("rc_verbs/rxe0:1" in ln for ln in p.as_dict()["evidence"])
+    from clusterbench.benchmarks.mpi.common import transport_note
+    mpi = M.MpiInstall(name="openmpi", version="4.1.4", mpirun="mpirun", mpicc="mpicc")
+    note = transport_note("pingpong", M.LaunchSpec(nranks=2, transport="rdma"), mpi, p)
+    assert note.endswith("used pml ucx UCX rc_verbs/rxe0:1 (recorded as rdma)"), note
+    t = M.parse_transport_proof(UCX_RXE.replace("rc_verbs/rxe0:1);\n[1,1]", "tcp/ens4);\n[1,1]"))
+    assert M.used_transport(t).startswith("mixed(")
+    with pytest.raises(KernelFailed, match="asked rdma, Open MPI's pml ucx used UCX tcp/ens4"):
+        M.check_transport("rdma", t)
+
+
+def test_rdma_on_open_mpi_asks_ucx_for_its_lines(tmp_path: Path) -> None:
+    """The launcher sets UCX_TLS and the UCX proof environment, exported to every rank with -x."""
+    from clusterbench.launch.mpi.launchers.openmpi import mpirun_command
+    class WithUcx(M.MpiInstall):
+        has_ucx = True  # what ompi_info says of Debian's Open MPI (built --with-ucx)
+    mpi = WithUcx(name="openmpi", version="4.1.4", mpirun="mpirun", mpicc="mpicc")
+    env: dict[str, str] = {}
+    cmd = mpirun_command(mpi, M.LaunchSpec(nranks=2, transport="rdma", allow_root=True), ["k"], tmp_path, env)
+    assert env["UCX_TLS"] == "rc,ud,self" and env["UCX_LOG_LEVEL"] == "info" and env["UCX_LOG_FILE"] == "stderr"
+    assert ["-x", "UCX_LOG_LEVEL"] == cmd[cmd.index("UCX_LOG_LEVEL") - 1: cmd.index("UCX_LOG_LEVEL") + 1]
+    assert cmd[cmd.index("pml") + 1] == "ucx"
+
+
+def test_soft_roce_turns_ucx_ud_dgid_check_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rxe (a parent netdev, no device) gets UCX_UD_VERBS_ETH_DGID_CHECK=n with --transport rdma, unless the
+    user set it; a hardware HCA (a device link) or no RDMA at all gets nothing."""
+    from clusterbench.launch.mpi import transport as T
+    from clusterbench.launch.mpi.launchers import openmpi
+    sysfs = tmp_path / "infiniband"
+    assert T.soft_roce_devices(sysfs) == [] and T.rdma_env(sysfs, {}) == {}
+    (sysfs / "mlx5_0").mkdir(parents=True)
+    (sysfs / "mlx5_0" / "device").mkdir()
+    assert T.soft_roce_devices(sysfs) == [] and T.rdma_env(sysfs, {}) == {}
+    (sysfs / "rxe0").mkdir()
+    (sysfs / "rxe0" / "parent").write_text("ens5\n")
+    assert T.soft_roce_devices(sysfs) == ["rxe0"]
+    assert T.rdma_env(sysfs, {}) == {"UCX_UD_VERBS_ETH_DGID_CHECK": "n"}
+    assert T.rdma_env(sysfs, {"UCX_UD_VERBS_ETH_DGID_CHECK": "y"}) == {}
+    monkeypatch.setattr(openmpi, "rdma_env", lambda: T.rdma_env(sysfs, {}))
+
+    class WithUcx(M.MpiInstall):
+        has_ucx = True
+    env: dict[str, str] = {}
+    cmd = openmpi.mpirun_command(WithUcx(name="openmpi", version="4.1.4", mpirun="mpirun", mpicc="mpicc"),
+                                 M.LaunchSpec(nranks=2, transport="rdma", allow_root=True), ["k"], tmp_path, env)
+    assert env["UCX_UD_VERBS_ETH_DGID_CHECK"] == "n" and "UCX_UD_VERBS_ETH_DGID_CHECK" in cmd
+
 # -- placement -------------------------------------------------------------------------------------
 def _ranks(*rows):
     return [{"rank": i, "host": h, "node": n, "cpus": c, "cpu": int(c.split(",")[0].split("-")[0])}

@@ -243,3 +243,12 @@ def test_missing_packages_can_look_at_the_required_ones_only():
     f = _facts("n", fftw=[], mpicc=None)
     assert F.missing_packages(f, only=F.REQUIRED) == (["MPI"], "sudo apt-get install -y openmpi-bin libopenmpi-dev")
     assert F.missing_packages(f)[0] == ["MPI", "FFTW"]
+
+
+def test_preflight_bounds_scale_for_slow_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """$CLUSTERBENCH_PREFLIGHT_SCALE multiplies the node and MPI bounds (emulated nodes); never below 1."""
+    for value, scale in (("4", 4.0), ("0.5", 1.0), ("x", 1.0), ("", 1.0)):
+        monkeypatch.setenv("CLUSTERBENCH_PREFLIGHT_SCALE", value)
+        assert P.timeout_scale() == scale
+    monkeypatch.delenv("CLUSTERBENCH_PREFLIGHT_SCALE")
+    assert P.timeout_scale() == 1.0 and P.NODE_TIMEOUT == 8.0 and P.MPI_TIMEOUT == 20.0

@@ -35,10 +35,21 @@ from clusterbench import __version__
 from clusterbench.errors import EnvironmentProblem, UsageError
 
 PREFLIGHT_SCHEMA = 1
+
+
+def timeout_scale() -> float:
+    """``$CLUSTERBENCH_PREFLIGHT_SCALE`` (default 1, at least 1): the bounds below multiplied, for nodes
+    slower than any real one (an emulated machine answers ssh and starts Python in seconds, not ms)."""
+    try:
+        return max(1.0, float(os.environ.get("CLUSTERBENCH_PREFLIGHT_SCALE", "1")))
+    except ValueError:
+        return 1.0
+
+
 #: seconds one node may take to answer the facts query over ssh
-NODE_TIMEOUT = 8.0
+NODE_TIMEOUT = 8.0 * timeout_scale()
 #: seconds for the MPI launch and the hello
-MPI_TIMEOUT = 20.0
+MPI_TIMEOUT = 20.0 * timeout_scale()
 #: a passed quick preflight is trusted this long for the same hosts
 CACHE_S = 600.0
 #: |clock offset| beyond this (plus the measurement's uncertainty) is a finding

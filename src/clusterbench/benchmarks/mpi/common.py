@@ -219,7 +219,8 @@ def detect(params: dict[str, Any]) -> mpimod.MpiInstall:
 def transport_note(bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall, proof: mpimod.TransportProof) -> str:
     """One line for the run's notes: what was asked and what the library says it used."""
     if proof.pml or proof.btl:
-        used = f"pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else "")
+        used = f"pml {proof.pml or '?'}" + (f" btl {','.join(proof.btl)}" if proof.btl else "") \
+            + (f" UCX {','.join(proof.ucx)}" if proof.ucx else "")  # pml ucx: the lanes, e.g. rc_verbs/rxe0:1
     elif proof.ucx:
         used = "UCX " + ",".join(proof.ucx)
     else:

@@ -3,9 +3,11 @@ output (Open MPI's bml/pml lines, UCX's endpoint configurations) shows it used, 
 run whose transport contradicts the one asked for."""
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from clusterbench.errors import KernelFailed
 
@@ -20,6 +22,33 @@ OMPI_TRANSPORT_MCA: dict[str, list[str]] = {
 #: what each transport's proof may show (btl names other than ``self``; pml)
 _SHM_BTLS = {"vader", "sm", "smcuda"}
 PROOF_ARGS = ["--mca", "btl_base_verbose", "30", "--mca", "pml_base_verbose", "10"]
+#: UCX prints the transports of every endpoint configuration at this level (the proof), to stderr
+#: (stdout carries the kernel's JSON lines; UCX logs to stdout by default). MPICH ch4:ucx and Open MPI's
+#: pml ucx (``--transport rdma``: which verbs device, rc or ud) alike.
+UCX_PROOF_ENV = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
+#: soft-RoCE (``rdma_rxe``): UCX 1.13's UD drops every packet rxe delivers by its GRH destination check, so
+#: its wireup (and ``ud``) never completes ("UD endpoint ... unhandled timeout error"); measured between two
+#: Debian 12 guests, where perftest's UD ran and ucx_perftest over ud_verbs ran only with this
+SOFT_ROCE_UCX_ENV = {"UCX_UD_VERBS_ETH_DGID_CHECK": "n"}
+
+
+def soft_roce_devices(sysfs: str | Path = "/sys/class/infiniband") -> list[str]:
+    """The RDMA devices of this machine that are software (rxe, siw: a ``parent`` netdev, no ``device``)."""
+    try:
+        devs = sorted(Path(sysfs).iterdir())
+    except OSError:
+        return []
+    return [d.name for d in devs if (d / "parent").is_file() and not (d / "device").exists()]
+
+
+def rdma_env(sysfs: str | Path = "/sys/class/infiniband", environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What ``--transport rdma`` adds to UCX's environment on this machine: :data:`SOFT_ROCE_UCX_ENV` where
+    a soft-RoCE device is (the launching machine's view; the ranks get it with ``-x``); never what the
+    user already set."""
+    environ = os.environ if environ is None else environ
+    if not soft_roce_devices(sysfs):
+        return {}
+    return {k: v for k, v in SOFT_ROCE_UCX_ENV.items() if k not in environ}
 
 
 _BML_RE = re.compile(r"mca: bml: Using (\S+) btl for send to \[\[\d+,\d+\],(\d+)\] on node (\S+)")
@@ -102,6 +131,8 @@ class TransportProof:
             return len(self.ucx_pids) >= len(ranks)
         if self.pml is None:
             return False
+        if self.pml == "ucx" and self.ucx:  # Open MPI's pml ucx with UCX's own lines: every rank's lanes
+            return len(self.ucx_pids) >= len(ranks)
         if self.pml != "ob1":
             return True
         seen = {s["to_rank"] for s in self.sends}
@@ -127,8 +158,9 @@ def used_transport(proof: TransportProof) -> str | None:
         if proof.local_shm and kinds != {"shm"}:
             return None  # MPICH's own shared memory may have carried part of it: not provable
         return kinds.pop() if len(kinds) == 1 else "mixed(" + ",".join(proof.ucx) + ")"
-    if proof.pml == "ucx":
-        return "rdma"
+    if proof.pml == "ucx":  # Open MPI's pml ucx: UCX_TLS allows RDMA lanes only; its lines, where there, say which
+        kinds = {ucx_kind(lane) for lane in proof.ucx} or {"rdma"}
+        return kinds.pop() if len(kinds) == 1 else "mixed(" + ",".join(proof.ucx) + ")"
     if proof.pml in ("ob1", None) and proof.btl:
         kinds = {"shm" if b in _SHM_BTLS else "tcp" if b == "tcp" else "rdma" if b in ("openib", "uct", "ofi") else b
                  for b in proof.btl}
@@ -151,6 +183,10 @@ def check_transport(requested: str, proof: TransportProof) -> None:
             raise KernelFailed(f"asked rdma, MPI used pml {proof.pml}" +
                                (f" with {','.join(proof.btl)}" if proof.btl else ""),
                                "check that an RDMA device is up (ibv_devinfo) and UCX sees it (ucx_info -d)")
+        wrong = [lane for lane in proof.ucx if ucx_kind(lane) != "rdma"]
+        if wrong:
+            raise KernelFailed(f"asked rdma, Open MPI's pml ucx used UCX {','.join(wrong)}",
+                               "check UCX_TLS/UCX_NET_DEVICES in the environment")
         return
     wrong = [b for b in proof.btl if (b not in _SHM_BTLS if requested == "shm" else b != "tcp")]
     if proof.pml not in (None, "ob1"):

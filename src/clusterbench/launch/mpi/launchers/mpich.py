@@ -13,6 +13,7 @@ from clusterbench.launch import simcluster
 from clusterbench.launch.mpi.detect import MpiInstall
 from clusterbench.launch.mpi.launchers import OutputTag, register_launcher
 from clusterbench.launch.mpi.spec import LaunchSpec
+from clusterbench.launch.mpi.transport import UCX_PROOF_ENV, rdma_env
 
 #: MPICH ch4:ucx environment per transport. MPICH moves data between ranks of one node through its
 #: own POSIX shared memory and everything else through UCX; MPIR_CVAR_NOLOCAL=1 sends all of it
@@ -24,9 +25,8 @@ MPICH_UCX_TRANSPORT_ENV: dict[str, dict[str, str]] = {
     "tcp": {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "self,tcp"},
     "rdma": {"MPIR_CVAR_NOLOCAL": "1"},  # UCX_TLS from LaunchSpec.ucx_tls
 }
-#: UCX prints the transports of every endpoint configuration at this level (the proof), to stderr
-#: (stdout carries the kernel's JSON lines).
-MPICH_PROOF_ENV = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}  # UCX logs to stdout by default
+#: the proof's environment: UCX's endpoint lines on stderr (transport.UCX_PROOF_ENV)
+MPICH_PROOF_ENV = UCX_PROOF_ENV
 
 _BIND_SCRIPT = """#!/bin/sh
 # clusterbench: bind each MPICH rank (PMI_RANK, set by Hydra) to its cpu, then run the kernel.
@@ -80,6 +80,7 @@ def mpich_transport_env(mpi: MpiInstall, spec: LaunchSpec) -> dict[str, str]:
     env = dict(MPICH_UCX_TRANSPORT_ENV[spec.transport])
     if spec.transport == "rdma":
         env["UCX_TLS"] = spec.ucx_tls
+        env.update(rdma_env())  # soft-RoCE: UD's wireup needs UCX's GRH check off
     if spec.transport == "tcp" and spec.tcp_include and "/" not in spec.tcp_include:
         env["UCX_NET_DEVICES"] = spec.tcp_include  # UCX takes interface names, not networks
     if spec.prove_transport:

@@ -13,7 +13,7 @@ from clusterbench.launch import remote, simcluster
 from clusterbench.launch.mpi.detect import MpiInstall
 from clusterbench.launch.mpi.launchers import OutputTag, register_launcher
 from clusterbench.launch.mpi.spec import LaunchSpec
-from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS
+from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS, UCX_PROOF_ENV, rdma_env
 
 
 def _is_root() -> bool:
@@ -73,6 +73,9 @@ def mpirun_command(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], wd
             raise EnvironmentProblem("--transport rdma needs Open MPI's UCX pml, which this Open MPI lacks",
                                      "install an Open MPI built with UCX, or use --transport tcp")
         env["UCX_TLS"] = spec.ucx_tls
+        env.update(rdma_env())  # soft-RoCE: UD's wireup needs UCX's GRH check off
+        if spec.prove_transport:  # UCX's endpoint lines name the lanes (rc_verbs/rxe0:1): the device proven
+            env.update(UCX_PROOF_ENV)
     cmd += OMPI_TRANSPORT_MCA[spec.transport]
     if spec.transport == "tcp" and spec.tcp_include:
         cmd += ["--mca", "btl_tcp_if_include", spec.tcp_include]
