@@ -299,6 +299,40 @@ def test_sweep_network_across_machines(machines, mpi, tmp_path):
     _clean(c)
 
 
+def test_staged_kernels_found_by_their_stamps_and_asked_again_when_changed(machines, mpi):
+    """A launch finds each machine's build by its stamp (a few shell commands in the ssh session, no
+    Python on the machine) and asks the machine's clusterbench again where the binary is gone or the
+    compiler changed; the next launch finds the new stamps."""
+    from clusterbench.kernels.build import REQUESTS, build_kernel
+    from clusterbench.launch import nodes, remote
+
+    c = machines
+    request = REQUESTS[str(build_kernel("pingpong", openmp=False, cc=mpi.mpicc).path)]
+
+    def stage() -> dict[str, dict]:
+        nodes._STAGED.clear()  # as the next clusterbench command starts: nothing known yet
+        return {h: d[0] for h, d in nodes.stage_requests(list(HOSTS), [request]).items()}
+
+    try:
+        stage()  # built and stamped (by the earlier tests' launches, or now)
+        docs = stage()
+        assert all(d.get("stamped") for d in docs.values()), docs
+        gone = docs["node1"]["binary"]
+        assert on(c, "node1", "rm", gone).returncode == 0
+        assert on(c, "node2", "touch", "/usr/bin/gcc").returncode == 0  # its own root: node2's compiler "upgraded"
+        docs = stage()
+        assert not docs["node1"].get("stamped") and on(c, "node1", "test", "-x", gone).returncode == 0, docs["node1"]
+        assert not docs["node2"].get("stamped") and docs["node3"].get("stamped"), docs
+        assert all(d.get("stamped") for d in stage().values())
+    finally:
+        remote.stop_shared_connections()
+    for _ in range(50):  # the machines' ends of the stopped connections close
+        if not leftovers(c):
+            break
+        time.sleep(0.1)
+    _clean(c)
+
+
 def test_a_machine_killed_during_sweep_network(machines, mpi, tmp_path):
     """Last: it kills node3. One line naming it, a non-zero exit, no figure stored, nothing left."""
     from clusterbench.launch import machines as M
