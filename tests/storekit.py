@@ -107,7 +107,7 @@ INSERT INTO results (run_id, seq, benchmark, metric, value, unit, higher_is_bett
 
 
 def check_schema1_store_is_read_then_upgraded(where: str) -> None:
-    """A store written by schema 1 reads as it is read-only, and is upgraded in place (1 -> 2 -> ... -> 7)
+    """A store written by schema 1 reads as it is read-only, and is upgraded in place (1 -> 2 -> ... -> 8)
     when opened for writing; old runs read back with an empty cluster record, and the memory
     benchmark's old name 'bandwidth' is stored as 'membw'."""
     raw_script(where, SCHEMA1_RUNS)
@@ -116,7 +116,7 @@ def check_schema1_store_is_read_then_upgraded(where: str) -> None:
     assert ro.results("old-run")[0].benchmark == "bandwidth"  # read-only: read as it is
     ro.close()
     st = Store(where)
-    assert st.schema == STORE_SCHEMA == 7 and st.fixes() == [] and st.get_run("old-run").tags == []
+    assert st.schema == STORE_SCHEMA == 8 and st.fixes() == [] and st.get_run("old-run").tags == []
     assert st.results("old-run")[0].benchmark == "membw" and st.results("old-run")[0].value == 9000.0
     assert {"cluster", "pid_start", "boot_id", "energy"} <= st.backend.columns(st.db, "runs")
     assert st.get_run("old-run").cluster == {} and st.get_run("old-run").energy is None
@@ -124,7 +124,8 @@ def check_schema1_store_is_read_then_upgraded(where: str) -> None:
     rec["cluster"] = {"hosts": ["a", "b"], "nodes": {}}
     st.begin_run(rec)
     assert st.get_run(rec["id"]).cluster["hosts"] == ["a", "b"]
-    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "8"
+    assert "runs_started" in indexes(where, "runs")
     st.close()
 
 
@@ -142,12 +143,48 @@ def check_schema5_store_gains_the_energy_column(where: str) -> None:
     assert ro.schema == 5 and ro.get_run(old["id"]).energy is None  # read as it is
     ro.close()
     st = Store(where)
-    assert st.schema == 7 and st.get_run(old["id"]).energy is None
+    assert st.schema == STORE_SCHEMA and st.get_run(old["id"]).energy is None
     rec = new_run_record(["clusterbench"], {}, "quick")
     st.begin_run(rec)
     energy = {"sources": {"n1": {"kind": "watts", "declared": True}}, "benchmarks": [{"benchmark": "hpl", "joules": 3.0}]}
     st.finish_run(rec["id"], "complete", energy=energy)
     assert st.get_run(rec["id"]).energy == energy
+    st.close()
+
+
+def indexes(where: str, table: str) -> set[str]:
+    """The names of ``table``'s indexes, on either back end."""
+    db = raw(where)
+    q = ("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = ?"
+         if where.startswith("postgres") else "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?")
+    names = {r[0] for r in db.execute(q, (table,)).fetchall()}
+    db.close()
+    return names
+
+
+def check_schema7_store_gains_the_runs_index(where: str) -> None:
+    """7 -> 8 adds the index runs_started (the runs in time order): a schema-7 store reads as it is
+    read-only, without it, and gains it when opened for writing; its runs list newest first either way."""
+    st = Store(where)
+    recs = [new_run_record(["clusterbench", "run", "stream"], {}, "quick") for _ in range(3)]
+    for i, rec in enumerate(recs):
+        rec["started"] = f"2026-11-2{i}T00:00:00.000+00:00"
+        st.begin_run(rec)
+    st.close()
+    db = raw(where)
+    db.execute("DROP INDEX runs_started")
+    db.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
+    db.close()
+    newest_first = [r["id"] for r in reversed(recs)]
+    ro = Store(where, readonly=True)
+    assert ro.schema == 7 and [r.id for r in ro.list_runs()] == newest_first
+    assert [r.id for r in ro.list_runs(1)] == newest_first[:1] and ro.resolve("last~1") == newest_first[1]
+    ro.close()
+    assert "runs_started" not in indexes(where, "runs")
+    st = Store(where)
+    assert st.schema == STORE_SCHEMA == 8 and "runs_started" in indexes(where, "runs")
+    assert [r.id for r in st.list_runs()] == newest_first and st.resolve("last") == newest_first[0]
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "8"
     st.close()
 
 

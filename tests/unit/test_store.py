@@ -64,6 +64,10 @@ def test_schema5_store_gains_the_energy_column(tmp_path):
     storekit.check_schema5_store_gains_the_energy_column(str(tmp_path / "s5.db"))
 
 
+def test_schema7_store_gains_the_runs_index(tmp_path):
+    storekit.check_schema7_store_gains_the_runs_index(str(tmp_path / "s7.db"))
+
+
 def test_tags_selectors_and_filters(tmp_path):
     storekit.check_tags_selectors_and_filters(str(tmp_path / "r.db"))
 

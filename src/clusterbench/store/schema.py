@@ -2,10 +2,7 @@
 to this version in place. The columns are described in :mod:`clusterbench.store.db`."""
 from __future__ import annotations
 
-
-
-
-STORE_SCHEMA = 7
+STORE_SCHEMA = 8
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
     # 'notes' joined schema 1 after its first commit without a version bump: added when missing
@@ -34,6 +31,8 @@ UPGRADES = {
     6: ("ALTER TABLE fixes ADD COLUMN pid INTEGER",
         "ALTER TABLE fixes ADD COLUMN pid_start INTEGER",
         "ALTER TABLE fixes ADD COLUMN boot_id TEXT"),
+    # the runs in time order (results list, 'last', --since) without reading and sorting every run
+    7: ("CREATE INDEX IF NOT EXISTS runs_started ON runs(started)",),
 }
 
 DDL = """
@@ -60,6 +59,7 @@ CREATE TABLE IF NOT EXISTS runs (
     note TEXT,
     energy TEXT
 );
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
 CREATE TABLE IF NOT EXISTS run_tags (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     tag TEXT NOT NULL,
