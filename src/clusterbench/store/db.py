@@ -79,6 +79,9 @@ from clusterbench.store.schema import DDL, STORE_SCHEMA, UPGRADES
 
 #: run ids per query when many runs are read at once (SQLite's bound on ? parameters is 999 in old builds)
 CHUNK = 500
+#: what a listing of runs reads of each (not its probe, builds, warnings or cluster: kilobytes of JSON)
+LIST_COLUMNS = ("id", "started", "ended", "status", "error", "command", "host", "pid", "clusterbench_version",
+                "profile", "note", "pid_start", "boot_id")
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -400,11 +403,23 @@ class Store:
         if status is not None:
             where.append("r.status=?")
             args.append(status)
-        q = ("SELECT r.*, (SELECT count(*) FROM results x WHERE x.run_id=r.id) AS n FROM runs r"
-             + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started DESC")
+        cols = ", ".join(f"r.{c}" for c in self._list_columns())  # not the JSON a listing never shows
+        q = (f"SELECT {cols}, (SELECT count(*) FROM results x WHERE x.run_id=r.id) AS n FROM runs r"
+             + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.started DESC")
         rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), tuple(args))
         tags = self._tags_of(None) if len(rows) > CHUNK else self._tags_of([r["id"] for r in rows])
         return [self._run_dict(r, False, tags.get(r["id"], []), results=r["n"]) for r in rows]
+
+    def _list_columns(self) -> list[str]:
+        """The columns of ``runs`` a listing reads (:meth:`_run_dict` without ``full``, and whether a
+        running run's process lives), those this store's schema has."""
+        if not hasattr(self, "_listed"):
+            try:
+                have = self.backend.columns(self.db, "runs")
+            except self.backend.errors as exc:
+                raise self.backend.error(exc) from exc
+            self._listed = [c for c in LIST_COLUMNS if c in have]
+        return self._listed
 
     def select_runs(self, spec: str) -> list[str]:
         """The run ids a selector names, oldest first. A selector is 'last' or 'last~N' (the Nth before
