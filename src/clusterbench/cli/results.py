@@ -123,7 +123,7 @@ def table(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.benchmark} has no metric '{metric}'",
                          f"use one of {', '.join(m.name for m in cls.metrics)}")
     run_ids = store.select_runs(args.runs) if args.runs is not None else None  # '' is refused, not "all"
-    pivoted = pivot(store.figures(args.benchmark, metric, run_ids), args.rows, args.cols, args.agg)
+    pivoted = pivot(store.figures(args.benchmark, metric, run_ids, full=False), args.rows, args.cols, args.agg)
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "table": pivoted.as_dict()})
     else:

@@ -74,7 +74,7 @@ from clusterbench.store.opening import busy_timeout
 from clusterbench.benchmarks.declare import Result
 from clusterbench.records import Run
 from clusterbench.records import StoredFigure  # noqa: F401 (the type figures() returns)
-from clusterbench.store.rows import _figure_dict, _fix_dict, _result_dict, _stored_figure
+from clusterbench.store.rows import _figure_dict, _fix_dict, _result_dict, _stored_figure, _tabled_figure
 from clusterbench.store.schema import DDL, STORE_SCHEMA, UPGRADES
 
 #: run ids per query when many runs are read at once (SQLite's bound on ? parameters is 999 in old builds)
@@ -542,10 +542,13 @@ class Store:
         """The benchmarks this store holds figures of."""
         return [r[0] for r in self._read("SELECT DISTINCT benchmark FROM results ORDER BY benchmark")]
 
-    def figures(self, benchmark: str, metric: str | None = None, run_ids: list[str] | None = None) -> list[StoredFigure]:
+    def figures(self, benchmark: str, metric: str | None = None, run_ids: list[str] | None = None,
+                full: bool = True) -> list[StoredFigure]:
         """Every stored figure of ``benchmark`` (one ``metric``; of ``run_ids`` only), oldest first; each
         result dict also carries ``run_id``, ``run_started``, ``host`` and ``tags`` (one query per call,
-        one more for the tags: a 200-run store tables in milliseconds)."""
+        one more for the tags: a 200-run store tables in milliseconds). Without ``full`` a figure holds
+        only what a table reads (no samples, summary, limits or warnings: most of the JSON to decode);
+        figures of equal params then share one decoded object: read them, do not change them."""
         # of some runs: read their figures by the runs' index (``|| ''`` keeps the planner, SQLite's and
         # PostgreSQL's, off the metric's index, which holds every run's figures: 5 s at 100,000 runs)
         where, args = ["x.benchmark=?" if run_ids is None else "x.benchmark || '' = ?"], [benchmark]
@@ -555,14 +558,18 @@ class Store:
         if run_ids is not None:
             where.append(f"x.run_id IN ({','.join('?' * len(run_ids))})")
             args += run_ids
-        rows = self._read("SELECT x.*, r.started AS run_started, r.host AS host FROM results x"
+        cols = "x.*" if full else "x.run_id, x.benchmark, x.metric, x.value, x.unit, x.higher_is_better, x.params, x.kernel"
+        rows = self._read(f"SELECT {cols}, r.started AS run_started, r.host AS host FROM results x"
                           " JOIN runs r ON r.id = x.run_id WHERE " + " AND ".join(where)
                           + " ORDER BY r.started, x.seq", tuple(args))
         tags: dict[str, list[str]] = {}
         if rows and self._has_tags():
             ids = sorted({r["run_id"] for r in rows})
             tags = self._tags_of(ids if len(ids) <= CHUNK else None)  # of these runs only, when few
-        return [_stored_figure(r, tags.get(r["run_id"], [])) for r in rows]
+        if full:
+            return [_stored_figure(r, tags.get(r["run_id"], [])) for r in rows]
+        seen: dict[str, Any] = {}
+        return [_tabled_figure(r, tags.get(r["run_id"], []), seen) for r in rows]
 
     def count_results(self, run_id: str) -> int:
         """How many results are committed for ``run_id``."""

@@ -60,6 +60,15 @@ def _stored_figure(r: sqlite3.Row, tags: list[str]) -> StoredFigure:
                         tags=tags)
 
 
+def _tabled_figure(r: sqlite3.Row, tags: list[str], seen: dict[str, Any]) -> StoredFigure:
+    """What a table reads of a stored figure (``figures(full=False)``): its value, unit, direction, params
+    (shared as in _result_dict) and run; no samples, summary, limits or warnings (empty)."""
+    return StoredFigure(benchmark=r["benchmark"], metric=r["metric"], value=r["value"], unit=r["unit"],
+                        higher_is_better=bool(r["higher_is_better"]), params=_decoded(r["params"], seen),
+                        samples=[], summary={}, kernel=r["kernel"], run_id=r["run_id"],
+                        run_started=r["run_started"], host=r["host"], tags=tags)
+
+
 def _figure_dict(r: sqlite3.Row, seen: dict[str, Any]) -> Result:
     """What a comparison reads of a result (``results_of(full=False)``), params shared as in _result_dict:
     no summary (empty), limits, warnings or time of measurement."""
