@@ -163,8 +163,9 @@ def indexes(where: str, table: str) -> set[str]:
 
 
 def check_schema7_store_gains_the_runs_index(where: str) -> None:
-    """7 -> 8 adds the index runs_started (the runs in time order): a schema-7 store reads as it is
-    read-only, without it, and gains it when opened for writing; its runs list newest first either way."""
+    """7 -> 8 adds the indexes runs_started (the runs in time order) and runs_id_lower (a run by a prefix of
+    its id): a schema-7 store reads as it is read-only, without them, and gains them when opened for
+    writing; its runs list newest first, and a prefix in either case finds its run, either way."""
     st = Store(where)
     recs = [new_run_record(["clusterbench", "run", "stream"], {}, "quick") for _ in range(3)]
     for i, rec in enumerate(recs):
@@ -173,17 +174,21 @@ def check_schema7_store_gains_the_runs_index(where: str) -> None:
     st.close()
     db = raw(where)
     db.execute("DROP INDEX runs_started")
+    db.execute("DROP INDEX runs_id_lower")
     db.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
     db.close()
     newest_first = [r["id"] for r in reversed(recs)]
     ro = Store(where, readonly=True)
     assert ro.schema == 7 and [r.id for r in ro.list_runs()] == newest_first
     assert [r.id for r in ro.list_runs(1)] == newest_first[:1] and ro.resolve("last~1") == newest_first[1]
+    assert ro.resolve(recs[0]["id"][:13].upper()) == recs[0]["id"]
     ro.close()
-    assert "runs_started" not in indexes(where, "runs")
+    assert not {"runs_started", "runs_id_lower"} & indexes(where, "runs")
     st = Store(where)
-    assert st.schema == STORE_SCHEMA == 8 and "runs_started" in indexes(where, "runs")
+    assert st.schema == STORE_SCHEMA == 8 and {"runs_started", "runs_id_lower"} <= indexes(where, "runs")
     assert [r.id for r in st.list_runs()] == newest_first and st.resolve("last") == newest_first[0]
+    assert st.resolve(recs[0]["id"][:13].upper()) == recs[0]["id"]
+    assert st.select_runs(f"{recs[1]['id'][:13]},{recs[2]['id'][:13].upper()}") == [recs[1]["id"], recs[2]["id"]]
     assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "8"
     st.close()
 

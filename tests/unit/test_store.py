@@ -68,6 +68,25 @@ def test_schema7_store_gains_the_runs_index(tmp_path):
     storekit.check_schema7_store_gains_the_runs_index(str(tmp_path / "s7.db"))
 
 
+def test_id_prefix_ranges_cover_what_like_matches():
+    """The range on lower(id) holds every id LIKE matches (ASCII case ignored, wildcards literal): the
+    LIKE still decides, the range only narrows what the database reads."""
+    from clusterbench.store.names import id_prefix
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY)")
+    ids = ["abc1", "ABC2", "aBd3", "ab%c", "ab_c", "abz", "ab\\x", "\ud7ffz", "\ue000y", "\U0010ffffq", "É1", "é2"]
+    db.executemany("INSERT INTO runs VALUES (?)", [(i,) for i in ids])
+    for ref in ["ab", "AB", "abc", "ab%", "ab_", "ab\\", "\ud7ff", "\U0010ffff", "É", "é", "z", "a"]:
+        cond, args = id_prefix(ref)
+        got = {r[0] for r in db.execute(f"SELECT id FROM runs WHERE {cond}", args)}
+        like = {r[0] for r in db.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'",
+                                         (ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))}
+        assert got == like, ref
+    assert {r[0] for r in db.execute("SELECT id FROM runs WHERE " + id_prefix("AB")[0], id_prefix("AB")[1])} \
+        == {"abc1", "ABC2", "aBd3", "ab%c", "ab_c", "abz", "ab\\x"}
+
+
 def test_tags_selectors_and_filters(tmp_path):
     storekit.check_tags_selectors_and_filters(str(tmp_path / "r.db"))
 

@@ -68,7 +68,8 @@ from typing import Any
 from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 from clusterbench.store.liveness import _recorder_alive, boot_id, process_start
-from clusterbench.store.names import TAG_RE, _LAST_RE, _like_literal, _since, _tag_hint, check_note, check_tag
+from clusterbench.store.names import (TAG_RE, _LAST_RE, _like_literal, _since, _tag_hint, check_note, check_tag,
+                                      id_prefix)
 from clusterbench.store.backends import backend_for, location, without_passwords
 from clusterbench.store.opening import busy_timeout
 from clusterbench.benchmarks.declare import Result
@@ -470,7 +471,8 @@ class Store:
             return tagged
         if kind == "run":
             return [self.resolve(name)]
-        prefix = self._read("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (_like_literal(name) + "%",))
+        match, margs = id_prefix(name)
+        prefix = self._read(f"SELECT id FROM runs WHERE {match} LIMIT 2", margs)
         if tagged and prefix:
             raise UsageError(f"'{name}' is both a tag and the start of a run id",
                              f"say which: 'tag:{name}' or 'run:{name}'")
@@ -490,13 +492,12 @@ class Store:
             raise UsageError("an empty run id selects nothing", "give a run id, a unique prefix of one, or 'last'")
         rows = self._read("SELECT id FROM runs WHERE id = ?", (ref,))  # a whole id: the primary key, no scan
         if not rows:
-            pattern = _like_literal(ref) + "%"  # a prefix, literally
-            rows = self._read("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started DESC LIMIT 2",
-                              (pattern,))
+            match, margs = id_prefix(ref)  # a prefix, literally
+            rows = self._read(f"SELECT id FROM runs WHERE {match} ORDER BY started DESC LIMIT 2", margs)
         if not rows:
             raise UsageError(f"no run '{ref}' in {self.name}", "see 'clusterbench results list'")
         if len(rows) > 1:
-            n = self._read("SELECT count(*) FROM runs WHERE id LIKE ? ESCAPE '\\'", (_like_literal(ref) + "%",))[0][0]
+            n = self._read(f"SELECT count(*) FROM runs WHERE {match}", margs)[0][0]
             raise UsageError(f"run prefix '{ref}' is ambiguous ({n} runs)", "give more characters")
         return rows[0]["id"]
 

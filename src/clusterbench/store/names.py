@@ -50,6 +50,25 @@ def _like_literal(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def id_prefix(ref: str) -> tuple[str, tuple]:
+    """The condition (and its arguments) on ``runs.id`` of the runs whose id starts with ``ref``:
+    literally (wildcards are characters) and ignoring ASCII case, as SQLite's LIKE (and PostgreSQL's ILIKE
+    on a "C" column) does. The LIKE decides; the range on ``lower(id)`` (ASCII-only in SQLite and in
+    PostgreSQL's "C" collation, as LIKE's case) only lets the database read the index ``runs_id_lower``
+    (schema 8) instead of every run."""
+    low = ref.translate(_ASCII_LOWER)
+    nxt = ord(low[-1]) + 1 if low else 0x110000
+    if 0xD800 <= nxt < 0xE000:  # no surrogates in text: the next character after them
+        nxt = 0xE000
+    like = "id LIKE ? ESCAPE '\\'"
+    if not low or nxt > 0x10FFFF:
+        return "lower(id) >= ? AND " + like, (low, _like_literal(ref) + "%")
+    return "lower(id) >= ? AND lower(id) < ? AND " + like, (low, low[:-1] + chr(nxt), _like_literal(ref) + "%")
+
+
 def _since(text: str) -> str:
     """An ISO date or date-time as the store's 'started' compares it (UTC, text order)."""
     try:

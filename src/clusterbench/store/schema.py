@@ -32,7 +32,9 @@ UPGRADES = {
         "ALTER TABLE fixes ADD COLUMN pid_start INTEGER",
         "ALTER TABLE fixes ADD COLUMN boot_id TEXT"),
     # the runs in time order (results list, 'last', --since) without reading and sorting every run
-    7: ("CREATE INDEX IF NOT EXISTS runs_started ON runs(started)",),
+    # and a run by a prefix of its id, whatever its case, without reading every id
+    7: ("CREATE INDEX IF NOT EXISTS runs_started ON runs(started)",
+        "CREATE INDEX IF NOT EXISTS runs_id_lower ON runs(lower(id))"),
 }
 
 DDL = """
@@ -60,6 +62,7 @@ CREATE TABLE IF NOT EXISTS runs (
     energy TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
+CREATE INDEX IF NOT EXISTS runs_id_lower ON runs(lower(id));
 CREATE TABLE IF NOT EXISTS run_tags (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     tag TEXT NOT NULL,
