@@ -12,7 +12,12 @@ start included, output captured):
     results table fpu --rows run --runs small-a,small-b | results table fpu --rows host (every run's figure)
     compare small-a small-b
 
-    .venv/bin/python speed/store_scale.py [--runs 100000] [--rounds 3] [--log FILE]
+    .venv/bin/python speed/store_scale.py [--runs 100000] [--rounds 3] [--log FILE] [--store FILE]
+
+--store FILE measures a store built before (by this script's build, e.g. kept from an earlier session: a
+100,000-run build takes ~15 minutes under load) instead of building one: it is copied, the copy opened for
+writing once (an older schema is upgraded in place then: timed), and the tags small-a and small-b added when
+it lacks them.
 
 The issue asks each of results list, results table and compare of two tags to take at most 1 s.
 Raw lines go to --log (default speed/logs/store-scale.txt, appended line by line).
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -51,6 +57,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--log", type=Path, default=LOG)
+    ap.add_argument("--store", type=Path, help="an SQLite store built before (copied, never changed)")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     env.pop("CLUSTERBENCH_DB", None)
@@ -69,17 +76,34 @@ def main() -> int:
     say(f"== {datetime.now().isoformat(timespec='seconds')} commit {rev}; {os.cpu_count()} cpus, load average {load()}")
     with tempfile.TemporaryDirectory(prefix="cb-store-scale-") as tmp:
         base = Path(tmp)
-        seed = base / "seed.db"
-        seed_run(seed, env=env)
         store = base / "scale.db"
         t0 = time.monotonic()
-        ids = build_store(seed, store, args.runs)
+        if args.store is not None:
+            shutil.copyfile(args.store, store)
+            built = f"copied from {args.store} in {time.monotonic() - t0:.1f} s"
+            t0 = time.monotonic()
+            with sqlite3.connect(store) as con:
+                schema = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+            s, rc, last = timed(["--db", str(store), "results", "tag", "last", "--note", ""], env)  # a write: upgrades
+            built += f"; opened for writing (schema {schema} then) in {s:.2f} s, exit {rc}"
+            with sqlite3.connect(store) as con:
+                if not con.execute("SELECT 1 FROM run_tags WHERE tag='small-a'").fetchone():
+                    ids = [r[0] for r in con.execute("SELECT id FROM runs ORDER BY started")]
+                    con.executemany("INSERT INTO run_tags VALUES (?, ?)", [(i, "small-a") for i in ids[:5]]
+                                    + [(i, "small-b") for i in ids[-5:]])
+        else:
+            seed = base / "seed.db"
+            seed_run(seed, env=env)
+            ids = build_store(seed, store, args.runs)
+            with sqlite3.connect(store) as con:
+                con.executemany("INSERT INTO run_tags VALUES (?, ?)", [(i, "small-a") for i in ids[:5]]
+                                + [(i, "small-b") for i in ids[-5:]])
+            built = f"built in {time.monotonic() - t0:.1f} s"
         with sqlite3.connect(store) as con:
-            con.executemany("INSERT INTO run_tags VALUES (?, ?)", [(i, "small-a") for i in ids[:5]]
-                            + [(i, "small-b") for i in ids[-5:]])
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
             figures = con.execute("SELECT count(*) FROM results").fetchone()[0]
-        say(f"sqlite store: {args.runs} runs, {figures} figures, tags big, half-a, half-b, small-a (5), small-b (5); "
-            f"built in {time.monotonic() - t0:.1f} s, {store.stat().st_size / 2 ** 20:.1f} MiB")
+        say(f"sqlite store: {runs} runs, {figures} figures, tags big, half-a, half-b, small-a (5), small-b (5); "
+            f"{built}, {store.stat().st_size / 2 ** 20:.1f} MiB")
         with pgkit.pg_server() as server:
             url = server.url("cb", server.new_database())
             s, rc, last = timed(["results", "copy", "--from", str(store), "--to", url], env)
