@@ -6,9 +6,11 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import operator
 import random
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 
 def summarize(samples: Sequence[float], higher_is_better: bool) -> dict:
@@ -290,6 +292,33 @@ def _median_in_place(values: list[float]) -> float:
     return values[i] if n % 2 else (values[i - 1] + values[i]) / 2
 
 
+def _picker(positions: list[int]) -> Any:
+    """A function of a list giving the list of its items at ``positions`` (itemgetter, in C)."""
+    if not positions:
+        return lambda values: []
+    if len(positions) == 1:
+        i = positions[0]
+        return lambda values: [values[i]]
+    get = operator.itemgetter(*positions)
+    return lambda values: list(get(values))
+
+
+@functools.lru_cache(maxsize=16)
+def _resample_picks(seed: int, resamples: int, sizes_a: tuple[int, ...], sizes_b: tuple[int, ...]) -> tuple:
+    """Per resample, the pickers of side A's and side B's resampled samples from each side's samples laid
+    end to end. rng.choices(g, k=len(g)) of each run, inlined: the same draws, g[floor(random() * len(g))]
+    each, A's runs then B's, one resample after the other, as the bootstrap always drew them."""
+    draw = random.Random(seed).random
+    slots = []
+    for sizes in (sizes_a, sizes_b):
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        slots.append([(start, float(n)) for start, n in zip(starts, sizes) for _ in range(n)])
+    picks = []
+    for _ in range(resamples):
+        picks.append(tuple(_picker([start + int(draw() * n) for start, n in side]) for side in slots))
+    return tuple(picks)
+
+
 def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequence[float]], *,
                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> tuple[float, float]:
@@ -309,16 +338,13 @@ def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequ
             ma = _draw(va, fa, rng.random())
             ratios.append(ratio_of(_draw(vb, fb, rng.random()), ma))
     else:
-        # rng.choices(g, k=len(g)) inlined (the same draws: g[floor(random() * len(g))] each, one
-        # (run, size) pair a sample, in order), and statistics.median's arithmetic on a list sorted in
-        # place: a sixth of the cost, the same interval
-        draw = rng.random
-        slots_a = [(g, float(len(g))) for g in groups_a for _ in g]
-        slots_b = [(g, float(len(g))) for g in groups_b for _ in g]
-        for _ in range(resamples):
-            sa = [g[int(draw() * n)] for g, n in slots_a]
-            sb = [g[int(draw() * n)] for g, n in slots_b]
-            ratios.append(ratio_of(_median_in_place(sb), _median_in_place(sa)))
+        # The draws depend on the seed and the runs' sizes only, not on the values: drawn once per shape
+        # (the figures of one comparison share it, :func:`_resample_picks`) as positions in each side's
+        # samples laid end to end; statistics.median's arithmetic on a list sorted in place
+        flat_a = [x for g in groups_a for x in g]
+        flat_b = [x for g in groups_b for x in g]
+        for pick_a, pick_b in _resample_picks(seed, resamples, tuple(map(len, groups_a)), tuple(map(len, groups_b))):
+            ratios.append(ratio_of(_median_in_place(pick_b(flat_b)), _median_in_place(pick_a(flat_a))))
     ratios.sort()
     tail = (1.0 - confidence) / 2.0
     return _quantile(ratios, tail), _quantile(ratios, 1.0 - tail)
