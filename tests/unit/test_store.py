@@ -3,6 +3,7 @@ processes; its docstring describes the whole."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -66,6 +67,24 @@ def test_schema5_store_gains_the_energy_column(tmp_path):
 
 def test_schema7_store_gains_the_runs_index(tmp_path):
     storekit.check_schema7_store_gains_the_runs_index(str(tmp_path / "s7.db"))
+
+
+def test_listing_judges_a_running_run_by_its_process(tmp_path):
+    """results list reads a running run's process (pid, start time, boot) and only a running run's: one
+    of this live process reads running, one whose pid was reused (another start time) incomplete."""
+    from clusterbench.session import new_run_record
+    from clusterbench.store.liveness import process_start
+
+    st = Store(tmp_path / "r.db")
+    live, reused = (new_run_record(["clusterbench", "run", "stream"], {}, "quick") for _ in range(2))
+    reused["pid_start"] = process_start(os.getpid()) + 1
+    for rec in (live, reused):
+        st.begin_run(rec)
+    done = new_run_record(["clusterbench", "run", "stream"], {}, "quick")
+    st.begin_run(done)
+    st.finish_run(done["id"], "complete")
+    status = {r.id: r.status for r in Store(tmp_path / "r.db", readonly=True).list_runs()}
+    assert status == {live["id"]: "running", reused["id"]: "incomplete", done["id"]: "complete"}
 
 
 def test_id_prefix_ranges_cover_what_like_matches():

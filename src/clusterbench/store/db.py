@@ -404,7 +404,10 @@ class Store:
         if status is not None:
             where.append("r.status=?")
             args.append(status)
-        cols = ", ".join(f"r.{c}" for c in self._list_columns())  # not the JSON a listing never shows
+        # not the JSON a listing never shows; a running run's process only for a running run (in SQLite the
+        # two columns lie past the probe's kilobytes: reading them read the probe's overflow pages)
+        cols = ", ".join(f"CASE WHEN r.status='running' THEN r.{c} END AS {c}" if c in ("pid_start", "boot_id")
+                         else f"r.{c}" for c in self._list_columns())
         q = (f"SELECT {cols}, (SELECT count(*) FROM results x WHERE x.run_id=r.id) AS n FROM runs r"
              + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.started DESC")
         rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), tuple(args))
