@@ -89,6 +89,78 @@ def test_analysis_does_no_io():
     assert not bad, "analysis/ must stay pure (no store, launch, probe, processes, files): " + "; ".join(bad)
 
 
+def _eager_imports(p: Path) -> list[str]:
+    """The modules ``p`` imports when it is imported: its module-level imports (those inside a function
+    run only when it is called; those under ``if TYPE_CHECKING:`` never), a name taken from a package
+    counted as its submodule when it is one."""
+    rel = p.relative_to(SRC)
+    package = ["clusterbench", *rel.parts[:-1]]
+    out, todo = [], list(_tree(p).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                mod = ".".join(package[: len(package) - node.level + 1] + ([mod] if mod else []))
+            out.append(mod)
+            out += [f"{mod}.{a.name}" for a in node.names if _source(f"{mod}.{a.name}")]
+        todo.extend(child for child in ast.iter_child_nodes(node)
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)))
+    return out
+
+
+def _source(module: str) -> Path | None:
+    """The file of a clusterbench module (``clusterbench.a.b`` -> a/b.py or a/b/__init__.py), or None."""
+    parts = module.split(".")
+    if parts[0] != "clusterbench":
+        return None
+    base = SRC.joinpath(*parts[1:])
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _loaded(module: str) -> set[str]:
+    """Every module that importing ``module`` loads: its packages' ``__init__`` first, then what each
+    loaded clusterbench module imports at its top level, transitively."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        mod = todo.pop()
+        parts = mod.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name in seen:
+                continue
+            seen.add(name)
+            f = _source(name)
+            if f is not None:
+                todo += _eager_imports(f)
+    return seen
+
+
+def test_analysis_loads_no_io_through_what_it_imports():
+    """Importing an analysis module loads nothing that does I/O, not even through a package's
+    ``__init__`` (importing ``clusterbench.x.y`` runs ``clusterbench/x/__init__.py`` first)."""
+    bad = []
+    for p in _modules():
+        if not _rel(p).startswith("analysis/"):
+            continue
+        module = "clusterbench." + _rel(p).removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        io = sorted(m for m in _loaded(module) if m.startswith(IO_MODULES))
+        if io:
+            bad.append(f"{_rel(p)} loads {', '.join(io)}")
+    assert not bad, "analysis/ must stay pure, and so must what it imports: " + "; ".join(bad)
+
+
 def _private(name: str | None) -> bool:
     return bool(name) and name.startswith("_") and not name.startswith("__")
 
@@ -143,7 +215,7 @@ def test_only_launch_reaches_a_node():
     assert not bad, "reach nodes through clusterbench.launch (remote.transport, a launcher): " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("rule", ["sizes", "io", "private", "private-attribute", "reach"])
+@pytest.mark.parametrize("rule", ["sizes", "io", "io-through", "private", "private-attribute", "reach"])
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     """Each rule fails on a tree that breaks it (a check that cannot fail is no check)."""
     pkg = tmp_path / "clusterbench"
@@ -155,6 +227,14 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     elif rule == "io":
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store import Store\n")
         check = test_analysis_does_no_io
+    elif rule == "io-through":  # a pure-looking import whose package's __init__ reaches the store
+        (pkg / "records").mkdir()
+        (pkg / "records" / "__init__.py").write_text("from clusterbench.records.typed import Run\n"
+                                                     "from clusterbench.store import Store\n")
+        (pkg / "records" / "typed.py").write_text("class Run:\n    pass\n")
+        (pkg / "store" / "__init__.py").write_text("import sqlite3\n")
+        (pkg / "analysis" / "a.py").write_text("from clusterbench.records.typed import Run\n")
+        check = test_analysis_loads_no_io_through_what_it_imports
     elif rule == "private":
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store.db import _secret\n")
         check = test_no_private_name_is_imported_across_packages
