@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "clusterbench"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "clusterbench"
+#: the trees beside the package held to the same size: the tests and the speed scripts
+SCRIPTS = ("tests", "speed")
 
 # one pytest-xdist worker runs them all (--dist loadgroup, as bootstrap.sh's unit tier): the source is parsed once
 pytestmark = pytest.mark.xdist_group("architecture")
@@ -81,6 +84,13 @@ def test_no_module_is_over_the_line_limit():
     assert not over, f"modules over {MAX_LINES} lines (split them by concern): {over}"
     stale = {f: sizes.get(f) for f in OVER_LIMIT if sizes.get(f, 0) <= MAX_LINES}
     assert not stale, f"no longer over the limit (drop them from OVER_LIMIT): {stale}"
+
+
+def test_no_test_or_speed_script_is_over_the_line_limit():
+    files = sorted(p for tree in SCRIPTS for p in (ROOT / tree).rglob("*.py") if "__pycache__" not in p.parts)
+    assert files, f"no Python files under {ROOT} {SCRIPTS}"
+    over = {p.relative_to(ROOT).as_posix(): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not over, f"files over {MAX_LINES} lines (split them by concern): {over}"
 
 
 def test_analysis_does_no_io():
@@ -215,7 +225,7 @@ def test_only_launch_reaches_a_node():
     assert not bad, "reach nodes through clusterbench.launch (remote.transport, a launcher): " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("rule", ["sizes", "io", "io-through", "private", "private-attribute", "reach"])
+@pytest.mark.parametrize("rule", ["sizes", "sizes-scripts", "io", "io-through", "private", "private-attribute", "reach"])
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     """Each rule fails on a tree that breaks it (a check that cannot fail is no check)."""
     pkg = tmp_path / "clusterbench"
@@ -224,6 +234,13 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     if rule == "sizes":
         (pkg / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
         check = test_no_module_is_over_the_line_limit
+    elif rule == "sizes-scripts":
+        (tmp_path / "tests").mkdir()
+        (tmp_path / "speed").mkdir()
+        (tmp_path / "tests" / "test_small.py").write_text("x = 1\n")
+        (tmp_path / "speed" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
+        monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+        check = test_no_test_or_speed_script_is_over_the_line_limit
     elif rule == "io":
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store import Store\n")
         check = test_analysis_does_no_io
