@@ -27,17 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import cpu_model, log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 CB = [sys.executable, "-m", "clusterbench"]
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def main() -> int:
@@ -83,12 +78,8 @@ def main() -> int:
         lines += ["", "$ clusterbench compare BEFORE AFTER", txt.rstrip()]
     finally:
         subprocess.run([*CB, "sim-cluster", "down"], env=env, capture_output=True)
-    out = "\n".join(lines) + "\n"
-    log = Path(args.log) if args.log else REPO / "speed" / (
-        f"results-{time.strftime('%Y-%m-%d')}-{platform.node() or 'host'}-doctor-verify.txt")
-    log.write_text(out)
-    print(out, end="")
-    print(f"log: {log}")
+    print("\n".join(lines))
+    save_log(log_file(args.log, f"{platform.node() or 'host'}-doctor-verify"), lines, "log")
     return 0
 
 

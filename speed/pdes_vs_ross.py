@@ -75,6 +75,7 @@ import time
 from pathlib import Path
 
 from ross_phold import ROOT_MPI, RunFailed, build_ross, ross
+from speedkit import RawLog, load, log_file
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -112,10 +113,6 @@ def machine_description() -> str:
     cc = subprocess.run(["mpicc", "--version"], capture_output=True, text=True).stdout.splitlines()
     return (f"{desc}, {len(os.sched_getaffinity(0))} cpus{mem}; kernel {os.uname().release}; "
             f"{mpi[0] if mpi else 'mpirun ?'}; mpicc -> {cc[0] if cc else '?'}")
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 # ----------------------------------------------------------------------------------------------- ours
@@ -255,13 +252,7 @@ def main() -> int:
     variants = [v for v in a.ross_models.split(",") if v]
     ross_means = {"same": a.mean + a.lookahead, "issue": 1.0}
 
-    log_path = Path(a.log) if a.log else REPO / "speed" / f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-pdes.txt"
-    log = open(log_path, "a")
-
-    def say(line: str = "") -> None:
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
+    say = RawLog(log_file(a.log, f"{machine_name()}-pdes"))
 
     up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     say(f"# pdes_vs_ross.py {time.strftime('%Y-%m-%d %H:%M:%S')} on {machine_description()}")
@@ -321,8 +312,8 @@ def main() -> int:
         say(f"load at the end: {load()}")
     finally:
         work_ctx.cleanup()
-        log.close()
-    print(f"raw log: {log_path}")
+        say.close()
+    print(f"raw log: {say.path}")
     return 0
 
 

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 ROOT_MPI = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 ROOT_CB = ["--allow-root"] if os.geteuid() == 0 else []
@@ -180,9 +182,7 @@ def main() -> int:
             took = time.monotonic() - t0
             n = len(json.loads(p.stdout)["results"]) if p.returncode == 0 else 0
             say(f"run hpcc --quick ({label}): {took:.1f} s, exit {p.returncode}, {n} figures (target <= 120 s)")
-    log = Path(args.log) if args.log else REPO / "speed" / f"results-{time.strftime('%Y-%m-%d')}-hpcc.txt"
-    log.write_text("\n".join(lines) + "\n")
-    print(f"raw log: {log}")
+    save_log(log_file(args.log, "hpcc"), lines)
     return 0
 
 
