@@ -45,7 +45,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="cb-verify-"))
     env = {**os.environ, "CLUSTERBENCH_SIM_PREFIX": "cbvfy-", "CLUSTERBENCH_SIM_STATE": str(tmp / "sim"),
            "CLUSTERBENCH_DB": str(tmp / "r.db"), "PYTHONPATH": str(REPO / "src")}
-    lines = [f"# doctor --verify jumbo-unused on a 2-node virtual cluster (nodes at MTU 1500, switch 9000, offloads off)",
+    lines = ["# doctor --verify jumbo-unused on a 2-node virtual cluster (nodes at MTU 1500, switch 9000, offloads off)",
              f"# {time.strftime('%Y-%m-%d %H:%M:%S')} on {cpu_model()}, {os.cpu_count()} cpus, {platform.release()}"]
     try:
         # the "switch" (bridge, head) passes jumbo frames; the two nodes use 1500, as doctor's jumbo-unused finds

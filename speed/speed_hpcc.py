@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from speedkit import hpccinf, log_file, save_log
+from speedkit import hpcc_summary, hpccinf, log_file, save_log
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT_MPI = ["--allow-run-as-root"] if os.geteuid() == 0 else []
@@ -42,15 +42,7 @@ def hpcc(n: int, nb: int) -> dict[str, float]:
                        capture_output=True, timeout=3600, check=True,
                        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
         text = Path(d, "hpccoutf.txt").read_text()
-    keys: dict[str, float] = {}
-    for line in text.split("Begin of Summary section.")[-1].splitlines():
-        k, eq, v = line.partition("=")
-        if eq:
-            try:
-                keys[k.strip()] = float(v)
-            except ValueError:
-                pass
-    return keys
+    return hpcc_summary(text)
 
 
 def log2(x: float) -> str:

@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from clusterbench import session  # noqa: E402
 from clusterbench.probe import probe  # noqa: E402
-from speedkit import hpccinf  # noqa: E402
+from speedkit import hpcc_summary, hpccinf  # noqa: E402
 
 
 def ours(name: str, params: dict, p: dict) -> list:
@@ -79,16 +78,7 @@ def hpcc(np_: int, n: int) -> dict[str, float]:
         subprocess.run(cmd, cwd=d, capture_output=True, timeout=3600,
                        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
         text = Path(d, "hpccoutf.txt").read_text()
-    summary = text.split("Begin of Summary section.")[-1]
-    vals = {}
-    for line in summary.splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            try:
-                vals[k.strip()] = float(v)
-            except ValueError:
-                pass
-    return vals
+    return hpcc_summary(text)
 
 
 def node_quick_wall(cold: bool) -> float:
@@ -116,7 +106,6 @@ def main() -> int:
         os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
     p = probe()
     n = int(p["topology"]["cores"])
-    rows: list[tuple[str, float, float, str, str]] = []
     raw: dict[str, dict[str, list[float]]] = {}
 
     def add(key: str, side: str, value: float) -> None:

@@ -99,3 +99,16 @@ HPL.out      output file name (if any)
 def hpccinf(n: int, nb: int, q: int, device: int = 6) -> str:
     """hpccinf.txt for N, NB and a 1 x Q grid; ``device`` 6 prints HPL's output, 8 writes it to HPL.out."""
     return HPCCINF.format(n=n, nb=nb, q=q, device=device)
+
+
+def hpcc_summary(text: str) -> dict[str, float]:
+    """The numeric ``key=value`` lines of hpccoutf.txt's summary section (after "Begin of Summary section.")."""
+    keys: dict[str, float] = {}
+    for line in text.split("Begin of Summary section.")[-1].splitlines():
+        k, eq, v = line.partition("=")
+        if eq:
+            try:
+                keys[k.strip()] = float(v)
+            except ValueError:
+                pass
+    return keys
