@@ -534,7 +534,7 @@ class MpiBenchmark(Benchmark):
 #: parameter of the same name (``SUITE_SHARED``)
 SUITE_PARAMS = (
     Param("hosts", str, None, "hosts, e.g. node1:4,node2:4 or cbsim-n1,cbsim-n2 (default: this node)"),
-    Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
+    HOSTFILE,
     Param("transport", str, None, "MPI transport for every part: auto, shm, tcp, rdma", ("auto", "shm", "tcp", "rdma")),
     Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
     Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
