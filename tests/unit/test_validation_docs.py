@@ -121,3 +121,14 @@ def test_every_relative_link_in_the_docs_resolves():
             if not re.match(r"[a-z]+:", target) and not (path.parent / target).exists():
                 broken.append(f"{path.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_every_test_and_speed_script_the_docs_name_exists():
+    """A test or speed script moved (tests/ into unit/ and integration/, a script split) must not leave its
+    old path in the docs. (Paths under src/ are left out: the guides name the files a reader creates.)"""
+    missing = []
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for m in re.finditer(r"\b(?:tests|speed)/[\w./-]+\.(?:py|txt|toml|sh)\b", path.read_text()):
+            if not (ROOT / m.group(0)).exists():
+                missing.append(f"{path.relative_to(ROOT)} names {m.group(0)}")
+    assert not missing, missing
