@@ -2,7 +2,7 @@
 
 :data:`SNIPPET` runs with the node's own ``python3`` and the standard library only (so it works on a
 fresh node); it prints one JSON document: host name, home, Python, free memory and disk, the
-clock, the compiler, MPI, BLAS, hwloc and FFTW it has, the operating system, the clusterbench
+clock, the compiler, MPI, BLAS, hwloc and FFTW it has, its network addresses, the operating system, the clusterbench
 installed by ``cluster install`` (version and digest), whether it sees a marker file the head
 wrote in its own home (a shared ``$HOME``), and how it resolves the other nodes' names.
 :func:`missing_packages` turns the document into the packages to install, with the command.
@@ -39,6 +39,9 @@ asked = {k: start(c) for k, c in (("cc", ["cc", "--version"]), ("mpicc", ["mpicc
                                   ("mpirun", ["mpirun", "--version"]),
                                   ("mpiexec_mpich", ["mpiexec.mpich", "--version"]))}
 asked_at = time.time()
+# every address of the node but loopback and link-local (two nodes with the same one: a NAT or container
+# bridge, which MPI's TCP transport may take for a way to the other node)
+addrs = start(["ip", "-o", "addr", "show"])
 _dirs = {}
 def listing(d):
     if d not in _dirs:
@@ -73,6 +76,22 @@ try:
         inst = json.load(fh)
 except (OSError, ValueError):
     pass
+def addresses(p, deadline):
+    if p is None:
+        return None
+    try:
+        stdout, _ = p.communicate(timeout=max(0.0, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return None
+    out = []
+    for line in stdout.splitlines():
+        w = line.split()
+        if len(w) > 3 and w[2] in ("inet", "inet6") and w[1] != "lo" and "scope host" not in line \
+                and not w[3].startswith(("127.", "169.254.", "fe80:", "::1/")):
+            out.append([w[1].split("@")[0], w[3]])
+    return out if p.returncode == 0 else None
 resolved = {}
 for n in names:
     try:
@@ -103,6 +122,7 @@ doc = {
     "fftw_h": os.path.exists("/usr/include/fftw3.h"), "numa": libs("libnuma.so*"),
     "installed": inst, "venv_python": os.path.exists(os.path.join(venv, "bin/python")),
     "marker": bool(marker) and os.path.exists(marker), "resolve": resolved,
+    "addresses": addresses(addrs, asked_at + 10),
     "time_start": t0, "time": time.time(),
 }
 print(json.dumps(doc))
