@@ -23,7 +23,8 @@ def start(cmd):
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError:
         return None
-def first(p, deadline):
+def output(p, deadline):
+    # (stdout, stderr) of a command that succeeded by the deadline, else None
     if p is None:
         return None
     try:
@@ -32,8 +33,11 @@ def first(p, deadline):
         p.kill()
         p.communicate()
         return None
-    out = (stdout or stderr or "").strip().splitlines()
-    return out[0].strip() if out and p.returncode == 0 else None
+    return (stdout, stderr) if p.returncode == 0 else None
+def first(p, deadline):
+    got = output(p, deadline)
+    out = (got[0] or got[1] or "").strip().splitlines() if got else []
+    return out[0].strip() if out else None
 # the versions asked at once (each within 10 s), while the rest is looked at
 asked = {k: start(c) for k, c in (("cc", ["cc", "--version"]), ("mpicc", ["mpicc", "--version"]),
                                   ("mpirun", ["mpirun", "--version"]),
@@ -77,21 +81,16 @@ try:
 except (OSError, ValueError):
     pass
 def addresses(p, deadline):
-    if p is None:
-        return None
-    try:
-        stdout, _ = p.communicate(timeout=max(0.0, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
+    got = output(p, deadline)
+    if got is None:
         return None
     out = []
-    for line in stdout.splitlines():
+    for line in got[0].splitlines():
         w = line.split()
         if len(w) > 3 and w[2] in ("inet", "inet6") and w[1] != "lo" and "scope host" not in line \
                 and not w[3].startswith(("127.", "169.254.", "fe80:", "::1/")):
             out.append([w[1].split("@")[0], w[3]])
-    return out if p.returncode == 0 else None
+    return out
 resolved = {}
 for n in names:
     try:
