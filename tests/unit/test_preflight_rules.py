@@ -135,7 +135,7 @@ def test_quick_preflight_is_cached_for_its_stated_time(tmp_path, monkeypatch):
 
     def node(host, others, head):
         asked.append(host)
-        return {"host": host, "reachable": True, "problems": [], "facts": _facts(host)}
+        return {"host": host, "reachable": True, "problems": [], "facts": _facts(host, rdma={})}
 
     monkeypatch.setattr(nodes, "separate", lambda hosts: list(dict.fromkeys(hosts)))
     monkeypatch.setattr(I, "prepare_wheels", lambda: ([], "d1"))
@@ -155,9 +155,14 @@ def test_quick_preflight_is_cached_for_its_stated_time(tmp_path, monkeypatch):
     monkeypatch.setattr(I, "prepare_wheels", lambda: ([], "d1"))
     P.quick(["node1", "node2"])  # back to the clusterbench that passed, within its time
     assert len(asked) == 6
+    # a run with --transport rdma: a pass without the RDMA check does not count; a node without a port up
+    # is named (these nodes have no RDMA device)
+    with pytest.raises(EnvironmentProblem, match="node1 has no RDMA port up"):
+        P.quick(["node1", "node2"], rdma=True)
+    assert len(asked) == 8
     monkeypatch.setattr(P, "CACHE_S", 0.0)  # past its time: asked again
     P.quick(["node1", "node2"])
-    assert len(asked) == 8
+    assert len(asked) == 10
 
 
 def test_quick_preflight_names_a_node_without_mpi_before_its_missing_install(tmp_path, monkeypatch):
@@ -290,3 +295,15 @@ def test_distinct_addresses_give_no_warning_and_two_networks_no_single_fix():
     # a node that could not say (no `ip` there): nothing guessed
     rows["n2"]["facts"]["addresses"] = None
     assert R.shared_addresses(rows) == [] and R.cluster_network(rows) is None
+
+
+def test_a_node_without_an_rdma_port_up_is_named_for_transport_rdma():
+    rows = {"n1": {"reachable": True, "facts": {"rdma": {"rxe0": {"1": "4: ACTIVE"}}}},
+            "n2": {"reachable": True, "facts": {"rdma": {"mlx5_0": {"1": "1: DOWN"}}}},
+            "n3": {"reachable": True, "facts": {"rdma": {}}},
+            "n4": {"reachable": False, "facts": None}}
+    found = {p["node"]: p for p in R.rdma_problems(rows)}
+    assert set(found) == {"n2", "n3"}
+    assert found["n2"]["problem"] == "--transport rdma: n2 has no RDMA port up (devices: mlx5_0 port 1 down)"
+    assert found["n3"]["problem"].endswith("(devices: none)") and "--transport tcp" in found["n3"]["fix"]
+    assert "rdma link add rxe0 type rxe" in found["n3"]["fix"] and found["n3"]["check"] == "rdma"

@@ -2,7 +2,7 @@
 
 :data:`SNIPPET` runs with the node's own ``python3`` and the standard library only (so it works on a
 fresh node); it prints one JSON document: host name, home, Python, free memory and disk, the
-clock, the compiler, MPI, BLAS, hwloc and FFTW it has, its network addresses, the operating system, the clusterbench
+clock, the compiler, MPI, BLAS, hwloc and FFTW it has, its network addresses and RDMA ports, the operating system, the clusterbench
 installed by ``cluster install`` (version and digest), whether it sees a marker file the head
 wrote in its own home (a shared ``$HOME``), and how it resolves the other nodes' names.
 :func:`missing_packages` turns the document into the packages to install, with the command.
@@ -91,6 +91,19 @@ def addresses(p, deadline):
                 and not w[3].startswith(("127.", "169.254.", "fe80:", "::1/")):
             out.append([w[1].split("@")[0], w[3]])
     return out
+def rdma():
+    # RDMA devices (InfiniBand, RoCE, soft-RoCE) and their ports' states ("4: ACTIVE"); {} when none
+    out = {}
+    for dev in sorted(glob.glob("/sys/class/infiniband/*")):
+        ports = {}
+        for port in sorted(glob.glob(dev + "/ports/*")):
+            try:
+                with open(port + "/state") as fh:
+                    ports[os.path.basename(port)] = fh.read().strip()
+            except OSError:
+                ports[os.path.basename(port)] = None
+        out[os.path.basename(dev)] = ports
+    return out
 resolved = {}
 for n in names:
     try:
@@ -122,6 +135,7 @@ doc = {
     "installed": inst, "venv_python": os.path.exists(os.path.join(venv, "bin/python")),
     "marker": bool(marker) and os.path.exists(marker), "resolve": resolved,
     "addresses": addresses(addrs, asked_at + 10),
+    "rdma": rdma(),
     "time_start": t0, "time": time.time(),
 }
 print(json.dumps(doc))

@@ -354,7 +354,7 @@ def _brief(f: dict[str, Any] | None) -> dict[str, Any] | None:
     if not f:
         return None
     keep = ("hostname", "home", "user", "python", "machine", "cpus", "mem_available", "mem_total", "home_free", "cc",
-            "mpirun", "blas", "installed", "os")
+            "mpirun", "blas", "installed", "os", "rdma")
     return {k: f.get(k) for k in keep}
 
 
@@ -376,16 +376,18 @@ def _remember(names: Sequence[str], doc: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}")
-        tmp.write_text(json.dumps({"time": time.time(), "ok": doc["ok"], "digest": doc["digest"]}))
+        tmp.write_text(json.dumps({"time": time.time(), "ok": doc["ok"], "digest": doc["digest"],
+                                    "rdma": bool(doc.get("rdma"))}))
         tmp.replace(path)
     except OSError:
         pass
 
 
-def quick(hosts: Sequence[str]) -> None:
+def quick(hosts: Sequence[str], *, rdma: bool = False) -> None:
     """Before a multi-node run across separate machines: ssh, names, resolution and versions, on
-    every node at once (cached for :data:`CACHE_S` s after a pass). Raises EnvironmentProblem with
-    the first problem, naming the node and the fix; nothing has been started or stored."""
+    every node at once (cached for :data:`CACHE_S` s after a pass), and with ``rdma`` (the run asks
+    ``--transport rdma``) an RDMA port up on every node. Raises EnvironmentProblem with the first
+    problem, naming the node and the fix; nothing has been started or stored."""
     from clusterbench.cluster.install import prepare_wheels
     from clusterbench.launch import nodes
 
@@ -396,7 +398,8 @@ def quick(hosts: Sequence[str]) -> None:
     _, digest = prepare_wheels()
     try:
         cached = json.loads(_cache_file(names).read_text())
-        if cached.get("ok") and cached.get("digest") == digest and time.time() - cached["time"] < CACHE_S:
+        if cached.get("ok") and cached.get("digest") == digest and time.time() - cached["time"] < CACHE_S \
+                and (cached.get("rdma") or not rdma):
             return
     except (OSError, ValueError, KeyError):
         pass
@@ -408,12 +411,14 @@ def quick(hosts: Sequence[str]) -> None:
     diffs = rules.differences(rows, digest)
     problems += [p for p in diffs if p["check"] == "software" and p["problem"].endswith(("no MPI", "no compiler"))]
     problems += [p for p in diffs if p["check"] == "version"]
+    if rdma:
+        problems += rules.rdma_problems(rows)
     if problems:
         p = problems[0]
         more = len(problems) - 1
         raise EnvironmentProblem(p["problem"] + (f" (and {more} more problem(s): clusterbench cluster preflight)"
                                                  if more else ""), p["fix"])
-    _remember(names, {"ok": True, "digest": digest})
+    _remember(names, {"ok": True, "digest": digest, "rdma": rdma})
 
 
 def format_preflight(doc: dict[str, Any], hosts_arg: str | None = None) -> list[str]:

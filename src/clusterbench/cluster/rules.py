@@ -112,6 +112,26 @@ def shared_addresses(rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def rdma_problems(rows: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    """For ``--transport rdma`` across nodes: a node without an RDMA device whose port is ACTIVE
+    (/sys/class/infiniband/DEV/ports/N/state), named before the launch (UCX would fail there with its
+    own words, or fall back)."""
+    probs = []
+    for h, r in rows.items():
+        f = r.get("facts") or {}
+        if not r.get("reachable") or "rdma" not in f:  # unreachable: named already; an old node: not asked
+            continue
+        devs = f.get("rdma") or {}
+        if any("ACTIVE" in str(state) for ports in devs.values() for state in ports.values()):
+            continue
+        seen = ", ".join(f"{d} port {p} {str(s).split(':')[-1].strip().lower()}" for d, ports in devs.items()
+                         for p, s in ports.items()) or "none"
+        probs.append(problem(h, "rdma", f"--transport rdma: {h} has no RDMA port up (devices: {seen})",
+                             f"bring an RDMA port up on {h} (ibv_devinfo; soft-RoCE: modprobe rdma_rxe && rdma link "
+                             "add rxe0 type rxe netdev IFACE), or use --transport tcp"))
+    return probs
+
+
 #: the names preflight gives the software it compares -> their names in facts.PACKAGES
 _NEEDS = {"MPI": "MPI", "compiler": "C compiler", "BLAS": "BLAS"}
 
