@@ -10,7 +10,8 @@ server stopped and its folder gone, nothing left running in the cluster.
 
 The nodes share this machine's UTS namespace, so every run records this machine's host name: which node
 wrote which run is told by the client address PostgreSQL saw for the run's INSERT (log_statement=mod,
-the address in every log line's prefix).
+the address in every log line's prefix); the run's probe does show that it ran inside a node (its only
+network interface the node's link to the bridge).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def _run_on(node: simcluster.SimNode, c: simcluster.SimCluster, url: str, start:
     argv = t.python_argv("-m", "clusterbench", "--db", url, "run", "intcpu", "--quick", "--threads", "1",
                          "--no-sweep", "--time", "2", "--samples", "4", "--tag", "pgnodes", "--json")
     start.wait(timeout=60)
-    p = remote.run_command(t, argv, timeout=150)
+    p = remote.run_command(t, argv, timeout=100)
     assert p.returncode == 0, (node.name, p.returncode, p.stderr[-2000:])
     return json.loads(p.stdout)
 
