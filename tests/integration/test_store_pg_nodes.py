@@ -76,6 +76,7 @@ def _gone(pid: int, within: float = 10.0) -> bool:
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # 8 virtual nodes, 20-60 s: the tier after the default suite
 def test_eight_virtual_nodes_write_into_one_postgresql_store_at_once(sim_cluster, tmp_path: Path) -> None:
     c = sim_cluster(NODES)
     head = simcluster.exec_prefix(c.head, c)
