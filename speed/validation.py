@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""docs/validation.md's tables, rendered from the raw speed logs so that a figure cannot drift from its log.
+"""The measured figures of the docs, bound to the raw speed logs so that a figure cannot drift from its log.
+
+docs/validation.md's tables are rendered from the logs; figures quoted in prose and excerpts of logs elsewhere
+in docs/ and README.md are checked against them (and put right when the script rewrites).
 
 The claims live in speed/claims.toml. Each table names its log file (speed/results-*.txt) and, optionally, a
 regular expression that starts a session (a log may hold several runs of its script); each row is a list of
@@ -19,6 +22,24 @@ spec; ``unit`` is appended; ``printed`` is the figure as the docs print it, chec
 
 The tables sit in docs/validation.md between ``<!-- validation:ID -->`` and ``<!-- /validation:ID -->``;
 everything outside the markers is prose, kept as written.
+
+A figure quoted in prose (README.md, any page of docs/) is a ``[[figure]]``: its page, its log (and optionally
+``sessions``/``session``/``series`` as a table has them), ``exprs`` (one expression per figure) and ``quote``,
+the words around the figures as the page has them, each figure a format field:
+
+    [[figure]]
+    doc = "docs/sweep.md"
+    log = "results-2026-11-26-amd-epyc-2vcpu-sweep-judge.txt"
+    exprs = ["first(grep('orchestration: ([\\d.]+) s'))"]
+    quote = "orchestration: {0:.1f} s of the sweep"
+
+The quote is found in the page (whitespace, line breaks included, matches any whitespace; a figure matches any
+number); each figure found there must be the one the log gives, and a quote the page no longer holds is a
+problem too. Rewriting puts the log's figures in place.
+
+Program output copied into a page is bound whole: a fenced block right after ``<!-- excerpt: speed/LOG -->``
+must be lines of LOG, in order (a line ``...`` or ``…`` skips any number of lines; leading and trailing
+whitespace is not compared).
 """
 from __future__ import annotations
 
@@ -28,6 +49,7 @@ import math
 import operator
 import re
 import statistics
+import string
 import sys
 from pathlib import Path
 
@@ -259,25 +281,158 @@ def render_doc(doc: str, claims: dict, logdir: Path = HERE) -> tuple[str, list[s
     return out, problems
 
 
+# -- figures in prose, excerpts of logs ---------------------------------------------------------------------
+
+_FIGURE = r"([-+]?\d[\d,]*(?:\.\d+)?)"
+
+
+def quote_pattern(quote: str) -> tuple[re.Pattern, list[tuple[str, str]]]:
+    """A regex finding ``quote`` with any figures in its fields (whitespace matching any whitespace), and its
+    fields (index, format spec) in order."""
+    parts, fields = [], []
+    for literal, name, spec, _conv in string.Formatter().parse(quote):
+        parts.append(r"\s+".join(re.escape(w) for w in re.split(r"\s+", literal)))
+        if name is not None:
+            parts.append(_FIGURE)
+            fields.append((name, spec or ""))
+    return re.compile("".join(parts)), fields
+
+
+def render_figure(fig: dict, text: str, logdir: Path, where: str, problems: list[str]) -> str:
+    """``text`` (a page) with ``fig``'s figures put as its log gives them; a problem for every figure the page
+    prints otherwise, and for a quote the page does not hold."""
+    try:
+        parts = sessions((logdir / fig["log"]).read_text(), fig.get("sessions"))
+    except OSError as e:
+        problems.append(f"{where}: cannot read its log {fig['log']}: {e.strerror}")
+        return text
+    except ClaimError as e:
+        problems.append(f"{where}: {e}")
+        return text
+    s = fig.get("session", 0)
+    if not -len(parts) <= s < len(parts):
+        problems.append(f"{where}: session {s}, the log {fig['log']} has {len(parts)}")
+        return text
+    series = fig.get("series", {})
+    rx, fields = quote_pattern(fig["quote"])
+    try:
+        values = []
+        for e in fig.get("exprs", [fig.get("expr")]):
+            v = evaluate(e, parts[s], series)
+            if isinstance(v, list):
+                if len(v) != 1:
+                    raise ClaimError(f"{e!r} gives {len(v)} values, not one figure")
+                v = v[0]
+            values.append(v)
+        shown = [format(values[int(name) if name else i], spec) for i, (name, spec) in enumerate(fields)]
+    except (ClaimError, IndexError, ValueError) as e:
+        problems.append(f"{where}: {e}")
+        return text
+    matches = list(rx.finditer(text))
+    if not matches:
+        problems.append(f"{where}: {fig['doc']} no longer says {fig['quote']!r} (fix the page or the claim)")
+        return text
+    out, pos = [], 0
+    for m in matches:
+        for i, want in enumerate(shown):
+            got = m.group(i + 1)
+            if got != want:
+                problems.append(f"{where}: {fig['doc']} prints {got!r} in {fig['quote']!r}, the log gives {want!r}")
+            out.append(text[pos:m.start(i + 1)])
+            out.append(want)
+            pos = m.end(i + 1)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_EXCERPT = re.compile(r"<!-- excerpt: speed/([\w./-]+) -->\n(`{3,})[^\n]*\n(.*?)\n\2", re.S)
+
+
+def _excerpt_matches(want: list[str], lines: list[str], at: int | None, skip: bool) -> bool:
+    """Whether ``want`` are lines of ``lines`` from ``at`` on (None: anywhere), consecutive but for the skips."""
+    if not want:
+        return True
+    w = want[0]
+    if w in ("...", "…"):
+        return _excerpt_matches(want[1:], lines, at, True)
+    if at is None or skip:
+        lo = 0 if at is None else at
+        return any(_excerpt_matches(want[1:], lines, j + 1, False) for j in range(lo, len(lines)) if lines[j] == w)
+    if at < len(lines) and lines[at] == w:
+        return _excerpt_matches(want[1:], lines, at + 1, False)
+    return not w and _excerpt_matches(want[1:], lines, at, False)  # a blank line the log does not have
+
+
+def check_excerpts(name: str, text: str, logdir: Path, problems: list[str]) -> int:
+    """Every fenced block of ``text`` marked as an excerpt must be lines of its log, in order; the count of
+    excerpts."""
+    n = 0
+    for m in _EXCERPT.finditer(text):
+        n += 1
+        log, block = m.group(1), m.group(3)
+        line_no = text.count("\n", 0, m.start()) + 1
+        try:
+            lines = [ln.strip() for ln in (logdir / log).read_text().splitlines()]
+        except OSError as e:
+            problems.append(f"{name}:{line_no}: cannot read the excerpt's log {log}: {e.strerror}")
+            continue
+        want = [ln.strip() for ln in block.splitlines()]
+        while want and not want[0]:
+            want.pop(0)
+        if not _excerpt_matches(want, lines, None, False):
+            bad = next((w for w in want if w not in ("...", "…") and w not in lines), None)
+            detail = f"a line the log does not have: {bad!r}" if bad else "lines the log does not have in that order"
+            problems.append(f"{name}:{line_no}: the excerpt of {log} has {detail}")
+    return n
+
+
+def render_pages(pages: dict[str, str], claims: dict, logdir: Path = HERE) -> tuple[dict[str, str], list[str]]:
+    """``pages`` (path relative to the repository: text) with every ``[[figure]]`` put as its log gives it, and
+    the problems found (excerpts included)."""
+    problems: list[str] = []
+    out = dict(pages)
+    for i, fig in enumerate(claims.get("figure", [])):
+        where = f"figure {i + 1} ({fig.get('doc')})"
+        if fig.get("doc") not in out:
+            problems.append(f"{where}: no such page")
+            continue
+        out[fig["doc"]] = render_figure(fig, out[fig["doc"]], logdir, where, problems)
+    for name, text in out.items():
+        check_excerpts(name, text, logdir, problems)
+    return out, problems
+
+
+def pages_of(root: Path = ROOT) -> dict[str, Path]:
+    """README.md and every page of docs/, by path relative to ``root``."""
+    paths = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return {str(p.relative_to(root)): p for p in paths if p.exists()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if the docs or a claim disagree with the logs")
     ap.add_argument("--claims", type=Path, default=CLAIMS)
     ap.add_argument("--doc", type=Path, default=DOC)
+    ap.add_argument("--root", type=Path, default=ROOT, help="the tree whose README.md and docs/ the figures are in")
     args = ap.parse_args(argv)
     claims = load_claims(args.claims)
-    doc = args.doc.read_text()
-    new, problems = render_doc(doc, claims)
+    paths = pages_of(args.root)
+    paths["docs/validation.md"] = args.doc
+    pages = {name: p.read_text() for name, p in paths.items()}
+    new = dict(pages)
+    new["docs/validation.md"], problems = render_doc(pages["docs/validation.md"], claims)
+    new, more = render_pages(new, claims)
+    problems += more
     for p in problems:
         print(f"validation: {p}", file=sys.stderr)
+    changed = [name for name in pages if new[name] != pages[name]]
     if args.check:
-        if new != doc:
-            print(f"validation: {args.doc} differs from what the logs give (run speed/validation.py)", file=sys.stderr)
-            return 1
-        return 1 if problems else 0
-    if new != doc:
-        args.doc.write_text(new)
-        print(f"validation: {args.doc} rewritten")
+        for name in changed:
+            print(f"validation: {paths[name]} differs from what the logs give (run speed/validation.py)", file=sys.stderr)
+        return 1 if problems or changed else 0
+    for name in changed:
+        paths[name].write_text(new[name])
+        print(f"validation: {paths[name]} rewritten")
     return 1 if problems else 0
 
 
