@@ -38,7 +38,8 @@ number); each figure found there must be the one the log gives, and a quote the 
 problem too. Rewriting puts the log's figures in place.
 
 Program output copied into a page is bound whole: a fenced block right after ``<!-- excerpt: speed/LOG -->``
-must be lines of LOG, in order (a line ``...`` or ``…`` skips any number of lines; leading and trailing
+must be lines of LOG, in order (a line ``...`` or ``…`` skips any number of lines, a line ending in
+`` ...`` is the start of its log line, lines starting with ``$`` are the command; leading and trailing
 whitespace is not compared).
 """
 from __future__ import annotations
@@ -355,10 +356,11 @@ def _excerpt_matches(want: list[str], lines: list[str], at: int | None, skip: bo
     w = want[0]
     if w in ("...", "…"):
         return _excerpt_matches(want[1:], lines, at, True)
+    same = (lambda line: line.startswith(w[:-3].rstrip())) if w.endswith(" ...") else (lambda line: line == w)
     if at is None or skip:
         lo = 0 if at is None else at
-        return any(_excerpt_matches(want[1:], lines, j + 1, False) for j in range(lo, len(lines)) if lines[j] == w)
-    if at < len(lines) and lines[at] == w:
+        return any(_excerpt_matches(want[1:], lines, j + 1, False) for j in range(lo, len(lines)) if same(lines[j]))
+    if at < len(lines) and same(lines[at]):
         return _excerpt_matches(want[1:], lines, at + 1, False)
     return not w and _excerpt_matches(want[1:], lines, at, False)  # a blank line the log does not have
 
@@ -376,7 +378,12 @@ def check_excerpts(name: str, text: str, logdir: Path, problems: list[str]) -> i
         except OSError as e:
             problems.append(f"{name}:{line_no}: cannot read the excerpt's log {log}: {e.strerror}")
             continue
-        want = [ln.strip() for ln in block.splitlines()]
+        want, command, continued = [], False, False
+        for ln in block.splitlines():  # the command ($ ..., its continuation lines) is not output
+            command = ln.startswith("$") or (command and continued)
+            continued = ln.rstrip().endswith("\\")
+            if not command:
+                want.append(ln.strip())
         while want and not want[0]:
             want.pop(0)
         if not _excerpt_matches(want, lines, None, False):
