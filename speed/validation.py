@@ -24,8 +24,8 @@ The tables sit in docs/validation.md between ``<!-- validation:ID -->`` and ``<!
 everything outside the markers is prose, kept as written.
 
 A figure quoted in prose (README.md, any page of docs/) is a ``[[figure]]``: its page, its log (and optionally
-``sessions``/``session``/``series`` as a table has them), ``exprs`` (one expression per figure) and ``quote``,
-the words around the figures as the page has them, each figure a format field:
+``sessions``/``session``/``series`` as a table has them), ``exprs`` (one expression per figure) and ``quote``
+(or a list of them), the words around the figures as the page has them, each figure a format field:
 
     [[figure]]
     doc = "docs/sweep.md"
@@ -299,6 +299,11 @@ def quote_pattern(quote: str) -> tuple[re.Pattern, list[tuple[str, str]]]:
     return re.compile("".join(parts)), fields
 
 
+def _short(quote: str) -> str:
+    quote = " ".join(quote.split())
+    return repr(quote if len(quote) <= 70 else quote[:67] + "...")
+
+
 def render_figure(fig: dict, text: str, logdir: Path, where: str, problems: list[str]) -> str:
     """``text`` (a page) with ``fig``'s figures put as its log gives them; a problem for every figure the page
     prints otherwise, and for a quote the page does not hold."""
@@ -315,7 +320,6 @@ def render_figure(fig: dict, text: str, logdir: Path, where: str, problems: list
         problems.append(f"{where}: session {s}, the log {fig['log']} has {len(parts)}")
         return text
     series = fig.get("series", {})
-    rx, fields = quote_pattern(fig["quote"])
     try:
         values = []
         for e in fig.get("exprs", [fig.get("expr")]):
@@ -325,25 +329,34 @@ def render_figure(fig: dict, text: str, logdir: Path, where: str, problems: list
                     raise ClaimError(f"{e!r} gives {len(v)} values, not one figure")
                 v = v[0]
             values.append(v)
-        shown = [format(values[int(name) if name else i], spec) for i, (name, spec) in enumerate(fields)]
-    except (ClaimError, IndexError, ValueError) as e:
+    except ClaimError as e:
         problems.append(f"{where}: {e}")
         return text
-    matches = list(rx.finditer(text))
-    if not matches:
-        problems.append(f"{where}: {fig['doc']} no longer says {fig['quote']!r} (fix the page or the claim)")
-        return text
-    out, pos = [], 0
-    for m in matches:
-        for i, want in enumerate(shown):
-            got = m.group(i + 1)
-            if got != want:
-                problems.append(f"{where}: {fig['doc']} prints {got!r} in {fig['quote']!r}, the log gives {want!r}")
-            out.append(text[pos:m.start(i + 1)])
-            out.append(want)
-            pos = m.end(i + 1)
-    out.append(text[pos:])
-    return "".join(out)
+    quotes = fig["quote"] if isinstance(fig["quote"], list) else [fig["quote"]]
+    for quote in quotes:
+        rx, fields = quote_pattern(quote)
+        try:
+            shown = [format(values[int(name) if name else i], spec) for i, (name, spec) in enumerate(fields)]
+        except (IndexError, ValueError) as e:
+            problems.append(f"{where}: {_short(quote)}: {e}")
+            continue
+        matches = list(rx.finditer(text))
+        if not matches:
+            problems.append(f"{where}: {fig['doc']} no longer says {_short(quote)} (fix the page or the claim)")
+            continue
+        out, pos = [], 0
+        for m in matches:
+            for i, want in enumerate(shown):
+                got = m.group(i + 1)
+                if got != want:
+                    problems.append(f"{where}: {fig['doc']} prints {got!r} (figure {i + 1} of {_short(quote)}),"
+                                    f" the log gives {want!r}")
+                out.append(text[pos:m.start(i + 1)])
+                out.append(want)
+                pos = m.end(i + 1)
+        out.append(text[pos:])
+        text = "".join(out)
+    return text
 
 
 _EXCERPT = re.compile(r"<!-- excerpt: speed/([\w./-]+) -->\n(`{3,})[^\n]*\n(.*?)\n\2", re.S)
