@@ -307,8 +307,9 @@ def _short(quote: str) -> str:
 def render_figure(fig: dict, text: str, logdir: Path, where: str, problems: list[str]) -> str:
     """``text`` (a page) with ``fig``'s figures put as its log gives them; a problem for every figure the page
     prints otherwise, and for a quote the page does not hold."""
+    logs = fig["log"] if isinstance(fig["log"], list) else [fig["log"]]
     try:
-        parts = sessions((logdir / fig["log"]).read_text(), fig.get("sessions"))
+        parts = sessions("\n".join((logdir / log).read_text() for log in logs), fig.get("sessions"))
     except OSError as e:
         problems.append(f"{where}: cannot read its log {fig['log']}: {e.strerror}")
         return text
