@@ -33,7 +33,8 @@ A figure quoted in prose (README.md, any page of docs/) is a ``[[figure]]``: its
     exprs = ["first(grep('orchestration: ([\\d.]+) s'))"]
     quote = "orchestration: {0:.1f} s of the sweep"
 
-The quote is found in the page (whitespace, line breaks included, matches any whitespace; a figure matches any
+``checks`` (comparisons, as a table's ``check``) hold claims the
+page makes in words ("over 100") and must all be true. The quote is found in the page (whitespace, line breaks included, matches any whitespace; a figure matches any
 number); each figure found there must be the one the log gives, and a quote the page no longer holds is a
 problem too. Rewriting puts the log's figures in place.
 
@@ -330,6 +331,9 @@ def render_figure(fig: dict, text: str, logdir: Path, where: str, problems: list
                     raise ClaimError(f"{e!r} gives {len(v)} values, not one figure")
                 v = v[0]
             values.append(v)
+        for c in fig.get("checks", []):
+            if evaluate(c, parts[s], series) is not True:
+                problems.append(f"{where}: the log does not bear out {c!r}, which the page's words claim")
     except ClaimError as e:
         problems.append(f"{where}: {e}")
         return text
