@@ -103,7 +103,7 @@ FUNCTIONS = {
     "ratios": _ratios, "pmin": lambda a, b: [min(x, y) for x, y in zip(_series(a), _series(b), strict=True)],
 }
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_CMPOPS = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Gt: operator.gt, ast.Lt: operator.lt}
+_CMPOPS = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Gt: operator.gt, ast.Lt: operator.lt, ast.Eq: operator.eq}
 
 
 def grep(text: str, pattern: str, group: int | None = 1) -> list[float]:
