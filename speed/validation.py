@@ -12,7 +12,7 @@ cells, a cell being either literal text or a figure:
 
 ``expr`` is a small expression over the log: ``grep(PATTERN[, GROUP])`` (every match of a regular expression in
 the session's text, multiline, as numbers: the capture group, 1 by default, commas dropped; with no group, one
-1.0 per match), the table's named series (``[table.series]``: name = pattern), ``max min median mean sum len
+1.0 per match; PATTERN may name a series, to take another of its groups), the table's named series (``[table.series]``: name = pattern), ``max min median mean sum len
 first last``, ``ratios(a, b)`` (a[i] / b[i], the per-round ratios) and arithmetic. ``fmt`` is a Python format
 spec; ``unit`` is appended; ``printed`` is the figure as the docs print it, checked against the log. A cell
 ``{check = "EXPR >= 0.97", printed = "met"}`` renders met / not met.
@@ -148,9 +148,11 @@ def evaluate(expr: str, text: str, series: dict[str, str]):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
             return _CMPOPS[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            args = [ev(a) for a in node.args]
-            if node.func.id == "grep":
+            if node.func.id == "grep":  # grep(SERIES, GROUP): a named series' pattern, another group of it
+                args = [series[a.id] if isinstance(a, ast.Name) and a.id in series and i == 0 else ev(a)
+                        for i, a in enumerate(node.args)]
                 return grep(text, *args)
+            args = [ev(a) for a in node.args]
             if node.func.id in FUNCTIONS:
                 return FUNCTIONS[node.func.id](*args)
         raise ClaimError(f"{expr!r}: {ast.unparse(node)} is not allowed")
