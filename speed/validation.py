@@ -53,6 +53,7 @@ import re
 import statistics
 import string
 import sys
+import warnings
 from pathlib import Path
 
 try:
@@ -124,7 +125,9 @@ def grep(text: str, pattern: str, group: int | None = 1) -> list[float]:
 def evaluate(expr: str, text: str, series: dict[str, str]):
     """The value of ``expr`` over a session's ``text``; ``series`` maps a name to its pattern."""
     try:
-        tree = ast.parse(expr, mode="eval")
+        with warnings.catch_warnings():  # '\d' in a pattern: an invalid escape, kept as written
+            warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+            tree = ast.parse(expr, mode="eval")
     except SyntaxError as e:
         raise ClaimError(f"cannot parse {expr!r}: {e.msg}") from None
 
