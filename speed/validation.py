@@ -12,20 +12,22 @@ cells, a cell being either literal text or a figure:
 
 ``expr`` is a small expression over the log: ``grep(PATTERN[, GROUP])`` (every match of a regular expression in
 the session's text, multiline, as numbers: the capture group, 1 by default, commas dropped; with no group, one
-1.0 per match; PATTERN may name a series, to take another of its groups), the table's named series (``[table.series]``: name = pattern), ``max min median mean sum len
-first last``, ``ratios(a, b)`` (a[i] / b[i], the per-round ratios) and arithmetic. ``fmt`` is a Python format
-spec; ``unit`` is appended; ``printed`` is the figure as the docs print it, checked against the log. A cell
-``{check = "EXPR >= 0.97", printed = "met"}`` renders met / not met.
+1.0 per match; PATTERN may name a series, to take another of its groups), the table's named series
+(``[table.series]``: name = pattern), ``max min median mean sum len first last``, ``ratios(a, b)`` (a[i] / b[i],
+the per-round ratios) and arithmetic. ``fmt`` is a Python format spec; ``unit`` is appended; ``printed`` is the
+figure as the docs print it, checked against the log. A cell ``{check = "EXPR >= 0.97", printed = "met"}``
+renders met / not met.
 
-    python3 speed/validation.py            # rewrite the tables in docs/validation.md
-    python3 speed/validation.py --check    # exit 1 when docs/validation.md or a claim disagrees with the logs
+    python3 speed/validation.py            # rewrite the tables, put quoted figures as the logs give them
+    python3 speed/validation.py --check    # exit 1 when a page or a claim disagrees with the logs
 
 The tables sit in docs/validation.md between ``<!-- validation:ID -->`` and ``<!-- /validation:ID -->``;
 everything outside the markers is prose, kept as written.
 
-A figure quoted in prose (README.md, any page of docs/) is a ``[[figure]]``: its page, its log (and optionally
-``sessions``/``session``/``series`` as a table has them), ``exprs`` (one expression per figure) and ``quote``
-(or a list of them), the words around the figures as the page has them, each figure a format field:
+A figure quoted in prose (README.md, any page of docs/) is a ``[[figure]]``: its page, its log (or a list of
+logs, read as one; optionally ``sessions``/``session``/``series`` as a table has them), ``exprs`` (one
+expression per figure) and ``quote`` (or a list of them), the words around the figures as the page has them,
+each figure a format field:
 
     [[figure]]
     doc = "docs/sweep.md"
@@ -33,10 +35,10 @@ A figure quoted in prose (README.md, any page of docs/) is a ``[[figure]]``: its
     exprs = ["first(grep('orchestration: ([\\d.]+) s'))"]
     quote = "orchestration: {0:.1f} s of the sweep"
 
-``checks`` (comparisons, as a table's ``check``) hold claims the
-page makes in words ("over 100") and must all be true. The quote is found in the page (whitespace, line breaks included, matches any whitespace; a figure matches any
-number); each figure found there must be the one the log gives, and a quote the page no longer holds is a
-problem too. Rewriting puts the log's figures in place.
+The quote is found in the page (its whitespace matches any whitespace, line breaks included; a figure matches
+any number); each figure found there must be the one the log gives, and a quote the page no longer holds is a
+problem too. Rewriting puts the log's figures in place. ``checks`` (comparisons, as a table's ``check``) hold
+what the page claims in words ("over 100") and must all be true.
 
 Program output copied into a page is bound whole: a fenced block right after ``<!-- excerpt: speed/LOG -->``
 must be lines of LOG, in order (a line ``...`` or ``…`` skips any number of lines, a line ending in
@@ -64,7 +66,6 @@ except ModuleNotFoundError:  # Python 3.10
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CLAIMS = HERE / "claims.toml"
-DOC = ROOT / "docs" / "validation.md"
 _NUM = re.compile(r"^[-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?$")
 
 
@@ -435,19 +436,19 @@ def render_pages(pages: dict[str, str], claims: dict, logdir: Path = HERE) -> tu
 def pages_of(root: Path = ROOT) -> dict[str, Path]:
     """README.md and every page of docs/, by path relative to ``root``."""
     paths = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
-    return {str(p.relative_to(root)): p for p in paths if p.exists()}
+    return {p.relative_to(root).as_posix(): p for p in paths if p.exists()}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if the docs or a claim disagree with the logs")
     ap.add_argument("--claims", type=Path, default=CLAIMS)
-    ap.add_argument("--doc", type=Path, default=DOC)
     ap.add_argument("--root", type=Path, default=ROOT, help="the tree whose README.md and docs/ the figures are in")
+    ap.add_argument("--doc", type=Path, help="docs/validation.md (default: under --root)")
     args = ap.parse_args(argv)
     claims = load_claims(args.claims)
     paths = pages_of(args.root)
-    paths["docs/validation.md"] = args.doc
+    paths["docs/validation.md"] = args.doc or args.root / "docs" / "validation.md"
     pages = {name: p.read_text() for name, p in paths.items()}
     new = dict(pages)
     new["docs/validation.md"], problems = render_doc(pages["docs/validation.md"], claims)
