@@ -187,3 +187,45 @@ def test_mpich_applies_the_cvar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                      "--ranks", "2", "--algorithms", "bogus"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "MPICH 4" in err[0] and "recursive_doubling" in err[0]
+
+
+def _mpich_or_skip():
+    if not shutil.which("mpiexec.mpich") and not shutil.which("mpiexec.hydra"):
+        pytest.skip("no mpiexec.mpich on PATH: install mpich and libmpich-dev")
+    from clusterbench.benchmarks.mpi.common import detect
+
+    return detect({"mpi": "mpich"})
+
+
+def test_mpich_runs_the_selection_file_the_tuner_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default tree read from the libmpich the run uses, allreduce's intra branch replaced by
+    size ranges (and bcast's, in a second file): MPICH reads it (a file naming an algorithm it lacks
+    aborts MPI_Init's first collective), and clusterbench's coll kernel runs allreduce and bcast with
+    it on 2 and 3 ranks, results validated, the file recorded as the run's algorithm."""
+    from clusterbench.tuning.coll import mpich_tree as T
+
+    mpi = _mpich_or_skip()
+    tree, why = T.default_for(mpi.mpicc, "allreduce")
+    if tree is None:
+        pytest.skip(why)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**tree.tree, "collective=allreduce": {"comm_type=intra": {
+        "algorithm=MPIR_Allreduce_intra_no_such_algorithm": {}}}}))
+    store = Store(tmp_path / "t.db")
+    given = {"ranks": 2, "sizes": [8, 1024, 8192, 65536], "time_budget": 0.01, "mpi": "mpich", "allow_root": True}
+    monkeypatch.setenv(T.ENV, str(bad))
+    with pytest.raises(KernelFailed):
+        session.run(["allreduce"], {"allreduce": given}, store=store, timeout=120, oversubscribe=True)
+    files = {"allreduce": [(8, 1024, None), (8192, 65536, "reduce_scatter_allgather")],
+             "bcast": [(8, 1024, "binomial"), (8192, 65536, "scatter_ring_allgather")]}
+    for op, ranges in files.items():
+        path = tmp_path / f"{op}.json"
+        path.write_text(tree.text(op, ranges))
+        monkeypatch.setenv(T.ENV, str(path))
+        for ranks in (2, 3):
+            rep = session.run(["allreduce", "bcast"], {o: {**given, "ranks": ranks} for o in ("allreduce", "bcast")},
+                              store=store, timeout=180, oversubscribe=True)
+            lat = [r for r in rep.results if r.metric == "latency"]
+            assert len(lat) == 8 and all(r.value > 0 for r in lat), (op, ranks)
+            assert all(r.params["algorithm"] == {"mpi": "mpich", "param": T.ENV, "value": str(path)} for r in lat)
+    assert _children() == []
