@@ -229,3 +229,33 @@ def test_mpich_runs_the_selection_file_the_tuner_writes(tmp_path: Path, monkeypa
             assert len(lat) == 8 and all(r.value > 0 for r in lat), (op, ranks)
             assert all(r.params["algorithm"] == {"mpi": "mpich", "param": T.ENV, "value": str(path)} for r in lat)
     assert _children() == []
+
+
+def test_tune_coll_mpich_two_ranks_writes_or_says_default(tmp_path: Path, capsys) -> None:
+    """tune coll with MPICH on 2 local ranks: the per-size mode is announced, the verification runs
+    the selection file (recorded as the trials' algorithm), and the file written (if any gain was
+    verified) is the library's tree with allreduce's ranges; else the default's figures."""
+    from clusterbench.tuning.coll import mpich_tree as T
+
+    mpi = _mpich_or_skip()
+    tree, why = T.default_for(mpi.mpicc, "allreduce")
+    if tree is None:
+        pytest.skip(why)
+    db, out = tmp_path / "t.db", tmp_path / "ar.json"
+    code = cli_main(["--db", str(db), "tune", "coll", "--op", "allreduce", "--mpi", "mpich", "--ranks", "2",
+                     "--oversubscribe", "--sizes", "8,65536", "--algorithms", "reduce_scatter_allgather",
+                     "--budget", "100s", "--max-rounds", "4", "--output", str(out), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["mpi"]["name"] == "mpich"
+    assert any(n.startswith("per-size selection file built on the default tree in") for n in doc["notes"])
+    runs = Store(db).list_runs()
+    tuned = [r for r in runs if "/tuned" in r.command]
+    if doc["verify"].get("rounds"):
+        assert tuned and all(res.params["algorithm"]["param"] == T.ENV for res in Store(db).results(tuned[0].id))
+    if doc["output"]["written"]:
+        assert doc["output"]["format"] == "mpich-selection-json" and doc["output"]["env"] == {T.ENV: str(out)}
+        got = json.loads(out.read_text())
+        assert all(got[k] == tree.tree[k] for k in tree.tree if k != "collective=allreduce")
+    else:
+        assert not out.exists() and sorted(doc["default_best"] + doc["undecided"]) == [8, 65536]
+    assert not list(tmp_path.glob("ar.json.verify*")) and _children() == []
