@@ -231,6 +231,41 @@ def test_mpich_runs_the_selection_file_the_tuner_writes(tmp_path: Path, monkeypa
     assert _children() == []
 
 
+def _renamed(tree: dict, old: str, new: str) -> dict:
+    return {k.replace(old, new): _renamed(v, old, new) for k, v in tree.items()}
+
+
+def test_mpichs_size_ranges_decide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proof that MPICH selects by the file's ranges: a probe file whose tuned range (8 KiB..64 KiB)
+    names another collective's algorithm (a valid name, so the file loads; MPICH asserts when
+    allreduce's selection returns it: "Internal error") aborts the kernel's allreduce exactly inside the range, and
+    the library's own branch (below and above it) runs and validates."""
+    from clusterbench.tuning.coll import mpich_tree as T
+
+    mpi = _mpich_or_skip()
+    tree, why = T.default_for(mpi.mpicc, "allreduce")
+    if tree is None:
+        pytest.skip(why)
+    doc = json.loads(tree.text("allreduce", [(8, 4096, None), (8192, 65536, "recursive_doubling")]))
+    branch = doc["collective=allreduce"]["comm_type=intra"]
+    branch["avg_msg_size<=65536"] = _renamed(branch["avg_msg_size<=65536"], "MPIR_Allreduce_intra_recursive_doubling",
+                                             "MPIR_Bcast_intra_binomial")
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv(T.ENV, str(path))
+    store = Store(tmp_path / "t.db")
+    given = {"ranks": 2, "time_budget": 0.01, "mpi": "mpich", "allow_root": True}
+    for sizes, aborts in (([4096], False), ([8192], True), ([65536], True), ([65544], False)):
+        run = {"allreduce": {**given, "sizes": sizes}}
+        if aborts:
+            with pytest.raises(KernelFailed, match="Internal error"):
+                session.run(["allreduce"], run, store=store, timeout=120, oversubscribe=True)
+        else:
+            rep = session.run(["allreduce"], run, store=store, timeout=120, oversubscribe=True)
+            assert [r.value > 0 for r in rep.results if r.metric == "latency"] == [True], sizes
+    assert _children() == []
+
+
 def test_tune_coll_mpich_two_ranks_writes_or_says_default(tmp_path: Path, capsys) -> None:
     """tune coll with MPICH on 2 local ranks: the per-size mode is announced, the verification runs
     the selection file (recorded as the trials' algorithm), and the file written (if any gain was
