@@ -46,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 CB = [sys.executable, "-m", "clusterbench"]
 
@@ -229,8 +231,7 @@ def main() -> int:
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # an injection in place is undone on the way out
     suffix = "" if args.inject == "cpu" else f"-{args.inject}"
-    log_path = Path(args.log) if args.log else REPO / "speed" / (
-        f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-check-alarms{suffix}.txt")
+    log_path = log_file(args.log, f"{machine_name()}-check-alarms{suffix}")
     lines: list[str] = []
 
     def say(text: str) -> None:
@@ -285,8 +286,7 @@ def main() -> int:
     sl = sum(d["exit_code"] == 6 for d in results["slowed"])
     say(f"false alarms {un}/{args.nights} (target <= 1/20): {'met' if un <= args.nights / 20 else 'NOT met'}")
     say(f"detected {sl}/{args.nights} (target >= 19/20): {'met' if sl >= args.nights * 19 / 20 else 'NOT met'}")
-    log_path.write_text("\n".join(lines) + "\n")
-    print(f"log: {log_path}")
+    save_log(log_path, lines, "log")
     return 0
 
 

@@ -62,6 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed_mpi import PROBE, REPO  # noqa: E402
 from speed_peers import machine_name, ratio_text  # noqa: E402
+from speedkit import RawLog, log_file  # noqa: E402
 
 from clusterbench.benchmarks import get_benchmark  # noqa: E402
 from clusterbench.benchmarks.base import RunContext  # noqa: E402
@@ -351,13 +352,7 @@ def main() -> int:
     args = ap.parse_args()
     if not args.hosts and not args.ranks:
         args.ranks = 2
-    default = f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-coll-osu.txt"
-    log = open(Path(args.log) if args.log else REPO / "speed" / default, "a")
-
-    def out(line: str) -> None:
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
+    out = RawLog(log_file(args.log, f"{machine_name()}-coll-osu"))
 
     setup = Setup(args)
     tarball = Path(args.osu_tar) if args.osu_tar else Path(
@@ -390,7 +385,7 @@ def main() -> int:
     summary(rows, args, out)
     if args.quick_wall:
         quick_wall(args, out)
-    log.close()
+    out.close()
     return 0
 
 

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
@@ -150,8 +152,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs per side")
     ap.add_argument("--log", help="log file (default: speed/results-<date>-<machine>-compare-fpr.txt)")
     args = ap.parse_args()
-    log_path = Path(args.log) if args.log else (
-        REPO / "speed" / f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-compare-fpr.txt")
+    log_path = log_file(args.log, f"{machine_name()}-compare-fpr")
     lines: list[str] = []
 
     def say(line: str) -> None:
@@ -170,8 +171,7 @@ def main() -> int:
         say(f"load average at the end {os.getloadavg()}; {runner.count} runs in {time.monotonic() - t0:.0f} s")
     verdict = "met" if fp <= max(1, args.pairs // 20) else "NOT met"
     say(f"false-positive target (<= 5% of pairs): {verdict} ({fp} of {args.pairs})")
-    log_path.write_text("\n".join(lines) + "\n")
-    print(f"log: {log_path}")
+    save_log(log_path, lines, "log")
     return 0 if verdict == "met" else 1
 
 

@@ -27,17 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import cpu_model, log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 CB = [sys.executable, "-m", "clusterbench"]
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def main() -> int:
@@ -50,7 +45,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="cb-verify-"))
     env = {**os.environ, "CLUSTERBENCH_SIM_PREFIX": "cbvfy-", "CLUSTERBENCH_SIM_STATE": str(tmp / "sim"),
            "CLUSTERBENCH_DB": str(tmp / "r.db"), "PYTHONPATH": str(REPO / "src")}
-    lines = [f"# doctor --verify jumbo-unused on a 2-node virtual cluster (nodes at MTU 1500, switch 9000, offloads off)",
+    lines = ["# doctor --verify jumbo-unused on a 2-node virtual cluster (nodes at MTU 1500, switch 9000, offloads off)",
              f"# {time.strftime('%Y-%m-%d %H:%M:%S')} on {cpu_model()}, {os.cpu_count()} cpus, {platform.release()}"]
     try:
         # the "switch" (bridge, head) passes jumbo frames; the two nodes use 1500, as doctor's jumbo-unused finds
@@ -83,12 +78,8 @@ def main() -> int:
         lines += ["", "$ clusterbench compare BEFORE AFTER", txt.rstrip()]
     finally:
         subprocess.run([*CB, "sim-cluster", "down"], env=env, capture_output=True)
-    out = "\n".join(lines) + "\n"
-    log = Path(args.log) if args.log else REPO / "speed" / (
-        f"results-{time.strftime('%Y-%m-%d')}-{platform.node() or 'host'}-doctor-verify.txt")
-    log.write_text(out)
-    print(out, end="")
-    print(f"log: {log}")
+    print("\n".join(lines))
+    save_log(log_file(args.log, f"{platform.node() or 'host'}-doctor-verify"), lines, "log")
     return 0
 
 

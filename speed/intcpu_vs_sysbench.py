@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from clusterbench import session  # noqa: E402
 from clusterbench.probe import probe  # noqa: E402
+from speedkit import RawLog, log_file  # noqa: E402
 
 TARGET = 1.0
 
@@ -107,14 +108,7 @@ def main() -> int:
     primes = [int(x) for x in args.max_primes.split(",")]
     threads = [int(x) for x in args.threads.split(",")]
     configs = [(m, t) for m in primes for t in threads]
-    default = f"results-{time.strftime('%Y-%m-%d')}-{machine_name(p)}-intcpu.txt"
-    log_path = Path(args.log) if args.log else REPO / "speed" / default
-    log = open(log_path, "a")
-
-    def out(line: str) -> None:
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
+    out = RawLog(log_file(args.log, f"{machine_name(p)}-intcpu"))
 
     ver = subprocess.run(["sysbench", "--version"], capture_output=True, text=True).stdout.strip()
     cc = subprocess.run([os.environ.get("CC", "cc"), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
@@ -175,7 +169,7 @@ def main() -> int:
         out(f"target intcpu >= {TARGET} x sysbench, {label}: {'met' if min(vals) >= TARGET else 'NOT met'} "
             f"(lowest {min(vals):.3f})")
     out(f"load at the end {os.getloadavg()[0]:.2f}")
-    log.close()
+    out.close()
     return 0
 
 

@@ -34,23 +34,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from speedkit import RawLog, cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 CB = [sys.executable, "-m", "clusterbench"]
 PREFIX = "cbmsp-"
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def mem_available() -> int:
@@ -94,13 +88,7 @@ def main() -> int:
     srcs = [tuple(x.split("=", 1)) if "=" in x else (x, x) for x in args.src.split(",")] if args.src else \
         [("this", str(REPO / "src"))]
     srcs = [(label, str(Path(d).resolve())) for label, d in srcs]
-    out = open(args.log, "w") if args.log else None
-
-    def log(text: str) -> None:
-        print(text, flush=True)
-        if out:
-            out.write(text + "\n")
-            out.flush()
+    log = RawLog(args.log, "w")
 
     log(f"# machines speed, {time.strftime('%Y-%m-%d %H:%M:%S')}; {cpu_model()}, {os.cpu_count()} cpus; "
         f"load {os.getloadavg()[0]:.1f}; clusterbench from {', '.join(f'{lb}={d}' for lb, d in srcs)}; "

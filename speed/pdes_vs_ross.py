@@ -4,7 +4,7 @@
 The reference is ROSS (the simulator seed 003 used), built for measurement only in a temporary directory
 from its source tarball in ``../shared/reference/ross-*.tar.gz`` (cmake -DROSS_BUILD_MODELS=ON,
 CMAKE_C_COMPILER=mpicc, Release with -O3 -DNDEBUG) and never copied into the project; ``--ross PATH``
-uses an existing ``phold`` binary instead.
+uses an existing ``phold`` binary instead (building, running and reading ROSS: speed/ross_phold.py).
 
 Same model on both sides: PHOLD, 1024 LPs in all, each event schedules one event, to a uniformly chosen
 LP with probability ``remote`` (else to itself) at now + delay. ROSS's delay is lookahead + Exp(mean -
@@ -74,22 +74,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from ross_phold import ROOT_MPI, RunFailed, build_ross, ross
+from speedkit import RawLog, load, log_file
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "reference"
 sys.path.insert(0, str(REPO / "src"))
 CB = str(REPO / ".venv" / "bin" / "clusterbench")
-ROOT_MPI = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 ROOT_CB = ["--allow-root"] if os.geteuid() == 0 else []
-ROSS_FLAGS = "-O3 -DNDEBUG"
-CMAKE = ["-DROSS_BUILD_MODELS=ON", "-DCMAKE_C_COMPILER=mpicc", "-DCMAKE_BUILD_TYPE=Release",
-         f"-DCMAKE_C_FLAGS_RELEASE={ROSS_FLAGS}"]
 SIM_PREFIX = "cbpdes-"  # our own virtual cluster, beside any other engineer's cbsim-
 
 TARGETS = {"opt2_vs_ross_opt2": 1.5, "opt2_vs_ross_seq": 1.0, "seq_vs_ross_seq": 1.0}
-
-
-class RunFailed(RuntimeError):
-    pass
 
 
 def machine_name() -> str:
@@ -119,138 +113,6 @@ def machine_description() -> str:
     cc = subprocess.run(["mpicc", "--version"], capture_output=True, text=True).stdout.splitlines()
     return (f"{desc}, {len(os.sched_getaffinity(0))} cpus{mem}; kernel {os.uname().release}; "
             f"{mpi[0] if mpi else 'mpirun ?'}; mpicc -> {cc[0] if cc else '?'}")
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-# ----------------------------------------------------------------------------------------------- ROSS
-
-
-def build_ross(work: Path, say) -> Path:
-    tarball = sorted(SHARED.glob("ross-*.tar.gz"))[-1]
-    subprocess.run(["tar", "xzf", str(tarball), "-C", str(work)], check=True)
-    src = next(p for p in work.iterdir() if p.is_dir())
-    build = work / "build"
-    cfg = ["cmake", "-S", str(src), "-B", str(build), *CMAKE]
-    mk = ["make", "-C", str(build), f"-j{os.cpu_count() or 2}", "phold"]
-    say(f"ROSS source {tarball.name}; build: {shlex.join(cfg)} && {shlex.join(mk)}")
-    t0 = time.monotonic()
-    for cmd in (cfg, mk):
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise SystemExit(f"ROSS build failed: {shlex.join(cmd)}:\n{(p.stdout + p.stderr)[-2000:]}")
-    binary = build / "models" / "phold" / "phold"
-    say(f"ROSS built in {time.monotonic() - t0:.1f} s: {binary}")
-    return binary
-
-
-ROSS_FIELDS = {
-    "running_time_s": r": Running Time = ([0-9.]+) seconds",
-    "processed": r"Total Events Processed\s+(\d+)",
-    "rolled_back": r"Events Rolled Back\s+(\d+)",
-    "ross_efficiency_pct": r"Efficiency\s+(-?[0-9.]+) %",
-    "remote_network": r"Total Remote \(network\) Events Processed\s+(\d+)",
-    "rollbacks": r"Total Roll Backs\s+(\d+)",
-    "primary_rollbacks": r"Primary Roll Backs\s+(\d+)",
-    "secondary_rollbacks": r"Secondary Roll Backs\s+(\d+)",
-    "gvt_rounds": r"Total GVT Computations\s+(\d+)",
-    "net": r"Net Events Processed\s+(\d+)",
-    "event_rate": r"Event Rate \(events/sec\)\s+([0-9.]+)",
-    "past_end": r"Total Events Scheduled Past End Time\s+(\d+)",
-    "events_allocated": r"Events Allocated\s+(\d+)",
-    "remote_sends": r"Remote sends\s+(\d+)",
-}
-
-
-def parse_ross(text: str) -> dict:
-    """ROSS's end-of-run statistics (core/tw-stats.c): net = processed - rolled back; event rate = net /
-    max PE wall time ("Running Time"); efficiency = 100 (1 - rolled back / net)."""
-    out: dict = {}
-    for key, pat in ROSS_FIELDS.items():
-        m = re.search(pat, text)
-        if m:
-            out[key] = float(m.group(1)) if "." in m.group(1) else int(m.group(1))
-    missing = [k for k in ("running_time_s", "processed", "net", "event_rate") if k not in out]
-    if missing:
-        raise RunFailed(f"ROSS printed no {', '.join(missing)}:\n{text[-1500:]}")
-    out["eps"] = out["net"] / out["running_time_s"]  # = ROSS's Event Rate
-    out["committed"] = out["net"]
-    out["efficiency"] = out["net"] / out["processed"]  # committed / processed, as ours
-    return out
-
-
-def ross_cmd(binary: Path, synch: int, ranks: int, a, mean: float, extramem: int | None,
-             launch: list[str] | None = None) -> list[str]:
-    """``launch``: mpirun and its options up to the program (default: this node, one rank per core)."""
-    if launch is None:
-        launch = ["mpirun", *ROOT_MPI, "-n", str(ranks), "--bind-to", "core", "--map-by", "core"]
-    cmd = [*launch, str(binary),
-           f"--synch={synch}", f"--nlp={a.lps // ranks}", f"--end={a.end:g}", f"--remote={a.remote:g}",
-           f"--lookahead={a.lookahead:g}", f"--mean={mean:g}", f"--start-events={a.start_events}"]
-    if extramem is not None:
-        cmd.append(f"--extramem={extramem}")
-    return cmd
-
-
-def run_watched(cmd: list[str], cwd: str, timeout: float, launch_timeout: float, started: str) -> tuple[int, str]:
-    """Run ``cmd`` in its own process group with its output in a file; kill the group (SIGKILL) if it has
-    printed no ``started`` within ``launch_timeout`` s (Open MPI's launch across the virtual cluster's
-    namespaces now and then hangs before any rank starts: clusterbench's own runs retry it too) or if it
-    is still running after ``timeout`` s. Returns (exit status or None on a launch hang, output)."""
-    out_path = Path(cwd) / "out.txt"
-    with open(out_path, "w") as f:
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    t0 = time.monotonic()
-    while proc.poll() is None:
-        time.sleep(0.1)
-        el = time.monotonic() - t0
-        hung = el > launch_timeout and started not in out_path.read_text(errors="replace")
-        if hung or el > timeout:
-            try:
-                os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            text = out_path.read_text(errors="replace")
-            if hung:
-                return None, text
-            raise subprocess.TimeoutExpired(cmd, timeout, output=text)
-    return proc.returncode, out_path.read_text(errors="replace")
-
-
-def ross(binary: Path, synch: int, ranks: int, a, mean: float, say, launch: list[str] | None = None) -> dict:
-    """One ROSS run in a scratch directory (it appends to ./ross.csv). An optimistic run that runs out of
-    event buffers ("Out of events ... --extramem") is retried with twice the extramem; a launch that hangs
-    (no "tw_net_start" within --launch-timeout s) is killed and retried up to twice."""
-    extramem = a.extramem if synch == 3 else None
-    hangs = 0
-    while True:
-        cmd = ross_cmd(binary, synch, ranks, a, mean, extramem, launch)
-        with tempfile.TemporaryDirectory(prefix="cb-ross-run-") as d:
-            os.chmod(d, 0o755)
-            t0 = time.monotonic()
-            rc, text = run_watched(cmd, d, a.timeout, a.launch_timeout, "tw_net_start")
-            wall = time.monotonic() - t0
-        if rc is None:
-            hangs += 1
-            say(f"  ROSS launch hung (no output in {a.launch_timeout:g} s), killed{'; retrying' if hangs <= 2 else ''}")
-            if hangs <= 2:
-                continue
-            raise RunFailed(f"{shlex.join(cmd)}: the launch hung {hangs} times")
-        if rc != 0 and "increasing --extramem" in text and extramem is not None and extramem < 1 << 24:
-            say(f"  ROSS out of event buffers with --extramem={extramem}; retrying with {extramem * 2}")
-            extramem *= 2
-            a.extramem = extramem
-            continue
-        if rc != 0:
-            raise RunFailed(f"{shlex.join(cmd)}: exit {rc}:\n{text[-1500:]}")
-        r = parse_ross(text)
-        r["cmd"] = shlex.join(cmd)
-        r["wall_s"] = wall
-        r["launch_hangs"] = hangs
-        return r
 
 
 # ----------------------------------------------------------------------------------------------- ours
@@ -390,13 +252,7 @@ def main() -> int:
     variants = [v for v in a.ross_models.split(",") if v]
     ross_means = {"same": a.mean + a.lookahead, "issue": 1.0}
 
-    log_path = Path(a.log) if a.log else REPO / "speed" / f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-pdes.txt"
-    log = open(log_path, "a")
-
-    def say(line: str = "") -> None:
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
+    say = RawLog(log_file(a.log, f"{machine_name()}-pdes"))
 
     up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     say(f"# pdes_vs_ross.py {time.strftime('%Y-%m-%d %H:%M:%S')} on {machine_description()}")
@@ -456,8 +312,8 @@ def main() -> int:
         say(f"load at the end: {load()}")
     finally:
         work_ctx.cleanup()
-        log.close()
-    print(f"raw log: {log_path}")
+        say.close()
+    print(f"raw log: {say.path}")
     return 0
 
 

@@ -25,68 +25,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import hpcc_summary, hpccinf, log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 ROOT_MPI = ["--allow-run-as-root"] if os.geteuid() == 0 else []
 ROOT_CB = ["--allow-root"] if os.geteuid() == 0 else []
 CB = [str(REPO / ".venv" / "bin" / "clusterbench")]
-
-HPCCINF = """HPLinpack benchmark input file
-Innovative Computing Laboratory, University of Tennessee
-HPL.out      output file name (if any)
-6            device out (6=stdout,7=stderr,file)
-1            # of problems sizes (N)
-{n}          Ns
-1            # of NBs
-{nb}         NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-1            # of process grids (P x Q)
-1            Ps
-2            Qs
-16.0         threshold
-1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
-1            # of recursive stopping criterium
-4            NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-##### This line (no. 32) is ignored (it serves as a separator). ######
-0                               Number of additional problem sizes for PTRANS
-1200 10000 30000                values of N
-0                               number of additional blocking sizes for PTRANS
-40 9 8 13 13 20 16 32 64        values of NB
-"""
 
 
 def hpcc(n: int, nb: int) -> dict[str, float]:
     """hpcc's summary keys (its figures and the sizes it chose: RandomAccess_N, MPIRandomAccess_N,
     FFT_N, MPIFFT_N, PTRANS_n, PTRANS_nb; hpcc runs PTRANS at N/2 of its HPL N)."""
     with tempfile.TemporaryDirectory() as d:
-        Path(d, "hpccinf.txt").write_text(HPCCINF.format(n=n, nb=nb))
+        Path(d, "hpccinf.txt").write_text(hpccinf(n, nb, q=2))
         subprocess.run(["mpirun", *ROOT_MPI, "-np", "2", "--map-by", "core", "--bind-to", "core", "hpcc"], cwd=d,
                        capture_output=True, timeout=3600, check=True,
                        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
         text = Path(d, "hpccoutf.txt").read_text()
-    keys: dict[str, float] = {}
-    for line in text.split("Begin of Summary section.")[-1].splitlines():
-        k, eq, v = line.partition("=")
-        if eq:
-            try:
-                keys[k.strip()] = float(v)
-            except ValueError:
-                pass
-    return keys
+    return hpcc_summary(text)
 
 
 def log2(x: float) -> str:
@@ -180,9 +136,7 @@ def main() -> int:
             took = time.monotonic() - t0
             n = len(json.loads(p.stdout)["results"]) if p.returncode == 0 else 0
             say(f"run hpcc --quick ({label}): {took:.1f} s, exit {p.returncode}, {n} figures (target <= 120 s)")
-    log = Path(args.log) if args.log else REPO / "speed" / f"results-{time.strftime('%Y-%m-%d')}-hpcc.txt"
-    log.write_text("\n".join(lines) + "\n")
-    print(f"raw log: {log}")
+    save_log(log_file(args.log, "hpcc"), lines)
     return 0
 
 

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import log_file, save_log
+
 from clusterbench.kernels.build import WARN_FLAGS, arch_flags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,9 +141,7 @@ def main() -> int:
     say(f"best: ours {best_o:.3f}, reference {best_r:.3f}, best/best {best_o / best_r:.2f}; "
         f"median per-round ratio {statistics.median(ratios):.2f} (target >= 1.5, valid on both sides: "
         f"{all(x['valid'] for x in rows['ours'] + rows['ref'])})")
-    log = Path(args.log) if args.log else REPO / "speed" / f"results-{time.strftime('%Y-%m-%d')}-hpcg.txt"
-    log.write_text("\n".join(lines) + "\n")
-    print(f"raw log: {log}")
+    save_log(log_file(args.log, "hpcg"), lines)
     return 0
 
 

@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 from speed_node import hpcc  # noqa: E402
+from speedkit import RawLog  # noqa: E402
 
 from clusterbench.benchmarks import get_benchmark  # noqa: E402
 from clusterbench.benchmarks.base import RunContext  # noqa: E402
@@ -77,13 +78,7 @@ def main() -> int:
     ap.add_argument("--sweeps", type=int, default=5)
     ap.add_argument("--log", help="append the raw lines to this file too")
     args = ap.parse_args()
-    log = open(args.log, "a") if args.log else None
-
-    def out(line: str) -> None:
-        print(line, flush=True)
-        if log:
-            log.write(line + "\n")
-            log.flush()
+    out = RawLog(args.log)
 
     out(f"# speed_mpi.py {time.strftime('%Y-%m-%d %H:%M:%S')} on {PROBE.get('cpu', {}).get('model_name')}, "
         f"{len(os.sched_getaffinity(0))} cpus")

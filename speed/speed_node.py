@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,44 +31,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from clusterbench import session  # noqa: E402
 from clusterbench.probe import probe  # noqa: E402
-
-HPCCINF = """HPLinpack benchmark input file
-Innovative Computing Laboratory, University of Tennessee
-HPL.out      output file name (if any)
-8            device out (6=stdout,7=stderr,file)
-1            # of problems sizes (N)
-{n}         Ns
-1            # of NBs
-192          NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-1            # of process grids (P x Q)
-1            Ps
-{q}            Qs
-16.0         threshold
-1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
-1            # of recursive stopping criterium
-4            NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-##### This line (no. 32) is ignored (it serves as a separator). ######
-0                      		Number of additional problem sizes for PTRANS
-1200 10000 30000        	values of N
-0                       	number of additional blocking sizes for PTRANS
-40 9 8 13 13 20 16 32 64       	values of NB
-"""
+from speedkit import hpcc_summary, hpccinf  # noqa: E402
 
 
 def ours(name: str, params: dict, p: dict) -> list:
@@ -109,23 +71,14 @@ def likwid_best(prefix: str) -> str:
 
 def hpcc(np_: int, n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
-        Path(d, "hpccinf.txt").write_text(HPCCINF.format(n=n, q=np_))
+        Path(d, "hpccinf.txt").write_text(hpccinf(n, 192, q=np_, device=8))
         cmd = ["mpirun", "--oversubscribe", "-np", str(np_), "hpcc"]
         if os.geteuid() == 0:
             cmd.insert(1, "--allow-run-as-root")
         subprocess.run(cmd, cwd=d, capture_output=True, timeout=3600,
                        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
         text = Path(d, "hpccoutf.txt").read_text()
-    summary = text.split("Begin of Summary section.")[-1]
-    vals = {}
-    for line in summary.splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            try:
-                vals[k.strip()] = float(v)
-            except ValueError:
-                pass
-    return vals
+    return hpcc_summary(text)
 
 
 def node_quick_wall(cold: bool) -> float:
@@ -153,7 +106,6 @@ def main() -> int:
         os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
     p = probe()
     n = int(p["topology"]["cores"])
-    rows: list[tuple[str, float, float, str, str]] = []
     raw: dict[str, dict[str, list[float]]] = {}
 
     def add(key: str, side: str, value: float) -> None:

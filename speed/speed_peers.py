@@ -40,8 +40,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speed_mpi import BTL, PROBE, REPO, ROOT, netpipe, ours, pick  # noqa: E402
+from speed_mpi import BTL, PROBE, ROOT, netpipe, ours, pick  # noqa: E402
 from speed_node import hpcc  # noqa: E402
+from speedkit import RawLog, log_file  # noqa: E402
 
 SIZES = [16384, 65536, 262144, 1 << 20]
 LAT = 8
@@ -185,14 +186,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.3, help="seconds of timed round trips per size (both sides)")
     ap.add_argument("--log", help="raw log (default: speed/results-<date>-<machine>-peers.txt)")
     args = ap.parse_args()
-    default = f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-peers.txt"
-    log_path = Path(args.log) if args.log else REPO / "speed" / default
-    log = open(log_path, "a")
-
-    def out(line: str) -> None:
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
+    out = RawLog(log_file(args.log, f"{machine_name()}-peers"))
 
     ver = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     out(f"# speed_peers.py {time.strftime('%Y-%m-%d %H:%M:%S')} on {PROBE.get('cpu', {}).get('model_name')}, "
@@ -211,7 +205,7 @@ def main() -> int:
                 + f"; 8 B ours {r['lat']:.3f} us (mean {r['lat_mean']:.3f}) hpcc {r['hpcc_lat']:.3f} "
                 f"NetPIPE {r['np_lat']:.3f} osu-loop {r['ref_lat']:.3f}; load {os.getloadavg()[0]:.2f}")
     report(rows, out)
-    log.close()
+    out.close()
     return 0
 
 

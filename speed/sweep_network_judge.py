@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
@@ -223,11 +225,7 @@ def main() -> int:
     for ln in summary(stats):
         log(ln)
     log(f"# whole script {time.monotonic() - t_start:.0f} s")
-    out = "\n".join(log.lines) + "\n"
-    path = Path(args.log) if args.log else REPO / "speed" / (
-        f"results-{time.strftime('%Y-%m-%d')}-{machine_name()}-sweep-judge.txt")
-    path.write_text(out)
-    print(f"log: {path}")
+    save_log(log_file(args.log, f"{machine_name()}-sweep-judge"), log.lines, "log")
     return 0
 
 

@@ -32,18 +32,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from speedkit import cpu_model, log_file, save_log
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 CB = [sys.executable, "-m", "clusterbench"]
 PREFIX = "cbswp-"
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def main() -> int:
@@ -115,12 +110,8 @@ def main() -> int:
     finally:
         subprocess.run([*CB, "sim-cluster", "down"], env=env, capture_output=True)
     lines += ["", "# summary", *summary]
-    out = "\n".join(lines) + "\n"
-    log = Path(args.log) if args.log else REPO / "speed" / (
-        f"results-{time.strftime('%Y-%m-%d')}-{platform.node() or 'host'}-sweep-overhead.txt")
-    log.write_text(out)
-    print(out, end="")
-    print(f"log: {log}")
+    print("\n".join(lines))
+    save_log(log_file(args.log, f"{platform.node() or 'host'}-sweep-overhead"), lines, "log")
     return 0
 
 

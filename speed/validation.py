@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""docs/validation.md's tables, rendered from the raw speed logs so that a figure cannot drift from its log.
+"""The measured figures of the docs, bound to the raw speed logs so that a figure cannot drift from its log.
+
+docs/validation.md's tables are rendered from the logs; figures quoted in prose and excerpts of logs elsewhere
+in docs/ and README.md are checked against them (and put right when the script rewrites).
 
 The claims live in speed/claims.toml. Each table names its log file (speed/results-*.txt) and, optionally, a
 regular expression that starts a session (a log may hold several runs of its script); each row is a list of
@@ -9,16 +12,38 @@ cells, a cell being either literal text or a figure:
 
 ``expr`` is a small expression over the log: ``grep(PATTERN[, GROUP])`` (every match of a regular expression in
 the session's text, multiline, as numbers: the capture group, 1 by default, commas dropped; with no group, one
-1.0 per match), the table's named series (``[table.series]``: name = pattern), ``max min median mean sum len
-first last``, ``ratios(a, b)`` (a[i] / b[i], the per-round ratios) and arithmetic. ``fmt`` is a Python format
-spec; ``unit`` is appended; ``printed`` is the figure as the docs print it, checked against the log. A cell
-``{check = "EXPR >= 0.97", printed = "met"}`` renders met / not met.
+1.0 per match; PATTERN may name a series, to take another of its groups), the table's named series
+(``[table.series]``: name = pattern), ``max min median mean sum len first last``, ``ratios(a, b)`` (a[i] / b[i],
+the per-round ratios) and arithmetic. ``fmt`` is a Python format spec; ``unit`` is appended; ``printed`` is the
+figure as the docs print it, checked against the log. A cell ``{check = "EXPR >= 0.97", printed = "met"}``
+renders met / not met.
 
-    python3 speed/validation.py            # rewrite the tables in docs/validation.md
-    python3 speed/validation.py --check    # exit 1 when docs/validation.md or a claim disagrees with the logs
+    python3 speed/validation.py            # rewrite the tables, put quoted figures as the logs give them
+    python3 speed/validation.py --check    # exit 1 when a page or a claim disagrees with the logs
 
 The tables sit in docs/validation.md between ``<!-- validation:ID -->`` and ``<!-- /validation:ID -->``;
 everything outside the markers is prose, kept as written.
+
+A figure quoted in prose (README.md, any page of docs/) is a ``[[figure]]``: its page, its log (or a list of
+logs, read as one; optionally ``sessions``/``session``/``series`` as a table has them), ``exprs`` (one
+expression per figure) and ``quote`` (or a list of them), the words around the figures as the page has them,
+each figure a format field:
+
+    [[figure]]
+    doc = "docs/sweep.md"
+    log = "results-2026-11-26-amd-epyc-2vcpu-sweep-judge.txt"
+    exprs = ["first(grep('orchestration: ([\\d.]+) s'))"]
+    quote = "orchestration: {0:.1f} s of the sweep"
+
+The quote is found in the page (its whitespace matches any whitespace, line breaks included; a figure matches
+any number); each figure found there must be the one the log gives, and a quote the page no longer holds is a
+problem too. Rewriting puts the log's figures in place. ``checks`` (comparisons, as a table's ``check``) hold
+what the page claims in words ("over 100") and must all be true.
+
+Program output copied into a page is bound whole: a fenced block right after ``<!-- excerpt: speed/LOG -->``
+must be lines of LOG, in order (a line ``...`` or ``…`` skips any number of lines, a line ending in
+`` ...`` is the start of its log line, lines starting with ``$`` are the command; leading and trailing
+whitespace is not compared).
 """
 from __future__ import annotations
 
@@ -28,7 +53,9 @@ import math
 import operator
 import re
 import statistics
+import string
 import sys
+import warnings
 from pathlib import Path
 
 try:
@@ -39,7 +66,6 @@ except ModuleNotFoundError:  # Python 3.10
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CLAIMS = HERE / "claims.toml"
-DOC = ROOT / "docs" / "validation.md"
 _NUM = re.compile(r"^[-+]?[\d,]*\.?\d+(?:[eE][-+]?\d+)?$")
 
 
@@ -79,7 +105,7 @@ FUNCTIONS = {
     "ratios": _ratios, "pmin": lambda a, b: [min(x, y) for x, y in zip(_series(a), _series(b), strict=True)],
 }
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_CMPOPS = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Gt: operator.gt, ast.Lt: operator.lt}
+_CMPOPS = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Gt: operator.gt, ast.Lt: operator.lt, ast.Eq: operator.eq}
 
 
 def grep(text: str, pattern: str, group: int | None = 1) -> list[float]:
@@ -100,7 +126,9 @@ def grep(text: str, pattern: str, group: int | None = 1) -> list[float]:
 def evaluate(expr: str, text: str, series: dict[str, str]):
     """The value of ``expr`` over a session's ``text``; ``series`` maps a name to its pattern."""
     try:
-        tree = ast.parse(expr, mode="eval")
+        with warnings.catch_warnings():  # '\d' in a pattern: an invalid escape, kept as written
+            warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+            tree = ast.parse(expr, mode="eval")
     except SyntaxError as e:
         raise ClaimError(f"cannot parse {expr!r}: {e.msg}") from None
 
@@ -124,9 +152,11 @@ def evaluate(expr: str, text: str, series: dict[str, str]):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
             return _CMPOPS[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-            args = [ev(a) for a in node.args]
-            if node.func.id == "grep":
+            if node.func.id == "grep":  # grep(SERIES, GROUP): a named series' pattern, another group of it
+                args = [series[a.id] if isinstance(a, ast.Name) and a.id in series and i == 0 else ev(a)
+                        for i, a in enumerate(node.args)]
                 return grep(text, *args)
+            args = [ev(a) for a in node.args]
             if node.func.id in FUNCTIONS:
                 return FUNCTIONS[node.func.id](*args)
         raise ClaimError(f"{expr!r}: {ast.unparse(node)} is not allowed")
@@ -259,25 +289,181 @@ def render_doc(doc: str, claims: dict, logdir: Path = HERE) -> tuple[str, list[s
     return out, problems
 
 
+# -- figures in prose, excerpts of logs ---------------------------------------------------------------------
+
+_FIGURE = r"([-+]?\d[\d,]*(?:\.\d+)?)"
+
+
+def quote_pattern(quote: str) -> tuple[re.Pattern, list[tuple[str, str]]]:
+    """A regex finding ``quote`` with any figures in its fields (whitespace matching any whitespace), and its
+    fields (index, format spec) in order."""
+    parts, fields = [], []
+    for literal, name, spec, _conv in string.Formatter().parse(quote):
+        parts.append(r"\s+".join(re.escape(w) for w in re.split(r"\s+", literal)))
+        if name is not None:
+            parts.append(_FIGURE)
+            fields.append((name, spec or ""))
+    return re.compile("".join(parts)), fields
+
+
+def _short(quote: str) -> str:
+    quote = " ".join(quote.split())
+    return repr(quote if len(quote) <= 70 else quote[:67] + "...")
+
+
+def render_figure(fig: dict, text: str, logdir: Path, where: str, problems: list[str]) -> str:
+    """``text`` (a page) with ``fig``'s figures put as its log gives them; a problem for every figure the page
+    prints otherwise, and for a quote the page does not hold."""
+    logs = fig["log"] if isinstance(fig["log"], list) else [fig["log"]]
+    try:
+        parts = sessions("\n".join((logdir / log).read_text() for log in logs), fig.get("sessions"))
+    except OSError as e:
+        problems.append(f"{where}: cannot read its log {fig['log']}: {e.strerror}")
+        return text
+    except ClaimError as e:
+        problems.append(f"{where}: {e}")
+        return text
+    s = fig.get("session", 0)
+    if not -len(parts) <= s < len(parts):
+        problems.append(f"{where}: session {s}, the log {fig['log']} has {len(parts)}")
+        return text
+    series = fig.get("series", {})
+    try:
+        values = []
+        for e in fig.get("exprs", [fig.get("expr")]):
+            v = evaluate(e, parts[s], series)
+            if isinstance(v, list):
+                if len(v) != 1:
+                    raise ClaimError(f"{e!r} gives {len(v)} values, not one figure")
+                v = v[0]
+            values.append(v)
+        for c in fig.get("checks", []):
+            if evaluate(c, parts[s], series) is not True:
+                problems.append(f"{where}: the log does not bear out {c!r}, which the page's words claim")
+    except ClaimError as e:
+        problems.append(f"{where}: {e}")
+        return text
+    quotes = fig["quote"] if isinstance(fig["quote"], list) else [fig["quote"]]
+    for quote in quotes:
+        rx, fields = quote_pattern(quote)
+        try:
+            shown = [format(values[int(name) if name else i], spec) for i, (name, spec) in enumerate(fields)]
+        except (IndexError, ValueError) as e:
+            problems.append(f"{where}: {_short(quote)}: {e}")
+            continue
+        matches = list(rx.finditer(text))
+        if not matches:
+            problems.append(f"{where}: {fig['doc']} no longer says {_short(quote)} (fix the page or the claim)")
+            continue
+        out, pos = [], 0
+        for m in matches:
+            for i, want in enumerate(shown):
+                got = m.group(i + 1)
+                if got != want:
+                    problems.append(f"{where}: {fig['doc']} prints {got!r} (figure {i + 1} of {_short(quote)}),"
+                                    f" the log gives {want!r}")
+                out.append(text[pos:m.start(i + 1)])
+                out.append(want)
+                pos = m.end(i + 1)
+        out.append(text[pos:])
+        text = "".join(out)
+    return text
+
+
+_EXCERPT = re.compile(r"<!-- excerpt: speed/([\w./-]+) -->\n(`{3,})[^\n]*\n(.*?)\n\2", re.S)
+
+
+def _excerpt_matches(want: list[str], lines: list[str], at: int | None, skip: bool) -> bool:
+    """Whether ``want`` are lines of ``lines`` from ``at`` on (None: anywhere), consecutive but for the skips."""
+    if not want:
+        return True
+    w = want[0]
+    if w in ("...", "…"):
+        return _excerpt_matches(want[1:], lines, at, True)
+    same = (lambda line: line.startswith(w[:-3].rstrip())) if w.endswith(" ...") else (lambda line: line == w)
+    if at is None or skip:
+        lo = 0 if at is None else at
+        return any(_excerpt_matches(want[1:], lines, j + 1, False) for j in range(lo, len(lines)) if same(lines[j]))
+    if at < len(lines) and same(lines[at]):
+        return _excerpt_matches(want[1:], lines, at + 1, False)
+    return not w and _excerpt_matches(want[1:], lines, at, False)  # a blank line the log does not have
+
+
+def check_excerpts(name: str, text: str, logdir: Path, problems: list[str]) -> int:
+    """Every fenced block of ``text`` marked as an excerpt must be lines of its log, in order; the count of
+    excerpts."""
+    n = 0
+    for m in _EXCERPT.finditer(text):
+        n += 1
+        log, block = m.group(1), m.group(3)
+        line_no = text.count("\n", 0, m.start()) + 1
+        try:
+            lines = [ln.strip() for ln in (logdir / log).read_text().splitlines()]
+        except OSError as e:
+            problems.append(f"{name}:{line_no}: cannot read the excerpt's log {log}: {e.strerror}")
+            continue
+        want, command, continued = [], False, False
+        for ln in block.splitlines():  # the command ($ ..., its continuation lines) is not output
+            command = ln.startswith("$") or (command and continued)
+            continued = ln.rstrip().endswith("\\")
+            if not command:
+                want.append(ln.strip())
+        while want and not want[0]:
+            want.pop(0)
+        if not _excerpt_matches(want, lines, None, False):
+            bad = next((w for w in want if w not in ("...", "…") and w not in lines), None)
+            detail = f"a line the log does not have: {bad!r}" if bad else "lines the log does not have in that order"
+            problems.append(f"{name}:{line_no}: the excerpt of {log} has {detail}")
+    return n
+
+
+def render_pages(pages: dict[str, str], claims: dict, logdir: Path = HERE) -> tuple[dict[str, str], list[str]]:
+    """``pages`` (path relative to the repository: text) with every ``[[figure]]`` put as its log gives it, and
+    the problems found (excerpts included)."""
+    problems: list[str] = []
+    out = dict(pages)
+    for i, fig in enumerate(claims.get("figure", [])):
+        where = f"figure {i + 1} ({fig.get('doc')})"
+        if fig.get("doc") not in out:
+            problems.append(f"{where}: no such page")
+            continue
+        out[fig["doc"]] = render_figure(fig, out[fig["doc"]], logdir, where, problems)
+    for name, text in out.items():
+        check_excerpts(name, text, logdir, problems)
+    return out, problems
+
+
+def pages_of(root: Path = ROOT) -> dict[str, Path]:
+    """README.md and every page of docs/, by path relative to ``root``."""
+    paths = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return {p.relative_to(root).as_posix(): p for p in paths if p.exists()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if the docs or a claim disagree with the logs")
     ap.add_argument("--claims", type=Path, default=CLAIMS)
-    ap.add_argument("--doc", type=Path, default=DOC)
+    ap.add_argument("--root", type=Path, default=ROOT, help="the tree whose README.md and docs/ the figures are in")
+    ap.add_argument("--doc", type=Path, help="docs/validation.md (default: under --root)")
     args = ap.parse_args(argv)
     claims = load_claims(args.claims)
-    doc = args.doc.read_text()
-    new, problems = render_doc(doc, claims)
+    paths = pages_of(args.root)
+    paths["docs/validation.md"] = args.doc or args.root / "docs" / "validation.md"
+    pages = {name: p.read_text() for name, p in paths.items()}
+    new = dict(pages)
+    new["docs/validation.md"], problems = render_doc(pages["docs/validation.md"], claims)
+    new, more = render_pages(new, claims)
+    problems += more
     for p in problems:
         print(f"validation: {p}", file=sys.stderr)
+    changed = [name for name in pages if new[name] != pages[name]]
     if args.check:
-        if new != doc:
-            print(f"validation: {args.doc} differs from what the logs give (run speed/validation.py)", file=sys.stderr)
-            return 1
-        return 1 if problems else 0
-    if new != doc:
-        args.doc.write_text(new)
-        print(f"validation: {args.doc} rewritten")
+        for name in changed:
+            print(f"validation: {paths[name]} differs from what the logs give (run speed/validation.py)", file=sys.stderr)
+        return 1 if problems or changed else 0
+    for name in changed:
+        paths[name].write_text(new[name])
+        print(f"validation: {paths[name]} rewritten")
     return 1 if problems else 0
 
 

@@ -3,6 +3,10 @@
 with its unix socket in that directory, stopped (``pg_ctl stop -m immediate``) and removed at the end,
 even when a test fails. Skipped with one line when the server's binaries are absent.
 
+Elsewhere on request (:func:`pg_server`'s ``listen``, ``run_in``, ``clients``, ``settings``): on the
+virtual cluster's head address inside the head's network namespace, say, logging every connection, with
+password logins allowed from the cluster's subnet.
+
 Roles: ``cbadmin`` (superuser, password ``admin-secret``), ``cb`` (owns each test's database, password
 ``cb-secret``) and ``cbro`` (may only read, password ``ro-secret``). Password logins over TCP
 (scram-sha-256), as a site's server would ask.
@@ -14,12 +18,13 @@ import glob
 import itertools
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -47,8 +52,13 @@ def _free_port() -> int:
 class PgServer:
     """One server: :meth:`start`, :meth:`stop`, :meth:`url` of a user and database, :meth:`sql` as its superuser."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, listen: str = "127.0.0.1", run_in: Sequence[str] = (),
+                 clients: Sequence[str] = (), settings: dict[str, str] | None = None) -> None:
+        """``listen``: the address it listens on; ``run_in``: an argv prefix its programs run under (the
+        head's ``ip netns exec NS``); ``clients``: subnets allowed password logins besides loopback;
+        ``settings``: more ``-c NAME=VALUE`` (``log_connections``...). The log: :meth:`log`."""
         self.bindir = bindir
+        self.listen, self.run_in, self.settings = listen, list(run_in), dict(settings or {})
         self.dir = Path(tempfile.mkdtemp(prefix="cb-pgkit-"))
         self.data = self.dir / "data"
         self.port = _free_port()
@@ -60,19 +70,23 @@ class PgServer:
         self._as_owner(["initdb", "-D", str(self.data), "-U", "cbadmin", "--pwfile", str(self.dir / "pw"),
                         "-E", "UTF8", "--locale=C.UTF-8", "--auth-local=trust", "--auth-host=scram-sha-256"],
                        timeout=120)
+        if clients:  # as initdb's own loopback lines: passwords (scram-sha-256) over TCP
+            with open(self.data / "pg_hba.conf", "a") as f:
+                f.writelines(f"host all all {net} scram-sha-256\n" for net in clients)
 
     def _as_owner(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
         cmd = [str(self.bindir / argv[0]), *argv[1:]]
         if self.user:
             cmd = ["runuser", "-u", self.user, "--", *cmd]
+        cmd = [*self.run_in, *cmd]
         p = subprocess.run(cmd, cwd=self.dir, capture_output=True, text=True, timeout=timeout)
         if p.returncode:
             raise RuntimeError(f"{argv[0]} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
         return p
 
     def start(self) -> None:
-        opts = (f"-h 127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off -c max_connections=60"
-                " -c shared_buffers=16MB")
+        opts = (f"-h {self.listen} -p {self.port} -k {self.dir} -c fsync=off -c max_connections=60"
+                " -c shared_buffers=16MB" + "".join(f" -c {k}={shlex.quote(str(v))}" for k, v in self.settings.items()))
         self._as_owner(["pg_ctl", "-D", str(self.data), "-l", str(self.dir / "log"), "-w", "-t", "90",
                         "-o", opts, "start"], timeout=120)
 
@@ -90,13 +104,25 @@ class PgServer:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
 
+    def log(self) -> str:
+        """The server's log so far."""
+        try:
+            return (self.dir / "log").read_text(errors="replace")
+        except OSError:
+            return ""
+
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def url(self, user: str = "cb", db: str = "postgres", password: str | None = None) -> str:
         pw = PASSWORDS.get(user, "") if password is None else password
-        return f"postgresql://{user}:{pw}@127.0.0.1:{self.port}/{db}"
+        return f"postgresql://{user}:{pw}@{self.listen}:{self.port}/{db}"
+
+    def socket_url(self, user: str = "cb", db: str = "postgres") -> str:
+        """A URL through the server's unix socket (no password: ``local`` logins are trusted), which this
+        machine reaches wherever the server listens (in another network namespace, say)."""
+        return f"postgresql://{user}@/{db}?host={self.dir}&port={self.port}"
 
     def sql(self, *statements: str, db: str = "postgres") -> list:
         """Run statements as the superuser (over the unix socket); the last one's rows."""
@@ -122,13 +148,14 @@ class PgServer:
 
 
 @contextlib.contextmanager
-def pg_server() -> Iterator[PgServer]:
-    """A started server with its roles, stopped and removed at the end (skips when none is installed)."""
+def pg_server(**where: object) -> Iterator[PgServer]:
+    """A started server with its roles, stopped and removed at the end (skips when none is installed);
+    ``where``: :class:`PgServer`'s ``listen``, ``run_in``, ``clients`` and ``settings``."""
     bindir = server_bin()
     if bindir is None:
         pytest.skip(SKIP)
     pytest.importorskip("psycopg", reason="psycopg is not installed: ./bootstrap.sh install installs it")
-    server = PgServer(bindir)
+    server = PgServer(bindir, **where)  # type: ignore[arg-type]
     try:
         server.start()
         server.roles()

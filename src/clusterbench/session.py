@@ -191,7 +191,8 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     if hosts:  # separate machines: reachable, named right, the same clusterbench (cached a while after a pass)
         from clusterbench.cluster.preflight import quick
 
-        quick(hosts)
+        quick(hosts, rdma=any(params.get("transport") == "rdma" or "rdma" in (params.get("transports") or ())
+                              for _, params in steps))
     meter = energy.meter_for_run(power, watts, power_interval, hosts)  # bad power input: refused before anything is stored
     if meter is not None:
         ctx.meter = meter

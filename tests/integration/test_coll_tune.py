@@ -187,3 +187,110 @@ def test_mpich_applies_the_cvar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                      "--ranks", "2", "--algorithms", "bogus"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "MPICH 4" in err[0] and "recursive_doubling" in err[0]
+
+
+def _mpich_or_skip():
+    if not shutil.which("mpiexec.mpich") and not shutil.which("mpiexec.hydra"):
+        pytest.skip("no mpiexec.mpich on PATH: install mpich and libmpich-dev")
+    from clusterbench.benchmarks.mpi.common import detect
+
+    return detect({"mpi": "mpich"})
+
+
+def test_mpich_runs_the_selection_file_the_tuner_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default tree read from the libmpich the run uses, allreduce's intra branch replaced by
+    size ranges (and bcast's, in a second file): MPICH reads it (a file naming an algorithm it lacks
+    aborts MPI_Init's first collective), and clusterbench's coll kernel runs allreduce and bcast with
+    it on 2 and 3 ranks, results validated, the file recorded as the run's algorithm."""
+    from clusterbench.tuning.coll import mpich_tree as T
+
+    mpi = _mpich_or_skip()
+    tree, why = T.default_for(mpi.mpicc, "allreduce")
+    if tree is None:
+        pytest.skip(why)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**tree.tree, "collective=allreduce": {"comm_type=intra": {
+        "algorithm=MPIR_Allreduce_intra_no_such_algorithm": {}}}}))
+    store = Store(tmp_path / "t.db")
+    given = {"ranks": 2, "sizes": [8, 1024, 8192, 65536], "time_budget": 0.01, "mpi": "mpich", "allow_root": True}
+    monkeypatch.setenv(T.ENV, str(bad))
+    with pytest.raises(KernelFailed):
+        session.run(["allreduce"], {"allreduce": given}, store=store, timeout=120, oversubscribe=True)
+    files = {"allreduce": [(8, 1024, None), (8192, 65536, "reduce_scatter_allgather")],
+             "bcast": [(8, 1024, "binomial"), (8192, 65536, "scatter_ring_allgather")]}
+    for op, ranges in files.items():
+        path = tmp_path / f"{op}.json"
+        path.write_text(tree.text(op, ranges))
+        monkeypatch.setenv(T.ENV, str(path))
+        for ranks in (2, 3):
+            rep = session.run(["allreduce", "bcast"], {o: {**given, "ranks": ranks} for o in ("allreduce", "bcast")},
+                              store=store, timeout=180, oversubscribe=True)
+            lat = [r for r in rep.results if r.metric == "latency"]
+            assert len(lat) == 8 and all(r.value > 0 for r in lat), (op, ranks)
+            assert all(r.params["algorithm"] == {"mpi": "mpich", "param": T.ENV, "value": str(path)} for r in lat)
+    assert _children() == []
+
+
+def _renamed(tree: dict, old: str, new: str) -> dict:
+    return {k.replace(old, new): _renamed(v, old, new) for k, v in tree.items()}
+
+
+def test_mpichs_size_ranges_decide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Proof that MPICH selects by the file's ranges: a probe file whose tuned range (8 KiB..64 KiB)
+    names another collective's algorithm (a valid name, so the file loads; MPICH asserts when
+    allreduce's selection returns it: "Internal error") aborts the kernel's allreduce exactly inside the range, and
+    the library's own branch (below and above it) runs and validates."""
+    from clusterbench.tuning.coll import mpich_tree as T
+
+    mpi = _mpich_or_skip()
+    tree, why = T.default_for(mpi.mpicc, "allreduce")
+    if tree is None:
+        pytest.skip(why)
+    doc = json.loads(tree.text("allreduce", [(8, 4096, None), (8192, 65536, "recursive_doubling")]))
+    branch = doc["collective=allreduce"]["comm_type=intra"]
+    branch["avg_msg_size<=65536"] = _renamed(branch["avg_msg_size<=65536"], "MPIR_Allreduce_intra_recursive_doubling",
+                                             "MPIR_Bcast_intra_binomial")
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv(T.ENV, str(path))
+    store = Store(tmp_path / "t.db")
+    given = {"ranks": 2, "time_budget": 0.01, "mpi": "mpich", "allow_root": True}
+    for sizes, aborts in (([4096], False), ([8192], True), ([65536], True), ([65544], False)):
+        run = {"allreduce": {**given, "sizes": sizes}}
+        if aborts:
+            with pytest.raises(KernelFailed, match="Internal error"):
+                session.run(["allreduce"], run, store=store, timeout=120, oversubscribe=True)
+        else:
+            rep = session.run(["allreduce"], run, store=store, timeout=120, oversubscribe=True)
+            assert [r.value > 0 for r in rep.results if r.metric == "latency"] == [True], sizes
+    assert _children() == []
+
+
+def test_tune_coll_mpich_two_ranks_writes_or_says_default(tmp_path: Path, capsys) -> None:
+    """tune coll with MPICH on 2 local ranks: the per-size mode is announced, the verification runs
+    the selection file (recorded as the trials' algorithm), and the file written (if any gain was
+    verified) is the library's tree with allreduce's ranges; else the default's figures."""
+    from clusterbench.tuning.coll import mpich_tree as T
+
+    mpi = _mpich_or_skip()
+    tree, why = T.default_for(mpi.mpicc, "allreduce")
+    if tree is None:
+        pytest.skip(why)
+    db, out = tmp_path / "t.db", tmp_path / "ar.json"
+    code = cli_main(["--db", str(db), "tune", "coll", "--op", "allreduce", "--mpi", "mpich", "--ranks", "2",
+                     "--oversubscribe", "--sizes", "8,65536", "--algorithms", "reduce_scatter_allgather",
+                     "--budget", "100s", "--max-rounds", "4", "--output", str(out), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["mpi"]["name"] == "mpich"
+    assert any(n.startswith("per-size selection file built on the default tree in") for n in doc["notes"])
+    runs = Store(db).list_runs()
+    tuned = [r for r in runs if "/tuned" in r.command]
+    if doc["verify"].get("rounds"):
+        assert tuned and all(res.params["algorithm"]["param"] == T.ENV for res in Store(db).results(tuned[0].id))
+    if doc["output"]["written"]:
+        assert doc["output"]["format"] == "mpich-selection-json" and doc["output"]["env"] == {T.ENV: str(out)}
+        got = json.loads(out.read_text())
+        assert all(got[k] == tree.tree[k] for k in tree.tree if k != "collective=allreduce")
+    else:
+        assert not out.exists() and sorted(doc["default_best"] + doc["undecided"]) == [8, 65536]
+    assert not list(tmp_path.glob("ar.json.verify*")) and _children() == []

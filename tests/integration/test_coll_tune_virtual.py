@@ -9,7 +9,7 @@ machine's 2 cores three runs ended so: at load 20-25, 6 rounds, medians 38.4 ms 
 nonoverlapping, p 0.31; 8 rounds, 33.0 and 23.9 ms, p 0.0499; at load 14-18, 25.3 and 15.6 ms, p 0.038:
 compare's 10% noise gate), is said with the figures and nothing is written, and then a file in the
 tuner's format is run across the nodes to show Open MPI reads it. Bounded by the tune's --budget
-(240 s) and the launch timeouts."""
+(240 s) and the launch timeouts. MPICH's per-size selection file is run across 2 virtual nodes too."""
 from __future__ import annotations
 
 import json
@@ -91,3 +91,33 @@ def _open_mpi_runs_a_rules_file_on_the_nodes(hosts: str, live_probe: dict, tmp_p
     rules.write_text(R.format_ompi_rules("allreduce", 4, [R.MsgRule(0, 2)], comment="clusterbench test"))
     lat = _allreduce(hosts, live_probe, rules, monkeypatch)
     print(f"allreduce {SIZE} B with {rules.name}: {lat.value:.0f} us")
+
+
+def test_mpich_runs_the_selection_file_across_two_virtual_nodes(sim_cluster, live_probe, tmp_path, monkeypatch) -> None:
+    """MPICH's per-size selection file (the library's default tree, allreduce's and bcast's intra
+    branches replaced by size ranges) read by every rank across 2 virtual nodes, where ch4 hands the
+    inter-node part to the MPIR tree: allreduce and bcast complete, results validated, the file recorded."""
+    import shutil
+
+    from clusterbench.benchmarks.mpi.common import detect
+    from clusterbench.tuning.coll import mpich_tree as T
+
+    if not shutil.which("mpiexec.mpich") and not shutil.which("mpiexec.hydra"):
+        pytest.skip("no mpiexec.mpich on PATH: install mpich and libmpich-dev")
+    tree, why = T.default_for(detect({"mpi": "mpich"}).mpicc, "allreduce")
+    if tree is None:
+        pytest.skip(why)
+    doc = json.loads(tree.text("allreduce", [(8, 1024, None), (8192, 65536, "reduce_scatter_allgather")]))
+    bcast = json.loads(tree.text("bcast", [(8, 1024, "binomial"), (8192, 65536, "scatter_ring_allgather")]))
+    doc["collective=bcast"] = bcast["collective=bcast"]  # two ops tuned in one file, as a user may merge them
+    path = tmp_path / "sel.json"
+    path.write_text(json.dumps(doc))
+    c = sim_cluster(2)
+    monkeypatch.setenv(T.ENV, str(path))
+    given = {"hosts": ",".join(n.name for n in c.nodes), "sizes": [8, 1024, 8192, 65536], "time_budget": 0.02,
+             "mpi": "mpich", "transport": "tcp", "allow_root": True}
+    rep = session.run(["allreduce", "bcast"], {"allreduce": given, "bcast": given}, timeout=300,
+                      probe_data=live_probe, oversubscribe=True)
+    lat = [r for r in rep.results if r.metric == "latency"]
+    assert len(lat) == 8 and all(r.value > 0 for r in lat) and all(r.params["nodes"] == 2 for r in lat)
+    assert all(r.params["algorithm"] == {"mpi": "mpich", "param": T.ENV, "value": str(path)} for r in lat)

@@ -139,3 +139,24 @@ class TestInstallOnBrokenMachines:
         assert "cannot reach node3 over ssh: its host key changed" in bad[("node3", "ssh")], bad
         assert "ssh-keygen -R node3" in bad[("node3", "ssh")]
         assert ("node1", "ssh") not in bad
+
+    def test_an_address_two_machines_share_is_a_warning_with_the_network_to_give_mpi(self, lacking, tmp_path):
+        # a bridge as docker0 or QEMU's user network makes: the same address on two machines (a veth pair
+        # of the machine's own: this kernel has no dummy interfaces)
+        c = lacking
+        for node in ("node1", "node2"):
+            for cmd in (["ip", "link", "add", "cbdup0", "type", "veth", "peer", "name", "cbdup1"],
+                        ["ip", "addr", "add", "10.77.0.1/24", "dev", "cbdup0"], ["ip", "link", "set", "cbdup0", "up"]):
+                assert on(c, node, *cmd).returncode == 0
+        try:
+            p = _cli("cluster", "preflight", "--hosts", "node1,node2", "--no-mpi", "--json", db=tmp_path / "r.db")
+            doc = json.loads(p.stdout)
+            (w,) = [w for w in doc["warnings"] if w["address"] == "10.77.0.1"]
+            assert w["nodes"] == ["node1", "node2"] and w["interfaces"] == {"node1": "cbdup0", "node2": "cbdup0"}
+            assert w["fix"] == f"give MPI the network the nodes reach each other on: --tcp-include {c.subnet}"
+            text = _cli("cluster", "preflight", "--hosts", "node1,node2", "--no-mpi", db=tmp_path / "r.db").stdout
+            assert "warning [address] node1, node2 all have the address 10.77.0.1 (cbdup0)" in text, text
+        finally:
+            for node in ("node1", "node2"):
+                on(c, node, "ip", "link", "del", "cbdup0")
+        assert leftovers(lacking) == {}

@@ -299,6 +299,26 @@ def test_sweep_network_across_machines(machines, mpi, tmp_path):
     _clean(c)
 
 
+def test_transport_rdma_across_machines_names_the_one_without_an_rdma_port(machines, mpi, tmp_path):
+    """--transport rdma across nodes: the quick preflight before the run reads every node's RDMA ports and
+    names the node without one up, before anything starts or is stored. node1 is given a soft-RoCE
+    device's sysfs entry (a tmpfs over its own /sys/class: its mount namespace only); node2 has none."""
+    c = machines
+    db = tmp_path / "r.db"
+    assert on(c, "node1", "mount", "-t", "tmpfs", "cbfake", "/sys/class").returncode == 0
+    try:
+        assert on(c, "node1", "sh", "-c", "mkdir -p /sys/class/infiniband/rxe0/ports/1 && "
+                  "echo '4: ACTIVE' > /sys/class/infiniband/rxe0/ports/1/state").returncode == 0
+        p = _cli("run", "pingpong", "--hosts", "node1,node2", "--quick", "--transport", "rdma", db=db)
+        assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "--transport rdma: node2 has no RDMA port up (devices: none)" in p.stderr, p.stderr
+        assert "node1 has" not in p.stderr  # its port is up
+        assert _runs(db) == []
+    finally:
+        on(c, "node1", "umount", "/sys/class")
+    _clean(c)
+
+
 def test_staged_kernels_found_by_their_stamps_and_asked_again_when_changed(machines, mpi):
     """A launch finds each machine's build by its stamp (a few shell commands in the ssh session, no
     Python on the machine) and asks the machine's clusterbench again where the binary is gone or the

@@ -18,6 +18,9 @@ def test_facts_and_the_clock_from_one_python_here():
     f, clock = P.facts_and_clock("localhost", ["localhost"], timeout=30)
     assert f["hostname"] and f["python_ok"] and f["transport"] == "local"
     assert f["resolve"]["localhost"]["address"]
+    # this machine's addresses, loopback and link-local left out (`ip` is on every machine here)
+    assert f["addresses"] and all(a.split("/")[0] not in ("127.0.0.1", "::1") and not a.startswith("fe80:")
+                                  for _, a in f["addresses"]), f["addresses"]
     assert 0 <= f["rtt_s"] < 30 and f["head_sent"] <= f["time_start"] + 1
     assert clock is not None and clock["rounds"] == P.CLOCK_ROUNDS
     assert abs(clock["offset_s"]) <= clock["uncertainty_s"] + 0.05  # the same clock

@@ -263,3 +263,27 @@ def test_thirty_two_nodes_sweep_within_the_bound(mpi, live_probe, sim_cluster, t
         assert j[metric]["status"] in ("judged", "too noisy") and n_flags <= 3, (metric, n_flags, j[metric])
     assert not doc["flags"]["nodes"], doc["flags"]["nodes"]
 
+
+
+def test_neighbour_entries_are_pinned_once_per_cluster(sim_cluster, monkeypatch) -> None:
+    """The all-pairs sweep's permanent neighbour entries: added the first time, found by their marker
+    the next (no `ip` process at all); a marker of other namespaces (a cluster brought up anew) is not
+    trusted: the entries are looked at again."""
+    from clusterbench import process
+    from clusterbench.benchmarks.mpi import allpairs
+    from clusterbench.launch import simcluster
+
+    c = sim_cluster(3)
+    members = [c.head, *c.nodes]
+    assert allpairs.pin_neighbours(c) == len(members) * (len(members) - 1)
+    neigh = process.run(["ip", "-n", c.nodes[0].namespace, "neigh", "show", "nud", "permanent"], timeout=10).stdout
+    assert all(m.address in neigh for m in members if m is not c.nodes[0]), neigh
+    calls: list[list[str]] = []
+    real = process.run
+    monkeypatch.setattr(process, "run", lambda argv, **kw: calls.append(list(argv)) or real(argv, **kw))
+    assert allpairs.pin_neighbours(c) == 0 and calls == []
+    marker = simcluster.scratch_dir(c) / "neighbours-pinned.json"
+    key = marker.read_text()
+    marker.write_text(key.replace(c.nodes[0].namespace, "another-namespace"))
+    assert allpairs.pin_neighbours(c) == 0 and len(calls) == 2 * len(members)  # looked at, all there already
+    assert marker.read_text() == key

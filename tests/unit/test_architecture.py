@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "clusterbench"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "clusterbench"
+#: the trees beside the package held to the same size: the tests and the speed scripts
+SCRIPTS = ("tests", "speed")
 
 # one pytest-xdist worker runs them all (--dist loadgroup, as bootstrap.sh's unit tier): the source is parsed once
 pytestmark = pytest.mark.xdist_group("architecture")
@@ -83,10 +86,89 @@ def test_no_module_is_over_the_line_limit():
     assert not stale, f"no longer over the limit (drop them from OVER_LIMIT): {stale}"
 
 
+def test_no_test_or_speed_script_is_over_the_line_limit():
+    files = sorted(p for tree in SCRIPTS for p in (ROOT / tree).rglob("*.py") if "__pycache__" not in p.parts)
+    assert files, f"no Python files under {ROOT} {SCRIPTS}"
+    over = {p.relative_to(ROOT).as_posix(): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not over, f"files over {MAX_LINES} lines (split them by concern): {over}"
+
+
 def test_analysis_does_no_io():
     bad = [f"{_rel(p)}:{line} imports {mod}" for p in _modules() if _rel(p).startswith("analysis/")
            for mod, _name, line in _imports(p) if mod.startswith(IO_MODULES)]
     assert not bad, "analysis/ must stay pure (no store, launch, probe, processes, files): " + "; ".join(bad)
+
+
+def _eager_imports(p: Path) -> list[str]:
+    """The modules ``p`` imports when it is imported: its module-level imports (those inside a function
+    run only when it is called; those under ``if TYPE_CHECKING:`` never), a name taken from a package
+    counted as its submodule when it is one."""
+    rel = p.relative_to(SRC)
+    package = ["clusterbench", *rel.parts[:-1]]
+    out, todo = [], list(_tree(p).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                mod = ".".join(package[: len(package) - node.level + 1] + ([mod] if mod else []))
+            out.append(mod)
+            out += [f"{mod}.{a.name}" for a in node.names if _source(f"{mod}.{a.name}")]
+        todo.extend(child for child in ast.iter_child_nodes(node)
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)))
+    return out
+
+
+def _source(module: str) -> Path | None:
+    """The file of a clusterbench module (``clusterbench.a.b`` -> a/b.py or a/b/__init__.py), or None."""
+    parts = module.split(".")
+    if parts[0] != "clusterbench":
+        return None
+    base = SRC.joinpath(*parts[1:])
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _loaded(module: str) -> set[str]:
+    """Every module that importing ``module`` loads: its packages' ``__init__`` first, then what each
+    loaded clusterbench module imports at its top level, transitively."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        mod = todo.pop()
+        parts = mod.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name in seen:
+                continue
+            seen.add(name)
+            f = _source(name)
+            if f is not None:
+                todo += _eager_imports(f)
+    return seen
+
+
+def test_analysis_loads_no_io_through_what_it_imports():
+    """Importing an analysis module loads nothing that does I/O, not even through a package's
+    ``__init__`` (importing ``clusterbench.x.y`` runs ``clusterbench/x/__init__.py`` first)."""
+    bad = []
+    for p in _modules():
+        if not _rel(p).startswith("analysis/"):
+            continue
+        module = "clusterbench." + _rel(p).removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        io = sorted(m for m in _loaded(module) if m.startswith(IO_MODULES))
+        if io:
+            bad.append(f"{_rel(p)} loads {', '.join(io)}")
+    assert not bad, "analysis/ must stay pure, and so must what it imports: " + "; ".join(bad)
 
 
 def _private(name: str | None) -> bool:
@@ -143,7 +225,7 @@ def test_only_launch_reaches_a_node():
     assert not bad, "reach nodes through clusterbench.launch (remote.transport, a launcher): " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("rule", ["sizes", "io", "private", "private-attribute", "reach"])
+@pytest.mark.parametrize("rule", ["sizes", "sizes-scripts", "io", "io-through", "private", "private-attribute", "reach"])
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     """Each rule fails on a tree that breaks it (a check that cannot fail is no check)."""
     pkg = tmp_path / "clusterbench"
@@ -152,9 +234,24 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     if rule == "sizes":
         (pkg / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
         check = test_no_module_is_over_the_line_limit
+    elif rule == "sizes-scripts":
+        (tmp_path / "tests").mkdir()
+        (tmp_path / "speed").mkdir()
+        (tmp_path / "tests" / "test_small.py").write_text("x = 1\n")
+        (tmp_path / "speed" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
+        monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+        check = test_no_test_or_speed_script_is_over_the_line_limit
     elif rule == "io":
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store import Store\n")
         check = test_analysis_does_no_io
+    elif rule == "io-through":  # a pure-looking import whose package's __init__ reaches the store
+        (pkg / "records").mkdir()
+        (pkg / "records" / "__init__.py").write_text("from clusterbench.records.typed import Run\n"
+                                                     "from clusterbench.store import Store\n")
+        (pkg / "records" / "typed.py").write_text("class Run:\n    pass\n")
+        (pkg / "store" / "__init__.py").write_text("import sqlite3\n")
+        (pkg / "analysis" / "a.py").write_text("from clusterbench.records.typed import Run\n")
+        check = test_analysis_loads_no_io_through_what_it_imports
     elif rule == "private":
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store.db import _secret\n")
         check = test_no_private_name_is_imported_across_packages

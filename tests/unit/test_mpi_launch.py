@@ -200,6 +200,33 @@ def test_soft_roce_turns_ucx_ud_dgid_check_off(tmp_path: Path, monkeypatch: pyte
                                  M.LaunchSpec(nranks=2, transport="rdma", allow_root=True), ["k"], tmp_path, env)
     assert env["UCX_UD_VERBS_ETH_DGID_CHECK"] == "n" and "UCX_UD_VERBS_ETH_DGID_CHECK" in cmd
 
+def test_rdma_through_srun_gets_what_mpirun_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srun exports the environment to every task: --transport rdma under srun gets the same UCX settings as
+    under mpirun (UCX_TLS, soft-RoCE's GRH check off, UCX's endpoint lines for the proof), never over the
+    user's own values."""
+    from clusterbench.launch.mpi import transport as T
+    from clusterbench.launch.mpi.launchers import srun
+    sysfs = tmp_path / "infiniband"
+    (sysfs / "rxe0").mkdir(parents=True)
+    (sysfs / "rxe0" / "parent").write_text("ens5\n")
+    monkeypatch.setattr(srun, "rdma_env", lambda: T.rdma_env(sysfs, {}))
+    (tmp_path / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(srun, "srun_pmi", lambda mpi, path: "pmix")
+
+    class WithUcx(M.MpiInstall):
+        has_ucx = True
+    mpi = WithUcx(name="openmpi", version="4.1.4", mpirun="mpirun", mpicc="mpicc")
+    env: dict[str, str] = {}
+    srun._srun_command(mpi, M.LaunchSpec(nranks=2, transport="rdma", launcher="srun"), ["k"], tmp_path, env)
+    assert env["UCX_TLS"] == "rc,ud,self" and env["UCX_UD_VERBS_ETH_DGID_CHECK"] == "n"
+    assert env["UCX_LOG_LEVEL"] == "info" and env["OMPI_MCA_pml"] == "ucx"
+    env = {"UCX_UD_VERBS_ETH_DGID_CHECK": "y"}
+    srun._srun_command(mpi, M.LaunchSpec(nranks=2, transport="rdma", launcher="srun"), ["k"], tmp_path, env)
+    assert env["UCX_UD_VERBS_ETH_DGID_CHECK"] == "y"
+
+
 # -- placement -------------------------------------------------------------------------------------
 def _ranks(*rows):
     return [{"rank": i, "host": h, "node": n, "cpus": c, "cpu": int(c.split(",")[0].split("-")[0])}

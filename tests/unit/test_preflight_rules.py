@@ -11,6 +11,7 @@ import pytest
 from clusterbench.cluster import facts as F
 from clusterbench.cluster import install as I
 from clusterbench.cluster import preflight as P
+from clusterbench.cluster import rules as R
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch import machines as M
 from clusterbench.launch import remote
@@ -34,17 +35,17 @@ def _by(problems: list[dict], node: str, check: str) -> list[str]:
 
 # --------------------------------------------------------------------------- one node's facts
 def test_low_free_memory_is_flagged_and_enough_is_not():
-    low = P.node_problems("node2", _facts("node2", mem_available=100 << 20))
+    low = R.node_problems("node2", _facts("node2", mem_available=100 << 20))
     assert _by(low, "node2", "memory") == ["node2 has 100 MiB free -> stop what uses its memory before benchmarking"]
-    assert _by(P.node_problems("node2", _facts("node2", mem_available=P.LOW_MEMORY)), "node2", "memory") == []
-    assert P.node_problems("node2", _facts("node2", mem_available=None)) == []  # unknown: not judged
+    assert _by(R.node_problems("node2", _facts("node2", mem_available=R.LOW_MEMORY)), "node2", "memory") == []
+    assert R.node_problems("node2", _facts("node2", mem_available=None)) == []  # unknown: not judged
 
 
 def test_reverse_resolution_to_another_name_is_named_with_its_fix():
     f = _facts("node2", resolve={"node1": {"address": "10.0.0.1", "name": "node1-alias"},
                                  "node3": {"address": "10.0.0.3", "name": "node3.cluster"},
                                  "head": {"address": None, "name": None}})
-    probs = P.node_problems("node2", f)
+    probs = R.node_problems("node2", f)
     text = _by(probs, "node2", "resolve")
     assert len(text) == 2, probs  # node3's domain is the same name
     assert "on node2, node1 resolves to 10.0.0.1, which resolves back to node1-alias" in text[0]
@@ -53,7 +54,7 @@ def test_reverse_resolution_to_another_name_is_named_with_its_fix():
 
 
 def test_a_node_calling_itself_another_name():
-    text = _by(P.node_problems("node5", _facts("nodeX")), "node5", "name")
+    text = _by(R.node_problems("node5", _facts("nodeX")), "node5", "name")
     assert len(text) == 1 and "node5 calls itself 'nodeX'" in text[0] and "hostnamectl set-hostname node5" in text[0]
 
 
@@ -66,20 +67,20 @@ def test_mpi_blas_and_compiler_versions_that_differ_are_named_on_the_odd_node():
     rows = _rows(node1=_facts("node1"), node2=_facts("node2"),
                  node3=_facts("node3", mpirun="mpirun (Open MPI) 4.0.3", blas=["libblis.so.4"],
                               cc="cc (Debian 10.2.1-6) 10.2.1"))
-    probs = P.differences(rows, "d1")
+    probs = R.differences(rows, "d1")
     assert {p["node"] for p in probs} == {"node3"}, probs
     text = " | ".join(f"{p['problem']} -> {p['fix']}" for p in probs)
     assert "node3 has MPI 'mpirun (Open MPI) 4.0.3', the others 'mpirun (Open MPI) 4.1.4'" in text
     assert "node3 has BLAS 'libblis.so.4', the others 'libopenblas.so.0'" in text
     assert "node3 has compiler 'cc (Debian 10.2.1-6) 10.2.1'" in text
     assert "install the same MPI on every node" in text
-    assert P.differences(_rows(node1=_facts("node1"), node2=_facts("node2")), "d1") == []
+    assert R.differences(_rows(node1=_facts("node1"), node2=_facts("node2")), "d1") == []
 
 
 def test_a_node_without_mpi_or_a_compiler_is_named_with_the_command_that_installs_it():
     rows = _rows(node1=_facts("node1"), node2=_facts("node2", mpirun=None, mpicc=None),
                  node3=_facts("node3", cc=None))
-    probs = P.differences(rows, "d1")
+    probs = R.differences(rows, "d1")
     assert _by(probs, "node2", "software") == [
         "node2 has no MPI -> install it on node2: sudo apt-get install -y openmpi-bin libopenmpi-dev"]
     assert _by(probs, "node3", "software") == [
@@ -89,7 +90,7 @@ def test_a_node_without_mpi_or_a_compiler_is_named_with_the_command_that_install
 def test_another_clusterbench_and_none_at_all():
     rows = _rows(node1=_facts("node1"), node2=_facts("node2", installed={"version": "0.0.0", "digest": "0000"}),
                  node3=_facts("node3", installed=None))
-    probs = P.differences(rows, "d1")
+    probs = R.differences(rows, "d1")
     assert "node2 has another clusterbench (0.0.0, digest 0000)" in _by(probs, "node2", "version")[0]
     assert _by(probs, "node3", "version") == ["clusterbench is not installed on node3 -> "
                                               "clusterbench cluster install --hosts node3"]
@@ -100,7 +101,7 @@ def test_clock_offset_beyond_the_limit_and_its_uncertainty():
     clock = {"node1": {"offset_s": 0.002, "uncertainty_s": 0.001},
              "node2": {"offset_s": -1.5, "uncertainty_s": 0.001},
              "node3": {"offset_s": 0.6, "uncertainty_s": 0.2}}  # within the limit once uncertain
-    probs = P.clock_problems(clock)
+    probs = R.clock_problems(clock)
     assert [p["node"] for p in probs] == ["node2"]
     assert "node2's clock is -1.50 s off the head's" in probs[0]["problem"] and "NTP" in probs[0]["fix"]
 
@@ -134,7 +135,7 @@ def test_quick_preflight_is_cached_for_its_stated_time(tmp_path, monkeypatch):
 
     def node(host, others, head):
         asked.append(host)
-        return {"host": host, "reachable": True, "problems": [], "facts": _facts(host)}
+        return {"host": host, "reachable": True, "problems": [], "facts": _facts(host, rdma={})}
 
     monkeypatch.setattr(nodes, "separate", lambda hosts: list(dict.fromkeys(hosts)))
     monkeypatch.setattr(I, "prepare_wheels", lambda: ([], "d1"))
@@ -154,9 +155,14 @@ def test_quick_preflight_is_cached_for_its_stated_time(tmp_path, monkeypatch):
     monkeypatch.setattr(I, "prepare_wheels", lambda: ([], "d1"))
     P.quick(["node1", "node2"])  # back to the clusterbench that passed, within its time
     assert len(asked) == 6
+    # a run with --transport rdma: a pass without the RDMA check does not count; a node without a port up
+    # is named (these nodes have no RDMA device)
+    with pytest.raises(EnvironmentProblem, match="node1 has no RDMA port up"):
+        P.quick(["node1", "node2"], rdma=True)
+    assert len(asked) == 8
     monkeypatch.setattr(P, "CACHE_S", 0.0)  # past its time: asked again
     P.quick(["node1", "node2"])
-    assert len(asked) == 8
+    assert len(asked) == 10
 
 
 def test_quick_preflight_names_a_node_without_mpi_before_its_missing_install(tmp_path, monkeypatch):
@@ -252,3 +258,52 @@ def test_preflight_bounds_scale_for_slow_nodes(monkeypatch: pytest.MonkeyPatch) 
         assert P.timeout_scale() == scale
     monkeypatch.delenv("CLUSTERBENCH_PREFLIGHT_SCALE")
     assert P.timeout_scale() == 1.0 and P.NODE_TIMEOUT == 8.0 and P.MPI_TIMEOUT == 20.0
+
+
+def _rows_with(addresses: dict[str, list[list[str]]]) -> dict:
+    """Nodes that resolve each other to their eth0 address (as /etc/hosts would say)."""
+    ip = {h: next(c for i, c in a if i == "eth0").split("/")[0] for h, a in addresses.items()}
+    return {h: {"reachable": True, "facts": {"addresses": a, "resolve": {o: {"address": ip[o], "name": o}
+                                                                         for o in addresses if o != h}}}
+            for h, a in addresses.items()}
+
+
+def test_an_address_several_nodes_share_is_named_with_the_network_to_give_mpi():
+    # docker0 on every node and QEMU's user network on two: Open MPI's TCP transport may take either for a
+    # way to another node (its FAQ: "received unexpected process identifier")
+    rows = _rows_with({f"n{i}": [["eth0", f"198.18.0.{i}/24"], ["docker0", "172.17.0.1/16"]]
+                       + ([["ens3", "10.0.2.15/24"]] if i < 3 else []) for i in range(1, 5)})
+    assert R.cluster_network(rows) == "198.18.0.0/24"
+    found = {w["address"]: w for w in R.shared_addresses(rows)}
+    assert set(found) == {"172.17.0.1", "10.0.2.15"}
+    assert found["10.0.2.15"]["nodes"] == ["n1", "n2"] and found["10.0.2.15"]["interfaces"] == {"n1": "ens3", "n2": "ens3"}
+    assert "n1, n2, n3, n4 all have the address 172.17.0.1 (docker0)" in found["172.17.0.1"]["problem"]
+    assert found["172.17.0.1"]["fix"].endswith("--tcp-include 198.18.0.0/24")
+    lines = P.format_preflight({"hosts": list(rows), "head": "head", "ok": True, "problems": [], "seconds": 1.0,
+                                "nodes": {}, "clock": {}, "warnings": R.shared_addresses(rows)})
+    assert any(ln.startswith("warning [address] ") and "--tcp-include 198.18.0.0/24" in ln for ln in lines), lines
+
+
+def test_distinct_addresses_give_no_warning_and_two_networks_no_single_fix():
+    rows = _rows_with({"n1": [["eth0", "198.18.0.1/24"]], "n2": [["eth0", "198.18.0.2/24"]]})
+    assert R.shared_addresses(rows) == [] and R.cluster_network(rows) == "198.18.0.0/24"
+    rows = _rows_with({"n1": [["eth0", "198.18.0.1/24"], ["br0", "10.9.0.1/24"]],
+                       "n2": [["eth0", "198.19.0.2/24"], ["br0", "10.9.0.1/24"]]})
+    assert R.cluster_network(rows) is None
+    (w,) = R.shared_addresses(rows)
+    assert w["fix"].endswith("--tcp-include NETWORK (CIDR)")
+    # a node that could not say (no `ip` there): nothing guessed
+    rows["n2"]["facts"]["addresses"] = None
+    assert R.shared_addresses(rows) == [] and R.cluster_network(rows) is None
+
+
+def test_a_node_without_an_rdma_port_up_is_named_for_transport_rdma():
+    rows = {"n1": {"reachable": True, "facts": {"rdma": {"rxe0": {"1": "4: ACTIVE"}}}},
+            "n2": {"reachable": True, "facts": {"rdma": {"mlx5_0": {"1": "1: DOWN"}}}},
+            "n3": {"reachable": True, "facts": {"rdma": {}}},
+            "n4": {"reachable": False, "facts": None}}
+    found = {p["node"]: p for p in R.rdma_problems(rows)}
+    assert set(found) == {"n2", "n3"}
+    assert found["n2"]["problem"] == "--transport rdma: n2 has no RDMA port up (devices: mlx5_0 port 1 down)"
+    assert found["n3"]["problem"].endswith("(devices: none)") and "--transport tcp" in found["n3"]["fix"]
+    assert "rdma link add rxe0 type rxe" in found["n3"]["fix"] and found["n3"]["check"] == "rdma"

@@ -1,5 +1,6 @@
-"""docs/validation.md's figures cannot drift from the raw speed logs: speed/validation.py --check re-renders its
-tables from speed/results-*.txt through the claims in speed/claims.toml (pure: reads files, starts nothing)."""
+"""The docs' figures cannot drift from the raw speed logs: speed/validation.py --check re-renders docs/validation.md's
+tables from speed/results-*.txt through the claims in speed/claims.toml, and checks the figures quoted in the prose
+of README.md and docs/ (``[[figure]]``) and the log excerpts the pages mark (pure: reads files, starts nothing)."""
 from __future__ import annotations
 
 import importlib.util
@@ -80,6 +81,59 @@ def test_a_pattern_that_matches_nothing_is_a_problem(validation, tmp_path):
     assert any("empty series" in p for p in problems)
 
 
+def _tree_copy(tmp_path, page: str, old: str, new: str) -> Path:
+    """README.md and docs/ copied under tmp_path, ``old`` replaced by ``new`` once in ``page``."""
+    (tmp_path / "docs").mkdir()
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        (tmp_path / path.relative_to(ROOT)).write_text(path.read_text())
+    text = (tmp_path / page).read_text()
+    assert old in text
+    (tmp_path / page).write_text(text.replace(old, new, 1))
+    return tmp_path
+
+
+@pytest.mark.heavy(0.7)
+def test_a_figure_quoted_in_prose_is_bound_to_its_log(validation, tmp_path, capsys):
+    # docs/check.md: the net check's nights took 12-19 s in its log; saying 12-18 must fail
+    root = _tree_copy(tmp_path, "docs/check.md", "takes 12-19 s.", "takes 12-18 s.")
+    assert validation.main(["--check", "--root", str(root)]) == 1
+    assert "docs/check.md prints '18'" in capsys.readouterr().err
+    # rewriting puts the log's figure back
+    validation.main(["--root", str(root)])
+    assert "takes 12-19 s." in (root / "docs" / "check.md").read_text()
+
+
+def test_a_figure_whose_words_are_gone_is_a_problem(validation):
+    claims = {"figure": [{"doc": "docs/x.md", "log": "results-2026-11-22-emr-2vcpu.txt",
+                          "exprs": ["len(grep('^round \\d+/'))"], "quote": "in {0:.0f} rounds"}]}
+    new, problems = validation.render_pages({"docs/x.md": "three rounds"}, claims)
+    assert any("no longer says" in p for p in problems)
+    new, problems = validation.render_pages({"docs/x.md": "in 9 rounds"}, claims)
+    assert any("prints '9'" in p for p in problems)
+
+
+def test_a_figure_check_holds_the_words(validation):
+    claims = {"figure": [{"doc": "docs/x.md", "log": "results-2026-11-22-emr-2vcpu.txt",
+                          "exprs": ["1"], "checks": ["len(grep('^round \\d+/')) > 1000"], "quote": "over {0:.0f}"}]}
+    new, problems = validation.render_pages({"docs/x.md": "over 1"}, claims)
+    assert any("does not bear out" in p for p in problems)
+
+
+def test_an_excerpt_must_be_lines_of_its_log(validation):
+    log = "results-2026-11-23-amd-epyc-2vcpu-faults-kill9.txt"
+    good = (f"<!-- excerpt: speed/{log} -->\n```\n$ python3 speed/faults_kill9.py \\\n    --all\n"
+            "scenario   where        processes  folders\n...\ntcp        sim-cluster          0        0  (2 processes ran at the kill)\n```\n")
+    _, problems = validation.render_pages({"docs/x.md": good}, {})
+    assert problems == []
+    bad = good.replace("0        0  (2 processes", "1        0  (2 processes")
+    _, problems = validation.render_pages({"docs/x.md": bad}, {})
+    assert any("a line the log does not have" in p for p in problems)
+    swapped = good.replace("scenario   where        processes  folders\n...\n", "").replace(
+        "```\n```", "```\n").replace("(2 processes ran at the kill)\n", "(2 processes ran at the kill)\nscenario   where        processes  folders\n")
+    _, problems = validation.render_pages({"docs/x.md": swapped}, {})
+    assert any("in that order" in p for p in problems)
+
+
 def test_the_expression_language_is_closed(validation):
     with pytest.raises(validation.ClaimError):
         validation.evaluate("__import__('os')", "", {})
@@ -121,3 +175,14 @@ def test_every_relative_link_in_the_docs_resolves():
             if not re.match(r"[a-z]+:", target) and not (path.parent / target).exists():
                 broken.append(f"{path.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_every_test_and_speed_script_the_docs_name_exists():
+    """A test or speed script moved (tests/ into unit/ and integration/, a script split) must not leave its
+    old path in the docs. (Paths under src/ are left out: the guides name the files a reader creates.)"""
+    missing = []
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for m in re.finditer(r"\b(?:tests|speed)/[\w./-]+\.(?:py|txt|toml|sh)\b", path.read_text()):
+            if not (ROOT / m.group(0)).exists():
+                missing.append(f"{path.relative_to(ROOT)} names {m.group(0)}")
+    assert not missing, missing

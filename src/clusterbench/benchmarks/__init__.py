@@ -5,10 +5,25 @@ else is edited. ``REGISTRY`` maps the name used on the command line to the class
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.errors import UsageError
 from clusterbench.plugins import import_package_modules
-from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext
+from clusterbench.benchmarks.declare import Metric, Param, Result
+
+if TYPE_CHECKING:
+    from clusterbench.benchmarks.base import Benchmark, RunContext
+
+
+def __getattr__(name: str) -> Any:
+    """``Benchmark`` and ``RunContext`` from :mod:`.base`, loaded when first asked for: importing a
+    declaration (``benchmarks.declare.Result``, as analysis/ and records do) then loads no kernel
+    builder or launcher (PEP 562)."""
+    if name in ("Benchmark", "RunContext"):
+        from clusterbench.benchmarks import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 REGISTRY: dict[str, type[Benchmark]] = {}
 #: old name -> current name (a renamed benchmark keeps working under its old name)

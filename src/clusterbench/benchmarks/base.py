@@ -358,6 +358,17 @@ class Composite(Benchmark):
     def describe(cls) -> str:
         return f"{cls.help}: {', '.join(cls.members())}"
 
+    @classmethod
+    def skipped(cls, params: dict[str, Any], part: str) -> tuple[str, ...]:
+        """The members ``--skip`` leaves out; one that is not a member is refused, naming what a member
+        is (``part``: "a node benchmark", "an mpi part") and the members."""
+        members = cls.members()
+        skip = tuple(params.get("skip") or ())
+        bad = [s for s in skip if s not in members]
+        if bad:
+            raise UsageError(f"--skip {bad[0]} is not {part}", f"choose from {', '.join(members)}")
+        return skip
+
     def _parts(self, params: dict[str, Any]) -> list[tuple["Benchmark", dict[str, Any]]]:
         from clusterbench.benchmarks import get_benchmark
 

@@ -47,12 +47,14 @@ def add_coll_parser(tsub: Any) -> None:
     from clusterbench.benchmarks.mpi.coll import OPS
 
     tc = tsub.add_parser("coll", help="the MPI's own collective algorithms per message size: interleaved rounds "
-                         "against the default, verified; writes Open MPI's rules file or MPICH's CVARs")
+                         "against the default, verified; writes Open MPI's rules file or MPICH's selection "
+                         "file (its CVARs where that cannot be built)")
     tc.add_argument("--op", required=True, help=f"the collective: {', '.join(OPS)}")
     tc.add_argument("--budget", default="10m", help="wall time for the whole tune, e.g. 10m, 90s (default 10m)")
     tc.add_argument("--sizes", type=intlist, help="message sizes in bytes, OSU's convention (default: the op's)")
     tc.add_argument("--algorithms", type=strlist, help="candidates, ids or names (default: every one the MPI has)")
-    tc.add_argument("--output", help="the file written (default tune-coll-OP.rules for Open MPI, .env for MPICH)")
+    tc.add_argument("--output", help="the file written (default tune-coll-OP.rules for Open MPI, .json for "
+                    "MPICH's selection file, .env for its CVARs)")
     for opt in COLL_BASE:
         p = next(x for x in all_benchmarks()["allreduce"].params if x.name == opt)
         add_param(tc, p)

@@ -2,7 +2,7 @@
 
 :data:`SNIPPET` runs with the node's own ``python3`` and the standard library only (so it works on a
 fresh node); it prints one JSON document: host name, home, Python, free memory and disk, the
-clock, the compiler, MPI, BLAS, hwloc and FFTW it has, the operating system, the clusterbench
+clock, the compiler, MPI, BLAS, hwloc and FFTW it has, its network addresses and RDMA ports, the operating system, the clusterbench
 installed by ``cluster install`` (version and digest), whether it sees a marker file the head
 wrote in its own home (a shared ``$HOME``), and how it resolves the other nodes' names.
 :func:`missing_packages` turns the document into the packages to install, with the command.
@@ -23,7 +23,8 @@ def start(cmd):
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError:
         return None
-def first(p, deadline):
+def output(p, deadline):
+    # (stdout, stderr) of a command that succeeded by the deadline, else None
     if p is None:
         return None
     try:
@@ -32,13 +33,19 @@ def first(p, deadline):
         p.kill()
         p.communicate()
         return None
-    out = (stdout or stderr or "").strip().splitlines()
-    return out[0].strip() if out and p.returncode == 0 else None
+    return (stdout, stderr) if p.returncode == 0 else None
+def first(p, deadline):
+    got = output(p, deadline)
+    out = (got[0] or got[1] or "").strip().splitlines() if got else []
+    return out[0].strip() if out else None
 # the versions asked at once (each within 10 s), while the rest is looked at
 asked = {k: start(c) for k, c in (("cc", ["cc", "--version"]), ("mpicc", ["mpicc", "--version"]),
                                   ("mpirun", ["mpirun", "--version"]),
                                   ("mpiexec_mpich", ["mpiexec.mpich", "--version"]))}
 asked_at = time.time()
+# every address of the node but loopback and link-local (two nodes with the same one: a NAT or container
+# bridge, which MPI's TCP transport may take for a way to the other node)
+addrs = start(["ip", "-o", "addr", "show"])
 _dirs = {}
 def listing(d):
     if d not in _dirs:
@@ -73,6 +80,30 @@ try:
         inst = json.load(fh)
 except (OSError, ValueError):
     pass
+def addresses(p, deadline):
+    got = output(p, deadline)
+    if got is None:
+        return None
+    out = []
+    for line in got[0].splitlines():
+        w = line.split()
+        if len(w) > 3 and w[2] in ("inet", "inet6") and w[1] != "lo" and "scope host" not in line \
+                and not w[3].startswith(("127.", "169.254.", "fe80:", "::1/")):
+            out.append([w[1].split("@")[0], w[3]])
+    return out
+def rdma():
+    # RDMA devices (InfiniBand, RoCE, soft-RoCE) and their ports' states ("4: ACTIVE"); {} when none
+    out = {}
+    for dev in sorted(glob.glob("/sys/class/infiniband/*")):
+        ports = {}
+        for port in sorted(glob.glob(dev + "/ports/*")):
+            try:
+                with open(port + "/state") as fh:
+                    ports[os.path.basename(port)] = fh.read().strip()
+            except OSError:
+                ports[os.path.basename(port)] = None
+        out[os.path.basename(dev)] = ports
+    return out
 resolved = {}
 for n in names:
     try:
@@ -103,6 +134,8 @@ doc = {
     "fftw_h": os.path.exists("/usr/include/fftw3.h"), "numa": libs("libnuma.so*"),
     "installed": inst, "venv_python": os.path.exists(os.path.join(venv, "bin/python")),
     "marker": bool(marker) and os.path.exists(marker), "resolve": resolved,
+    "addresses": addresses(addrs, asked_at + 10),
+    "rdma": rdma(),
     "time_start": t0, "time": time.time(),
 }
 print(json.dumps(doc))

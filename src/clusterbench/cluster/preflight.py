@@ -9,6 +9,8 @@ Checked on every node at once, each bounded in time (a node that hangs is named,
   users, go by it), and every node resolving every other node and the head, forward and back
   (Open MPI's daemons and Hydra's proxies call back to the head);
 * **versions**: clusterbench (the digest of its files), MPI, the compiler, BLAS: differences named;
+* **addresses several nodes share** (a container or VM bridge): a warning with the network to give
+  MPI's TCP transport (``--tcp-include``);
 * **free memory** per node and the **clock offset** of each node to the head (midpoint of the ssh
   round trip; per-node energy and timelines depend on it), with its uncertainty;
 * an **MPI launch** across every rank the hostfile allows (``hostname`` under the MPI's launcher),
@@ -24,14 +26,13 @@ import hashlib
 import json
 import os
 import socket
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from clusterbench import __version__
+from clusterbench.cluster import rules
 from clusterbench.errors import EnvironmentProblem, UsageError
 
 PREFLIGHT_SCHEMA = 1
@@ -52,10 +53,6 @@ NODE_TIMEOUT = 8.0 * timeout_scale()
 MPI_TIMEOUT = 20.0 * timeout_scale()
 #: a passed quick preflight is trusted this long for the same hosts
 CACHE_S = 600.0
-#: |clock offset| beyond this (plus the measurement's uncertainty) is a finding
-CLOCK_LIMIT_S = 0.5
-#: less free memory than this on a node is a finding
-LOW_MEMORY = 512 * 1024 * 1024
 _MAX_WORKERS = 64
 
 
@@ -67,10 +64,6 @@ def head_name(hosts: Sequence[str]) -> str:
     if c is not None and c.machines and set(hosts) <= {n.name for n in c.nodes}:
         return c.head.name
     return socket.gethostname()
-
-
-def _problem(node: str, check: str, text: str, fix: str) -> dict[str, str]:
-    return {"node": node, "check": check, "problem": text, "fix": fix}
 
 
 #: the node's side of the clock exchange: its time for every line the head sends
@@ -208,113 +201,18 @@ def facts_and_clock(host: str, names: Sequence[str], timeout: float = NODE_TIMEO
     raise EnvironmentProblem(f"{host} printed no JSON about itself", f"run `ssh {host} python3 -V` by hand")
 
 
-def _is_address(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host.split("@")[-1].strip("[]"))
-        return True
-    except ValueError:
-        return False
-
-
 def _node(host: str, others: Sequence[str], head: str) -> dict[str, Any]:
     row: dict[str, Any] = {"host": host, "reachable": False, "problems": []}
     t0 = time.monotonic()
     try:
         f, clock = facts_and_clock(host, [*others, head])
     except EnvironmentProblem as exc:
-        row["problems"].append(_problem(host, "ssh", exc.problem, exc.fix or ""))
+        row["problems"].append(rules.problem(host, "ssh", exc.problem, exc.fix or ""))
         row["seconds"] = round(time.monotonic() - t0, 3)
         return row
     row.update(reachable=True, facts=f, clock=clock, seconds=round(time.monotonic() - t0, 3))
-    row["problems"] += node_problems(host, f)
+    row["problems"] += rules.node_problems(host, f)
     return row
-
-
-def node_problems(host: str, f: dict[str, Any]) -> list[dict[str, str]]:
-    """What one node's facts (:data:`~clusterbench.cluster.facts.SNIPPET`) show wrong on their own:
-    its name against the hostfile's, its resolution of the others (forward and back), its Python,
-    its free memory."""
-    probs: list[dict[str, str]] = []
-    me = str(f.get("hostname") or "")
-    if _is_address(host):
-        probs.append(_problem(host, "name", f"the hostfile names {me or 'a node'} by its address {host}: MPI's "
-                              "daemons and the ranks report host names, which would not match the hostfile",
-                              f"write {me or 'its host name'} in the hostfile, and {me or 'it'} with its address "
-                              "in every node's /etc/hosts"))
-    elif me.split(".")[0] != host.split(".")[0]:
-        probs.append(_problem(host, "name", f"{host} calls itself {me!r}: MPI's daemons and the ranks' reports would "
-                              "not match the hostfile",
-                              f"set its host name (on {host}: hostnamectl set-hostname {host}), or name it {me} "
-                              "in the hostfile"))
-    for name, r in (f.get("resolve") or {}).items():
-        if not r.get("address"):
-            probs.append(_problem(host, "resolve", f"{host} cannot resolve {name}",
-                                  f"add {name} to /etc/hosts on {host} (every node must know every node and the head)"))
-        elif r.get("name") and r["name"].split(".")[0] != name.split(".")[0] and name != "localhost":
-            probs.append(_problem(host, "resolve", f"on {host}, {name} resolves to {r['address']}, which resolves back "
-                                  f"to {r['name']}",
-                                  f"make /etc/hosts on {host} name {r['address']} as {name} first"))
-    if not f.get("python_ok"):
-        probs.append(_problem(host, "python", f"{host} has Python {f.get('python')}: clusterbench needs 3.10+",
-                              f"install a newer python3 on {host}"))
-    if f.get("mem_available") is not None and f["mem_available"] < LOW_MEMORY:
-        probs.append(_problem(host, "memory", f"{host} has {f['mem_available'] / 2**20:.0f} MiB free",
-                              "stop what uses its memory before benchmarking"))
-    return probs
-
-
-def clock_problems(clock: dict[str, dict[str, float]]) -> list[dict[str, str]]:
-    """A node whose clock is off the head's by more than :data:`CLOCK_LIMIT_S` beyond the measurement's
-    uncertainty."""
-    return [_problem(h, "clock", f"{h}'s clock is {c['offset_s']:+.2f} s off the head's",
-                     f"run NTP (chrony or systemd-timesyncd) on {h} and the head")
-            for h, c in clock.items() if abs(c["offset_s"]) > CLOCK_LIMIT_S + c["uncertainty_s"]]
-
-
-#: the names preflight gives the software it compares -> their names in facts.PACKAGES
-_NEEDS = {"MPI": "MPI", "compiler": "C compiler", "BLAS": "BLAS"}
-
-
-def differences(rows: dict[str, dict[str, Any]], digest: str | None) -> list[dict[str, str]]:
-    """Versions that differ between the nodes (and the head for clusterbench), named per node; a node
-    without the compiler, MPI or BLAS named with the command that installs it there. ``rows``:
-    ``{host: {"reachable": bool, "facts": facts}}``."""
-    from clusterbench.cluster.facts import missing_packages
-
-    probs = []
-    checks = (("clusterbench", lambda f: (f.get("installed") or {}).get("digest")),
-              ("MPI", lambda f: f.get("mpirun")), ("compiler", lambda f: f.get("cc")),
-              ("BLAS", lambda f: ",".join(f.get("blas") or []) or None))
-    facts = {h: r["facts"] for h, r in rows.items() if r.get("reachable")}
-    for what, get in checks:
-        vals = {h: get(f) for h, f in facts.items()}
-        if what == "clusterbench":
-            for h, v in vals.items():
-                inst = facts[h].get("installed") or {}
-                if v is None:
-                    probs.append(_problem(h, "version", f"clusterbench is not installed on {h}",
-                                          f"clusterbench cluster install --hosts {h}"))
-                elif digest is not None and v != digest:
-                    probs.append(_problem(h, "version", f"{h} has another clusterbench ({inst.get('version')}, "
-                                          f"digest {v}) than this head ({__version__}, digest {digest})",
-                                          f"clusterbench cluster install --hosts {h}"))
-            continue
-        missing = [h for h, v in vals.items() if not v]
-        for h in missing:
-            _, cmd = missing_packages(facts[h], only=(_NEEDS[what],))
-            probs.append(_problem(h, "software", f"{h} has no {what}",
-                                  f"install it on {h}: {cmd}" if cmd else
-                                  "see `clusterbench cluster install` for the packages to install"))
-        present = {h: v for h, v in vals.items() if v}
-        if len(set(present.values())) > 1:
-            common = statistics.mode(present.values())
-            for h, v in present.items():
-                if v != common:
-                    probs.append(_problem(h, "version", f"{h} has {what} {v!r}, the others {common!r}",
-                                          f"install the same {what} on every node"))
-    return probs
 
 
 def _clock(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -418,18 +316,18 @@ def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = Fals
         rows = dict(zip(names, pool.map(lambda h: _node(h, [n for n in names if n != h], head), names)))
     _, digest = prepare_wheels()
     problems = [p for r in rows.values() for p in r["problems"]]
-    problems += differences(rows, digest)
+    problems += rules.differences(rows, digest)
     for h, lines in (repeats or {}).items():
         slots = next((x.slots for x in hosts if x.name == h), None)
-        problems.append(_problem(h, "hostfile", f"the hostfile names {h} on lines {', '.join(map(str, lines))}: "
+        problems.append(rules.problem(h, "hostfile", f"the hostfile names {h} on lines {', '.join(map(str, lines))}: "
                                  f"Open MPI adds their slots up ({slots})",
                                  f"name {h} once, with the slots you mean: {h} slots=N"))
     clock = _clock(rows)
-    problems += clock_problems(clock)
+    problems += rules.clock_problems(clock)
     for h in hosts:
         f = rows[h.name].get("facts") or {}
         if f.get("cpus") and h.slots > f["cpus"]:
-            problems.append(_problem(h.name, "slots", f"the hostfile gives {h.name} {h.slots} slots, it has "
+            problems.append(rules.problem(h.name, "slots", f"the hostfile gives {h.name} {h.slots} slots, it has "
                                      f"{f['cpus']} cpus", f"write {h.name} slots={f['cpus']} (or fewer)"))
     reach = [h for h in hosts if rows[h.name]["reachable"]]
     installed = all((rows[h.name].get("facts") or {}).get("installed", {}) and
@@ -440,11 +338,12 @@ def preflight(hosts: Sequence[Any], *, mpi: bool = True, allow_root: bool = Fals
         for key in ("launch", "hello"):
             d = mpi_doc.get(key) or {}
             if d.get("problem"):
-                problems.append(_problem("all", f"mpi-{key}", d["problem"], d.get("fix") or ""))
+                problems.append(rules.problem("all", f"mpi-{key}", d["problem"], d.get("fix") or ""))
     elif mpi:
         mpi_doc = {"skipped": "fix the problems above first: MPI needs every node reachable and named right"}
+    warnings = rules.shared_addresses(rows)
     doc = {"preflight_schema": PREFLIGHT_SCHEMA, "hosts": names, "head": head, "ok": not problems,
-           "problems": problems, "nodes": {h: {k: v for k, v in r.items() if k not in ("facts", "clock")} |
+           "problems": problems, "warnings": warnings, "nodes": {h: {k: v for k, v in r.items() if k not in ("facts", "clock")} |
                                            {"facts": _brief(r.get("facts"))} for h, r in rows.items()},
            "clock": clock, "mpi": mpi_doc, "digest": digest, "seconds": round(time.monotonic() - t0, 3)}
     _remember(names, doc)
@@ -455,7 +354,7 @@ def _brief(f: dict[str, Any] | None) -> dict[str, Any] | None:
     if not f:
         return None
     keep = ("hostname", "home", "user", "python", "machine", "cpus", "mem_available", "mem_total", "home_free", "cc",
-            "mpirun", "blas", "installed", "os")
+            "mpirun", "blas", "installed", "os", "rdma")
     return {k: f.get(k) for k in keep}
 
 
@@ -477,16 +376,18 @@ def _remember(names: Sequence[str], doc: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}")
-        tmp.write_text(json.dumps({"time": time.time(), "ok": doc["ok"], "digest": doc["digest"]}))
+        tmp.write_text(json.dumps({"time": time.time(), "ok": doc["ok"], "digest": doc["digest"],
+                                    "rdma": bool(doc.get("rdma"))}))
         tmp.replace(path)
     except OSError:
         pass
 
 
-def quick(hosts: Sequence[str]) -> None:
+def quick(hosts: Sequence[str], *, rdma: bool = False) -> None:
     """Before a multi-node run across separate machines: ssh, names, resolution and versions, on
-    every node at once (cached for :data:`CACHE_S` s after a pass). Raises EnvironmentProblem with
-    the first problem, naming the node and the fix; nothing has been started or stored."""
+    every node at once (cached for :data:`CACHE_S` s after a pass), and with ``rdma`` (the run asks
+    ``--transport rdma``) an RDMA port up on every node. Raises EnvironmentProblem with the first
+    problem, naming the node and the fix; nothing has been started or stored."""
     from clusterbench.cluster.install import prepare_wheels
     from clusterbench.launch import nodes
 
@@ -497,7 +398,8 @@ def quick(hosts: Sequence[str]) -> None:
     _, digest = prepare_wheels()
     try:
         cached = json.loads(_cache_file(names).read_text())
-        if cached.get("ok") and cached.get("digest") == digest and time.time() - cached["time"] < CACHE_S:
+        if cached.get("ok") and cached.get("digest") == digest and time.time() - cached["time"] < CACHE_S \
+                and (cached.get("rdma") or not rdma):
             return
     except (OSError, ValueError, KeyError):
         pass
@@ -506,19 +408,17 @@ def quick(hosts: Sequence[str]) -> None:
         rows = dict(zip(remote_hosts, pool.map(lambda h: _node(h, [n for n in names if n != h], head), remote_hosts)))
     problems = [p for r in rows.values() for p in r["problems"] if p["check"] != "memory"]
     # a node without MPI or the compiler first: installing clusterbench there is no fix before that
-    diffs = differences(rows, digest)
+    diffs = rules.differences(rows, digest)
     problems += [p for p in diffs if p["check"] == "software" and p["problem"].endswith(("no MPI", "no compiler"))]
     problems += [p for p in diffs if p["check"] == "version"]
+    if rdma:
+        problems += rules.rdma_problems(rows)
     if problems:
         p = problems[0]
         more = len(problems) - 1
         raise EnvironmentProblem(p["problem"] + (f" (and {more} more problem(s): clusterbench cluster preflight)"
                                                  if more else ""), p["fix"])
-    _remember(names, {"ok": True, "digest": digest})
-
-
-def _nodes_text(nodes: Sequence[str], most: int = 6) -> str:
-    return ", ".join(nodes) if len(nodes) <= most else f"{len(nodes)} nodes ({nodes[0]} ... {nodes[-1]})"
+    _remember(names, {"ok": True, "digest": digest, "rdma": rdma})
 
 
 def format_preflight(doc: dict[str, Any], hosts_arg: str | None = None) -> list[str]:
@@ -559,6 +459,8 @@ def format_preflight(doc: dict[str, Any], hosts_arg: str | None = None) -> list[
     for (check, problem, fix), nodes in groups.items():
         if hosts_arg and set(nodes) == set(doc["hosts"]) and "--hosts {node}" in fix:
             fix = fix.replace("--hosts {node}", hosts_arg)
-        lines.append(f"problem [{check}] {problem.replace('{node}', _nodes_text(nodes))}; "
+        lines.append(f"problem [{check}] {problem.replace('{node}', rules.nodes_text(nodes))}; "
                      f"fix: {fix.replace('{node}', ','.join(nodes))}")
+    for w in doc.get("warnings") or []:
+        lines.append(f"warning [{w['check']}] {w['problem']}; fix: {w['fix']}")
     return lines

@@ -18,10 +18,8 @@ from typing import Any
 from clusterbench.benchmarks import all_benchmarks, get_benchmark, register
 from clusterbench.benchmarks.base import Composite, HpccKey, Param, Result, RunContext
 from clusterbench.errors import ClusterbenchError, KernelFailed, UsageError
-from clusterbench.launch.mpi.launchers import launcher_choices
+from clusterbench.benchmarks.mpi.common import SUITE_PARAMS, SUITE_SHARED
 
-#: options of ``hpcc`` handed to every part that declares a parameter of the same name
-SHARED = ("hosts", "hostfile", "transport", "allow_root", "mpi", "launcher")
 #: what each part is given besides the shared options (hpcc's own choices)
 PART_PARAMS: dict[str, dict[str, Any]] = {
     "pingpong": {"sizes": [8, 2_000_000]},  # hpcc: 8 B latency, 2,000,000 B bandwidth
@@ -74,23 +72,14 @@ class HpccSuite(Composite):
     help = "the HPC Challenge suite in one run, every figure with hpcc's summary key (--quick: about 2 minutes on 2 cores)"
     key_params = ("hpcc_key",)
     params = (
-        Param("hosts", str, None, "hosts, e.g. node1:4,node2:4 or cbsim-n1,cbsim-n2 (default: this node)"),
-        Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
-        Param("transport", str, None, "MPI transport for every part: auto, shm, tcp, rdma",
-              ("auto", "shm", "tcp", "rdma")),
-        Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
-        Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
-        Param("launcher", str, None, f"how ranks start: {', '.join(launcher_choices())}", launcher_choices()),
+        *SUITE_PARAMS,
         Param("engine", str, "builtin", "builtin (clusterbench's kernels) or hpcc (Debian's hpcc, one run)", ENGINES),
         Param("skip", "strlist", (), "parts to leave out, e.g. hpcg,ring"),
     )
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         members = self.members()
-        skip = tuple(params.get("skip") or ())
-        bad = [s for s in skip if s not in members]
-        if bad:
-            raise UsageError(f"--skip {bad[0]} is not an hpcc part", f"choose from {', '.join(members)}")
+        skip = self.skipped(params, "an hpcc part")
         engine = params.get("engine") or "builtin"
         if engine == "hpcc" and skip:
             raise UsageError("--skip applies to the builtin engine only (hpcc runs all its tests at once)",
@@ -100,7 +89,7 @@ class HpccSuite(Composite):
         for name in wanted:
             bench = get_benchmark(name)
             names = {p.name for p in bench.params}
-            given = {k: params[k] for k in SHARED if params.get(k) is not None and k in names}
+            given = {k: params[k] for k in SUITE_SHARED if params.get(k) is not None and k in names}
             given.update({k: v for k, v in PART_PARAMS.get(name, {}).items() if k in names})
             if engine == "hpcc":
                 given["engine"] = "hpcc"

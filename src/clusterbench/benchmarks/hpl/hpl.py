@@ -47,8 +47,9 @@ from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.text import seconds
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, check_allow_root,
-                          parse_host_params, shared_cpu_warning, shares_cores, sim_cluster_of)
+from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, HOSTFILE, HOSTS, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT,
+                                                check_allow_root, parse_host_params, shared_cpu_warning, shares_cores,
+                                                sim_cluster_of)
 from clusterbench.benchmarks.base import Benchmark, HpccKey, Metric, Param, Result, RunContext, available_memory
 from clusterbench.energy.phase import Phase
 from clusterbench.probe import blas as blasprobe
@@ -102,8 +103,8 @@ class Hpl(Benchmark):
         Param("seed", int, 42, "seed of the random matrix", min=0),
         TRANSPORT,
         TCP_INCLUDE,
-        Param("hosts", str, None, "hosts and slots, e.g. node1:2,node2:2 (default: this node)"),
-        Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
+        HOSTS,
+        HOSTFILE,
         ALLOW_ROOT,
         LAUNCH_TIMEOUT,
         Param("corrupt", bool, False, "test hook: perturb the solution before the check (the run must FAIL)"),

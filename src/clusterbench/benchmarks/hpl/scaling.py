@@ -16,7 +16,8 @@ from typing import Any
 
 from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.benchmarks import get_benchmark, register
-from clusterbench.benchmarks.mpi.common import ALLOW_ROOT, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT, parse_host_params
+from clusterbench.benchmarks.mpi.common import (ALLOW_ROOT, HOSTFILE, LAUNCH_TIMEOUT, TCP_INCLUDE, TRANSPORT,
+                                                parse_host_params)
 from clusterbench.benchmarks.base import Benchmark, Metric, Param, Result, RunContext
 from clusterbench.benchmarks.hpl.registry import ENGINES
 from clusterbench.benchmarks.hpl.sizing import TOPOLOGIES, grids
@@ -83,7 +84,7 @@ class HplScaling(Benchmark):
         TRANSPORT,
         TCP_INCLUDE,
         Param("hosts", str, None, "hosts and slots, e.g. node1:2,node2:2 (default: the virtual cluster, if up)"),
-        Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
+        HOSTFILE,
         ALLOW_ROOT,
         LAUNCH_TIMEOUT,
     )

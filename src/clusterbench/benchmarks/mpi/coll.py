@@ -160,7 +160,8 @@ def algorithm_from_env(op: str, mpi_name: str, env: Mapping[str, str] | None = N
     """The algorithm forced for ``op`` through the environment, or None (the MPI's default):
     Open MPI's ``coll_tuned_<op>_algorithm`` (counted only with ``coll_tuned_use_dynamic_rules``
     on, as Open MPI does) or its rules file (``coll_tuned_dynamic_rules_filename``, what a tuned
-    configuration runs with; the file first, as Open MPI 4.1 consults it first), MPICH's ``MPIR_CVAR_<OP>_INTRA_ALGORITHM``."""
+    configuration runs with; the file first, as Open MPI 4.1 consults it first), MPICH's
+    ``MPIR_CVAR_<OP>_INTRA_ALGORITHM`` or, without it, its selection file (``MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE``)."""
     env = os.environ if env is None else env
     if op == "barrier" and mpi_name != "openmpi":
         name = "MPIR_CVAR_BARRIER_INTRA_ALGORITHM"
@@ -174,15 +175,17 @@ def algorithm_from_env(op: str, mpi_name: str, env: Mapping[str, str] | None = N
         rules = env.get("OMPI_MCA_coll_tuned_dynamic_rules_filename")
         if rules:
             return {"mpi": "openmpi", "param": "coll_tuned_dynamic_rules_filename", "value": rules}
-    if value in (None, ""):
+    if value in (None, "") and mpi_name == "openmpi":
         return None
     if mpi_name == "openmpi":
         if not dynamic:
             return None
         param = name[len("OMPI_MCA_"):]
         return {"mpi": "openmpi", "param": param, "value": int(value) if value.isdigit() else value}
-    if value == "auto":
-        return None
+    if value in (None, "", "auto"):
+        # MPICH consults a forced CVAR first, then the selection file (what a tuned configuration runs with)
+        tree = env.get("MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE")
+        return {"mpi": "mpich", "param": "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE", "value": tree} if tree else None
     return {"mpi": "mpich", "param": name, "value": value}
 
 

@@ -528,3 +528,16 @@ class MpiBenchmark(Benchmark):
         name = session.pop("name", self.name)
         ks = KernelSession(ctx, name, spec, mpi, base, on_result, different_nodes, **session)
         return ks.run([str(b.path), *args], params["launch_timeout"], proof_ranks=proof_ranks)
+
+
+#: the options of a suite of MPI benchmarks (``mpi``, ``hpcc``), each handed to every part that declares a
+#: parameter of the same name (``SUITE_SHARED``)
+SUITE_PARAMS = (
+    Param("hosts", str, None, "hosts, e.g. node1:4,node2:4 or cbsim-n1,cbsim-n2 (default: this node)"),
+    HOSTFILE,
+    Param("transport", str, None, "MPI transport for every part: auto, shm, tcp, rdma", ("auto", "shm", "tcp", "rdma")),
+    Param("allow_root", bool, None, "let Open MPI run as root (--allow-run-as-root)"),
+    Param("mpi", str, None, "which MPI: openmpi, mpich, or the path of its launcher (default: mpirun on PATH)"),
+    Param("launcher", str, None, f"how ranks start: {', '.join(mpimod.launcher_choices())}", mpimod.launcher_choices()),
+)
+SUITE_SHARED = tuple(p.name for p in SUITE_PARAMS)

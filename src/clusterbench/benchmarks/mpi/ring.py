@@ -32,7 +32,7 @@ from typing import Any
 from clusterbench.errors import UsageError
 from clusterbench.launch import mpi as mpimod
 from clusterbench.benchmarks import register
-from clusterbench.benchmarks.mpi.common import (BUFFERS, KernelSession, MpiBenchmark, buffers_record, detect,
+from clusterbench.benchmarks.mpi.common import (BUFFERS, HOSTFILE, KernelSession, MpiBenchmark, buffers_record, detect,
                                                 launch_spec, parse_host_params, sim_cluster_of, spread_ranks)
 from clusterbench.benchmarks.base import HpccKey, Metric, Param, RunContext, allowed_cpus, available_memory
 
@@ -87,7 +87,7 @@ class Ring(MpiBenchmark):
         Param("loop_time", float, 0.002, "minimum seconds of one timed loop (the loop length grows to it)",
               min=0, max=10, min_open=True),
         Param("hosts", str, None, "hosts and slots, e.g. node1:4,node2:4 (default: this node)"),
-        Param("hostfile", str, None, "Open MPI hostfile (name slots=N)"),
+        HOSTFILE,
         Param("cpus", "intlist", None, "cpu of each rank on this node (default: one per core in placement order)"),
         Param("validate", bool, True, "check every byte of one extra exchange per ring (outside the timing)"),
         BUFFERS,

@@ -8,7 +8,7 @@ from typing import Any
 from clusterbench.analysis.summary import max_threads, pick
 from clusterbench.benchmarks import get_benchmark, register
 from clusterbench.benchmarks.base import Composite, Param, Result, RunContext
-from clusterbench.errors import ClusterbenchError, UsageError
+from clusterbench.errors import ClusterbenchError
 
 
 def _balance(rs: list[Result]) -> list[str]:
@@ -32,10 +32,7 @@ class Node(Composite):
 
     def check(self, ctx: RunContext, params: dict[str, Any]) -> dict[str, Any]:
         members = self.members()
-        skip = tuple(params.get("skip") or ())
-        bad = [s for s in skip if s not in members]
-        if bad:
-            raise UsageError(f"--skip {bad[0]} is not a node benchmark", f"choose from {', '.join(members)}")
+        skip = self.skipped(params, "a node benchmark")
         parts: dict[str, dict] = {}
         for name in members:
             if name in skip:

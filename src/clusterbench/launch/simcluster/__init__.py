@@ -28,7 +28,7 @@ from __future__ import annotations
 from clusterbench.launch.simcluster.state import (BRIDGE, CMD_TIMEOUT, DEFAULT_PREFIX, HEAD_ADDRESS, IFACE, MAX_NODES,
                                                   NODE_BASE, SCHEMA, SUBNET, SimCluster, SimNode, TBF_LATENCY,
                                                   default_prefix, list_namespaces, load, parse_delay, parse_rate,
-                                                  state_dir)
+                                                  scratch_dir, state_dir)
 from clusterbench.launch.simcluster.running import describe_processes, processes
 from clusterbench.launch.simcluster.lifecycle import down, taken_down, up
 from clusterbench.launch.simcluster.describe import status
@@ -38,5 +38,5 @@ from clusterbench.launch.simcluster.launching import (agent_script, exec_prefix,
 __all__ = ['BRIDGE', 'CMD_TIMEOUT', 'DEFAULT_PREFIX', 'HEAD_ADDRESS', 'IFACE', 'MAX_NODES', 'NODE_BASE', 'SCHEMA',
            'SUBNET', 'SimCluster', 'SimNode', 'TBF_LATENCY', 'agent_script', 'default_prefix', 'describe_processes',
            'down', 'exec_prefix', 'host_arg', 'hostfile_text', 'hosts', 'list_namespaces', 'load', 'mpiexec_args',
-           'mpirun_args', 'parse_delay', 'parse_rate', 'processes', 'rankfile_text', 'state_dir', 'status',
+           'mpirun_args', 'parse_delay', 'parse_rate', 'processes', 'rankfile_text', 'scratch_dir', 'state_dir', 'status',
            'taken_down', 'up']

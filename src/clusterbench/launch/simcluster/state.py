@@ -313,6 +313,11 @@ def _tmp_dir(sdir: Path, prefix: str) -> Path:
     return _files(sdir, prefix)[1].with_name(_files(sdir, prefix)[1].name.replace("-agent.sh", "-tmp"))
 
 
+def scratch_dir(c: SimCluster) -> Path:
+    """A folder of ``c``'s own for what a command keeps about it between runs (removed by ``down``)."""
+    return _tmp_dir(Path(c.state_file).parent, c.prefix)
+
+
 def load(state: str | os.PathLike | None = None, *, prefix: str | None = None) -> SimCluster | None:
     """The recorded cluster, or None when there is no state file (does not need root)."""
     prefix = _check_prefix(prefix)

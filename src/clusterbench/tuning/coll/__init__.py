@@ -8,12 +8,16 @@
   the winners per size range; the verification of the tuned configuration against the default.
 * :mod:`.rules`: Open MPI's dynamic rules file (``coll_tuned_dynamic_rules_filename``, 4.1's
   classic format) and MPICH's environment file of CVARs.
+* :mod:`.mpich_tree`: MPICH's per-size JSON selection file (``MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE``),
+  the default tree compiled into the library with the tuned op's intra branch replaced.
 * :mod:`.tuner`: the search on the collectives benchmark (every launch a stored run, tagged
   ``--tune-id=ID --tune-trial=N/LABEL`` in its command as ``tune hpl`` tags its trials), the file
   written only where the verification found the tuned configuration significantly better.
   Open MPI's verification runs the rules file itself (the file the user gets, minus the sizes it
-  drops); MPICH's CVAR holds for every size, so the one algorithm that won the most sizes is
-  verified at every size and kept only when it is nowhere significantly slower.
+  drops); MPICH's likewise runs the selection file. Where MPICH's file cannot be built (an op
+  MPICH compares no size for, a library without the default tree) its CVAR holds for every size, so
+  the one algorithm that won the most sizes is verified at every size and kept only when it is
+  nowhere significantly slower.
 * :mod:`.report`: the text the CLI prints.
 """
 from __future__ import annotations

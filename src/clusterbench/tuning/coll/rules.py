@@ -12,8 +12,9 @@ so ``#`` comments are allowed)::
     0 4 0 0       message size (bytes, Open MPI's count: dtype size x count, x comm size for the
     8192 3 0 0    per-rank-block ops), algorithm (0: Open MPI's own decision), fan in/out, segment size
 
-A message-size line applies from its size up to the next line's. MPICH has no per-size file in
-CVARs: the environment file sets one ``MPIR_CVAR_<OP>_INTRA_ALGORITHM`` for every size.
+A message-size line applies from its size up to the next line's. MPICH's CVARs have no per-size
+form: the environment file sets one ``MPIR_CVAR_<OP>_INTRA_ALGORITHM`` for every size (used where
+MPICH's per-size selection file, :mod:`.mpich_tree`, cannot be built).
 """
 from __future__ import annotations
 

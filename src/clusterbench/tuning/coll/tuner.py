@@ -15,8 +15,9 @@ from typing import Any, Iterator
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import RunContext
 from clusterbench.benchmarks.mpi.coll import algbw_bytes, check_op_sizes
-from clusterbench.errors import KernelFailed
+from clusterbench.errors import KernelFailed, UsageError
 from clusterbench.store import Store
+from clusterbench.tuning.coll import mpich_tree
 from clusterbench.tuning.coll import rules as rulesmod
 from clusterbench.tuning.coll import search
 from clusterbench.tuning.coll.algorithms import Algorithm, enumerate_algorithms, select
@@ -42,6 +43,19 @@ class RulesFile:
 
     def record(self) -> dict[str, Any]:
         return {"mpi": "openmpi", "param": "coll_tuned_dynamic_rules_filename", "value": self.path}
+
+
+@dataclass(frozen=True)
+class SelectionFile:
+    """MPICH reading a JSON selection file (:mod:`.mpich_tree`: the tuned configuration the verification runs)."""
+
+    path: str
+
+    def env(self) -> dict[str, str]:
+        return {mpich_tree.ENV: self.path}
+
+    def record(self) -> dict[str, Any]:
+        return {"mpi": "mpich", "param": mpich_tree.ENV, "value": self.path}
 
 
 @dataclass
@@ -168,7 +182,9 @@ def tune(op: str, *, budget_s: float | str = "10m", base: dict[str, Any] | None 
     mpi = detect(given)
     label = f"{'Open MPI' if mpi.name == 'openmpi' else 'MPICH'} {mpi.version}"
     cands = select(enumerate_algorithms(mpi, op), algorithms, label, op)
-    out_path = rulesmod.check_writable(output or f"tune-coll-{op}.{'rules' if mpi.name == 'openmpi' else 'env'}")
+    tree, tree_note, cands = _mpich_tree(mpi, op, cands, bool(algorithms), label)
+    ext = "rules" if mpi.name == "openmpi" else ("json" if tree else "env")
+    out_path = rulesmod.check_writable(output or f"tune-coll-{op}.{ext}")
     if probe is None:
         from clusterbench.probe import probe as do_probe
         probe = do_probe()
@@ -180,6 +196,7 @@ def tune(op: str, *, budget_s: float | str = "10m", base: dict[str, Any] | None 
     rep = CollTuneReport(tid, op, {"name": mpi.name, "version": mpi.version}, procs,
                          [h[0] for h in p.get("host_list") or []] or None, sizes,
                          [{"label": a.label, **a.record(), "name": a.name} for a in cands], budget)
+    rep.notes.extend(tree_note)
     store = store if store is not None else Store()
     meas = measure or StoredMeasure(store, given, probe, argv=list(argv or ["clusterbench", "tune", "coll"]),
                                     tune_id=tid, timeout=timeout, oversubscribe=oversubscribe, tags=tags, note=note,
@@ -196,6 +213,10 @@ def tune(op: str, *, budget_s: float | str = "10m", base: dict[str, Any] | None 
             tmp = f"{out_path}.verify{os.getpid()}"
             rulesmod.write_file(tmp, rulesmod.format_ompi_rules(op, procs, rules_for(op, procs, chosen, algs)))
             tuned: Any = RulesFile(tmp)
+        elif tree:
+            tmp = f"{out_path}.verify{os.getpid()}"
+            rulesmod.write_file(tmp, tree.text(op, _tree_ranges(chosen, algs)))
+            tuned = SelectionFile(tmp)
         else:
             pick = mpich_choice(chosen)
             chosen = {s: (pick if pick and w != search.DEFAULT else search.DEFAULT) for s, w in chosen.items()}
@@ -207,14 +228,43 @@ def tune(op: str, *, budget_s: float | str = "10m", base: dict[str, Any] | None 
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
     rep.verify = vph.as_dict()
-    if mpi.name != "openmpi" and any(v.verdict == search.WORSE for v in vph.verdicts.values()):
+    if mpi.name != "openmpi" and not tree and any(v.verdict == search.WORSE for v in vph.verdicts.values()):
         rep.notes.append("MPICH's CVAR holds for every size and the verification found sizes where it is slower: "
                          "not kept")
         kept = {s: search.DEFAULT for s in sizes}
     _fill(rep, ph, vph, chosen, kept, algs)
     rep.elapsed_s = round(time.monotonic() - t0, 2)
-    _write(rep, op, procs, kept, algs, out_path, mpi.name)
+    _write(rep, op, procs, kept, algs, out_path, mpi.name, tree)
     return rep
+
+
+def _mpich_tree(mpi: Any, op: str, cands: list[Algorithm], explicit: bool,
+                label: str) -> tuple[mpich_tree.LibraryTree | None, list[str], list[Algorithm]]:
+    """MPICH: the library's default selection tree for a per-size file (None: one CVAR for all
+    sizes, with the one-line reason), and the candidates the tree can name (one it cannot: a
+    UsageError if asked for by name, else left out with a note)."""
+    if mpi.name == "openmpi":
+        return None, [], cands
+    tree, why = mpich_tree.default_for(mpi.mpicc, op)
+    if tree is None:
+        return None, [why], cands
+    lacking = [a for a in cands if not tree.knows(op, str(a.value))]
+    if lacking and explicit:
+        a = lacking[0]
+        raise UsageError(f"{label}'s selection tree cannot name {op} algorithm {a.value!r} "
+                         f"({mpich_tree.tree_algorithm(op, str(a.value))} is not in {tree.library})",
+                         f"choose from: {', '.join(str(c.value) for c in cands if c not in lacking) or 'none'}")
+    notes = [why] + [f"{a.value}: {mpich_tree.tree_algorithm(op, str(a.value))} is not in {tree.library}, so a "
+                     "selection file cannot name it: not tried" for a in lacking]
+    kept = [a for a in cands if a not in lacking]
+    if not kept:
+        return None, notes + ["no candidate the selection tree can name: one CVAR for all sizes"], cands
+    return tree, notes, kept
+
+
+def _tree_ranges(by_size: Mapping[int, str], algs: Mapping[str, Algorithm]) -> list[tuple[int, int, str | None]]:
+    """The size ranges of :func:`mpich_tree.tuned_tree`: (first size, last size, CVAR value or None)."""
+    return [(lo, hi, None if lab == search.DEFAULT else str(algs[lab].value)) for lo, hi, lab in search.ranges(by_size)]
 
 
 def _fill(rep: CollTuneReport, ph: search.Phase, vph: search.Phase, chosen: Mapping[int, str],
@@ -243,7 +293,7 @@ def _fill(rep: CollTuneReport, ph: search.Phase, vph: search.Phase, chosen: Mapp
 
 
 def _write(rep: CollTuneReport, op: str, procs: int, kept: Mapping[int, str], algs: Mapping[str, Algorithm],
-           path: str, mpi_name: str) -> None:
+           path: str, mpi_name: str, tree: mpich_tree.LibraryTree | None = None) -> None:
     if all(w == search.DEFAULT for w in kept.values()):
         rep.output = {"path": path, "written": False, "why": "the MPI's default was best (or not beaten "
                       "significantly) at every size: nothing to write"}
@@ -256,6 +306,10 @@ def _write(rep: CollTuneReport, op: str, procs: int, kept: Mapping[int, str], al
         text = rulesmod.format_ompi_rules(op, procs, rules_for(op, procs, kept, algs), comment=head)
         use = (f"mpirun --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename {path} ...")
         fmt = "openmpi-dynamic-rules"
+    elif tree:
+        text = tree.text(op, _tree_ranges(kept, algs))  # JSON: no comment (MPICH reads every key)
+        use = f"{mpich_tree.ENV}={path} mpiexec ..."
+        fmt = "mpich-selection-json"
     else:
         a = algs[next(w for w in kept.values() if w != search.DEFAULT)]
         text = rulesmod.format_mpich_env(a.param, str(a.value), comment=head)
@@ -263,7 +317,9 @@ def _write(rep: CollTuneReport, op: str, procs: int, kept: Mapping[int, str], al
         fmt = "mpich-cvar-env"
     rulesmod.write_file(path, text)
     rep.output = {"path": path, "written": True, "format": fmt, "use": use}
+    if tree:
+        rep.output.update({"env": {mpich_tree.ENV: path}, "library": tree.library})
 
 
-__all__ = ["CollTuneReport", "RulesFile", "StoredMeasure", "forced", "mpich_choice", "rules_for", "tune", "TIME_PER_SIZE",
-           "BASE"]
+__all__ = ["CollTuneReport", "RulesFile", "SelectionFile", "StoredMeasure", "forced", "mpich_choice", "rules_for", "tune",
+           "TIME_PER_SIZE", "BASE"]

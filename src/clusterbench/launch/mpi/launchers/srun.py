@@ -12,7 +12,7 @@ from clusterbench.launch.mpi.detect import MpiInstall, _run_text
 from clusterbench.launch.mpi.launchers import OutputTag, register_launcher
 from clusterbench.launch.mpi.launchers.mpich import _mpich_bind_wrapper, mpich_transport_env
 from clusterbench.launch.mpi.spec import LaunchSpec
-from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS
+from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS, UCX_PROOF_ENV, rdma_env
 
 def srun_mpi_plugins(srun: str) -> tuple[str, ...]:
     """``srun --mpi=list``: the PMI plugins this Slurm has (``pmix``, ``pmi2``, ...); asked at every
@@ -118,6 +118,11 @@ def _srun_command(mpi: MpiInstall | None, spec: LaunchSpec, program: Sequence[st
                 raise EnvironmentProblem("--transport rdma needs Open MPI's UCX pml, which this Open MPI lacks",
                                          "install an Open MPI built with UCX, or use --transport tcp")
             env.setdefault("UCX_TLS", spec.ucx_tls)
+            for k, v in rdma_env().items():  # soft-RoCE: UD's wireup needs UCX's GRH check off
+                env.setdefault(k, v)
+            if spec.prove_transport:  # as mpirun: UCX's endpoint lines name the lanes (the device proven)
+                for k, v in UCX_PROOF_ENV.items():
+                    env.setdefault(k, v)
         if spec.transport == "tcp" and spec.tcp_include:
             mca += ["--mca", "btl_tcp_if_include", spec.tcp_include]
         if spec.prove_transport:

@@ -13,7 +13,6 @@ from clusterbench.report.plots.common import best_by, coll_results, coll_series_
 class CollBusbw(PlotKind):
     kind = "coll_busbw"
     order = 84
-    size = (8.0, 4.5)
 
     def plan(self, sources: list[Source], comparison: Any = None) -> list[PlotSpec]:
         srcs = [s for s in sources if coll_results(s.results, "busbw")]

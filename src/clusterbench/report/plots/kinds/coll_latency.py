@@ -25,7 +25,6 @@ def model_curve(op: str, pts: list[tuple[float, dict]]) -> list[tuple[float, tup
 class CollLatency(PlotKind):
     kind = "coll_latency"
     order = 82
-    size = (8.0, 4.5)
 
     def plan(self, sources: list[Source], comparison: Any = None) -> list[PlotSpec]:
         specs = []
