@@ -42,8 +42,9 @@ Schema history: 1 (first release; its earliest files lack ``runs.notes``, which 
 2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
 ``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3); 4 adds the user's ``runs.note`` and
 the ``run_tags`` table; 5 adds ``fixes``; 6 adds ``runs.energy``; 7 adds ``fixes.pid``, ``pid_start`` and
-``boot_id`` (a fix left ``applying`` by a process that is gone reads as ``interrupted``); 8 adds the index
-``runs_started`` on ``runs(started)`` (the newest runs without sorting them all). An older file is
+``boot_id`` (a fix left ``applying`` by a process that is gone reads as ``interrupted``); 8 adds the indexes
+``runs_started`` on ``runs(started)`` (the newest runs without sorting them all) and ``runs_id_lower`` on
+``runs(lower(id))`` (a run by a prefix of its id without reading every id). An older file is
 upgraded in place (1 -> 2 -> ... -> 8, one transaction) when it is opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
 
 Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
