@@ -113,8 +113,8 @@ def test_server_stopped_while_writing(pg_own: pgkit.PgServer) -> None:
     for rid, run in runs.items():
         if rid in acked:
             assert run.status == "complete" and run.results == 4
-        else:  # begun, not finished: its writer is gone
-            assert run.status == "incomplete" and "died" in run.error and run.results < 4
+        else:  # begun, not finished (its figures may all be in: the server died before finish_run): its writer is gone
+            assert run.status == "incomplete" and "died" in run.error and run.results <= 4
         assert [r.params["threads"] for r in st.results(rid)] == list(range(run.results))
 
 
