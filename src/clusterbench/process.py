@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -382,8 +383,26 @@ class Records:
         return self.tail.decode(errors="replace")
 
     def last_line(self) -> str:
-        lines = self.tail_text.strip().splitlines()
-        return lines[-1] if lines else ""
+        """The line an error message quotes: the last one that says something, past the frames an MPI
+        launcher prints around any failing rank (they say that it failed, never why; its stdout and the
+        rank's stderr interleave in whatever order they arrive)."""
+        return telling_line(self.tail_text)
+
+
+# What Hydra (MPICH) and mpirun (Open MPI) print around a failed rank: banners, rules and the FAQ pointer.
+LAUNCHER_FRAME = re.compile(
+    r"^(?:\[stdout\] )?\s*(?:$|[=-]{5}|=\s|YOUR APPLICATION TERMINATED|This typically refers to a problem"
+    r"|Please see the FAQ page|Primary job\s+terminated|a non-zero exit code\. Per user-direction"
+    r"|mpirun detected that one or more|the job to be terminated\. The first process|Process name:|Exit code:)")
+
+
+def telling_line(text: str) -> str:
+    """The last line of ``text`` that is not a launcher's frame (:data:`LAUNCHER_FRAME`), else its last line."""
+    lines = text.strip().splitlines()
+    for line in reversed(lines):
+        if not LAUNCHER_FRAME.match(line):
+            return line
+    return lines[-1] if lines else ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,3 +45,41 @@ def test_launchers_are_registered_and_chosen_by_mpi_and_launcher_choice(monkeypa
     assert M.launcher_for(mpich, M.LaunchSpec(2, launcher="srun")).name == "srun"
     with pytest.raises(UsageError, match="--launcher 'pbs'"):
         M.launcher_for(ompi, M.LaunchSpec(2, launcher="pbs"))
+
+
+# Hydra's frame around a rank that called MPI_Abort (MPICH 4.0, as printed on stdout by mpiexec)
+_HYDRA_FRAME = """
+===================================================================================
+=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES
+=   RANK 1 PID 4242 RUNNING AT node1
+=   EXIT CODE: 1
+=   CLEANING UP REMAINING PROCESSES
+=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES
+===================================================================================
+YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Aborted (signal 6)
+This typically refers to a problem with your application.
+Please see the FAQ page for debugging suggestions""".splitlines()
+
+
+@pytest.mark.parametrize("rank_first", [True, False])
+def test_failure_quotes_the_ranks_words_not_the_launchers_frame(rank_first):
+    """The rank's stderr and the launcher's stdout arrive in either order (CI saw the FAQ pointer quoted
+    as the reason): the message quotes the rank's line wherever it falls, locally and through MPI."""
+    from clusterbench.launch.mpi.run import explain_failure
+    from clusterbench.process import Records
+
+    r = Records("allreduce")
+    said = b"Abort(1) on node 1: Internal error"
+    if rank_first:
+        r.feed_err(said)
+    for line in _HYDRA_FRAME:
+        r.feed_out(line.encode())
+    if not rank_first:
+        r.feed_err(said)
+    assert r.last_line() == said.decode()
+    msg, _ = explain_failure(r.tail_text, 1, "MPI kernel 'allreduce'")
+    assert msg == "MPI kernel 'allreduce' exited with status 1: Abort(1) on node 1: Internal error"
+    only = Records("k")
+    for line in _HYDRA_FRAME:
+        only.feed_out(line.encode())
+    assert only.last_line() == "[stdout] Please see the FAQ page for debugging suggestions"

@@ -156,7 +156,7 @@ def explain_failure(stderr: str, rc: int | None, what: str, *, local: bool = Fal
     if any(n in stderr for n in _LOST_DAEMON):
         return (f"{what}: the launcher lost contact with a node (it went down, became unreachable, or its daemon "
                 "was killed)", "check the nodes (ping, ssh) and rerun; leave out a node that stays unreachable")
-    lines = [ln.strip() for ln in stderr.splitlines() if not _NOISE_RE.search(ln)]
+    lines = [ln.strip() for ln in stderr.splitlines() if not _NOISE_RE.search(ln) and not process.LAUNCHER_FRAME.match(ln)]
     last = lines[-1] if lines else ""
     if rc is not None and rc < 0:  # the launcher itself was killed
         _, how, fix = process.death_cause(-rc, before, local=True)
