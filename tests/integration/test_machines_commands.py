@@ -330,7 +330,7 @@ def test_staged_kernels_found_by_their_stamps_and_asked_again_when_changed(machi
     request = REQUESTS[str(build_kernel("pingpong", openmp=False, cc=mpi.mpicc).path)]
 
     def stage() -> dict[str, dict]:
-        nodes._STAGED.clear()  # as the next clusterbench command starts: nothing known yet
+        nodes.forget_staged()  # as the next clusterbench command starts: nothing known yet
         return {h: d[0] for h, d in nodes.stage_requests(list(HOSTS), [request]).items()}
 
     try:

@@ -52,7 +52,7 @@ def _pingpong(store: Store, **given) -> session.RunReport:
 
 def test_detect_mpich_beside_open_mpi(mpich: M.MpiInstall) -> None:
     assert mpich.name == "mpich" and mpich.version.split(".")[0] == "4"
-    assert "mpich" in os.path.basename(mpich.mpicc) or "mpich" in M._run_text([mpich.mpicc, "-show"])
+    assert "mpich" in os.path.basename(mpich.mpicc) or "mpich" in M.run_text([mpich.mpicc, "-show"])
     assert mpich.device == "ch4:ucx", "Debian's MPICH 4 is built with ch4:ucx; the transport tests assume it"
     # the same MPICH by the launcher's path; Open MPI stays the default mpirun
     assert M.detect_mpi(kind=mpich.mpirun) == mpich

@@ -135,7 +135,7 @@ def test_agent_script_is_valid_sh_and_skips_ssh_options(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_names_resolving_locally_are_refused() -> None:
     with pytest.raises(EnvironmentProblem, match="local address"):
-        sc_state._check_names_do_not_resolve_locally(["localhost"])
+        sc_state.check_names_do_not_resolve_locally(["localhost"])
     assert shutil.which("getent") is None or \
         _sh(["getent", "hosts", "cbsim-n1", "cbtst-n1"], check=False).returncode != 0
 
@@ -384,16 +384,16 @@ def test_a_long_python_path_still_names_the_module(tmp_path):
                             stderr=subprocess.DEVNULL, preexec_fn=os.setpgrp)
     try:
         deadline = time.monotonic() + 10
-        while "timeit" not in (argv := sc_running._argv_of(proc.pid)) and time.monotonic() < deadline:
+        while "timeit" not in (argv := sc_running.argv_of(proc.pid)) and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
         proc.kill()
         proc.wait()
     assert argv[:3] == [str(py), "-m", "timeit"]
-    assert len(str(py)) > 60 and sc_running._command_of(argv).startswith("python3 -m timeit -n1")
-    assert sc_running._program(argv) == "timeit"
-    assert sc.describe_processes([{"namespace": "t-n1", "pid": 1, "command": sc_running._command_of(argv),
-                                   "program": sc_running._program(argv)}]) == "1 timeit in t-n1"
+    assert len(str(py)) > 60 and sc_running.command_of(argv).startswith("python3 -m timeit -n1")
+    assert sc_running.program_of(argv) == "timeit"
+    assert sc.describe_processes([{"namespace": "t-n1", "pid": 1, "command": sc_running.command_of(argv),
+                                   "program": sc_running.program_of(argv)}]) == "1 timeit in t-n1"
 
 
 

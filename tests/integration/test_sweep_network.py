@@ -65,7 +65,7 @@ def _limit(c: Any, node: str, rate_bps: int) -> None:
     from clusterbench.launch.simcluster import lifecycle
 
     subprocess.run(["tc", "-n", c.node(node).namespace, "qdisc", "replace", "dev", "cb0", "root",
-                    *lifecycle._tbf_args(rate_bps, 9000)], check=True)
+                    *lifecycle.tbf_args(rate_bps, 9000)], check=True)
 
 
 def _mtu(c: Any, node: str, mtu: int) -> None:

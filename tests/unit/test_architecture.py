@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,47 @@ def test_no_private_name_is_imported_across_packages():
     assert not bad, "make the name public, or move it where it is used: " + "; ".join(bad)
 
 
+#: tests that may reach a private name of clusterbench, each with why the private hook is the point
+#: ("path:name": reason); a test otherwise goes through the public function, or the name is made public
+PRIVATE_IN_TESTS: dict[str, str] = {}
+_PRIVATE_IMPORT = re.compile(r"from\s+clusterbench[\w.]*\s+import\s+(?:\([^)]*|[^\n]*)\b_[A-Za-z]")
+
+
+def test_no_test_takes_a_private_name_of_the_package():
+    """A test reads clusterbench as its users do: neither ``from clusterbench.x import _name`` nor
+    ``x._name`` on a module of clusterbench (an object's own attributes, ``obj._x``, are not looked at;
+    nor are ``monkeypatch.setattr(module, "_seam", ...)``'s seams, which replace I/O the test must not do)."""
+    bad = []
+    for p in sorted((ROOT / "tests").rglob("*.py")):
+        if "__pycache__" in p.parts:
+            continue
+        rel = p.relative_to(ROOT).as_posix()
+        text = p.read_text()
+        # parsed only when the text may break the rule (a private name imported from clusterbench, or
+        # NAME._x with NAME imported): a tenth of the files
+        reads = set(re.findall(r"\b(\w+)\._[A-Za-z]", text)) - {"self", "cls"}
+        if not (_PRIVATE_IMPORT.search(text) or any(re.search(rf"\bimport\b[^\n]*\b{n}\b", text) for n in reads)):
+            continue
+        aliases: dict[str, str] = {}
+        for node in _statements(_tree(p)):
+            if isinstance(node, ast.Import):
+                aliases.update({a.asname or a.name.split(".")[0]: a.name for a in node.names
+                                if a.name.split(".")[0] == "clusterbench"})
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "clusterbench":
+                for a in node.names:
+                    if _private(a.name) and f"{rel}:{a.name}" not in PRIVATE_IN_TESTS:
+                        bad.append(f"{rel}:{node.lineno} takes {a.name} from {node.module}")
+                    elif not _private(a.name):
+                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        if not any(f"{alias}._" in text for alias in aliases):
+            continue
+        for node in ast.walk(_tree(p)):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr)
+                    and node.value.id in aliases and f"{rel}:{node.attr}" not in PRIVATE_IN_TESTS):
+                bad.append(f"{rel}:{node.lineno} reads {node.value.id}.{node.attr} ({aliases[node.value.id]})")
+    assert not bad, "test through the public function, or make the name public: " + "; ".join(bad)
+
+
 #: programs that reach another node or start processes there: only launch/ names them in a command line
 REACH_PROGRAMS = {"ssh", "scp", "sftp", "rsync", "srun", "salloc", "sbatch", "qsub", "pbsdsh", "flux", "nsenter"}
 
@@ -225,7 +267,8 @@ def test_only_launch_reaches_a_node():
     assert not bad, "reach nodes through clusterbench.launch (remote.transport, a launcher): " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("rule", ["sizes", "sizes-scripts", "io", "io-through", "private", "private-attribute", "reach"])
+@pytest.mark.parametrize("rule", ["sizes", "sizes-scripts", "io", "io-through", "private", "private-attribute",
+                                  "private-tests", "private-tests-attribute", "reach"])
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     """Each rule fails on a tree that breaks it (a check that cannot fail is no check)."""
     pkg = tmp_path / "clusterbench"
@@ -255,6 +298,13 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch, rule):
     elif rule == "private":
         (pkg / "analysis" / "a.py").write_text("from clusterbench.store.db import _secret\n")
         check = test_no_private_name_is_imported_across_packages
+    elif rule.startswith("private-tests"):
+        (tmp_path / "tests").mkdir()
+        (tmp_path / "tests" / "test_a.py").write_text(
+            "from clusterbench.store import db\nx = db._secret\n" if rule.endswith("attribute")
+            else "from clusterbench.store.db import _secret\n")
+        monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+        check = test_no_test_takes_a_private_name_of_the_package
     elif rule == "reach":
         (pkg / "store" / "sync.py").write_text("import subprocess\nsubprocess.run(['ssh', 'node1', 'true'])\n")
         check = test_only_launch_reaches_a_node

@@ -22,10 +22,10 @@ def test_help_lists_benchmarks(capsys):
 
 def test_every_benchmark_has_a_help_page(capsys):
     """``run NAME --help`` for every benchmark (a parameter's help with a % once broke argparse)."""
-    from clusterbench.benchmarks import REGISTRY, _load_all
+    from clusterbench.benchmarks import REGISTRY, all_benchmarks
     from clusterbench.cli import build_parser
 
-    _load_all()
+    all_benchmarks()  # every benchmark module imported, each registered
     parser = build_parser()  # what main() parses its argv with (built once here: --help exits while parsing)
     for name, cls in sorted(REGISTRY.items()):
         with pytest.raises(SystemExit) as exc:
@@ -95,10 +95,10 @@ def test_the_parser_is_built_once_and_again_when_a_benchmark_registers(monkeypat
     """main() parses with one parser per process (building it declares every benchmark's options), and a
     benchmark registered later (a plug-in) is on the next command line."""
     from clusterbench import cli
-    from clusterbench.benchmarks import REGISTRY, Param, _load_all
+    from clusterbench.benchmarks import REGISTRY, Param, all_benchmarks
     from clusterbench.benchmarks.base import Benchmark
 
-    _load_all()
+    all_benchmarks()  # every benchmark module imported, each registered
     first = cli.parser()
     assert cli.parser() is first
 

@@ -36,7 +36,7 @@ def test_mann_whitney_exact_small_samples():
     assert S.mann_whitney([1, 2, 4], [3, 5, 6])[1] == pytest.approx(0.2)
     # interleaved: U = 3, P(U <= 3) = (1 + 1 + 2 + 3) / 20 = 0.35
     assert S.mann_whitney([1, 3, 5], [2, 4, 6]) == (3.0, pytest.approx(0.7), "exact")
-    assert sum(S._u_distribution(4, 6)) == math.comb(10, 4)
+    assert sum(S.u_distribution(4, 6)) == math.comb(10, 4)
     assert S.smallest_p(3, 3) == pytest.approx(0.1)
     assert S.smallest_p(4, 4) == pytest.approx(2 / 70)
 

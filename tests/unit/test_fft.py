@@ -8,7 +8,7 @@ from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import allowed_cpus
 from clusterbench.benchmarks.hpcc.fft import DEFAULT_CAP, LIBS, largest_n, node_bytes
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.kernels.build import _build_error
+from clusterbench.kernels.build import build_error
 
 
 def test_bad_n_is_one_line(ctx) -> None:
@@ -40,7 +40,7 @@ def test_missing_fftw_header_names_its_package() -> None:
     for stderr, pkg in (("fft.c:38:10: fatal error: fftw3-mpi.h: No such file or directory", "libfftw3-mpi-dev"),
                         ("fft.c:37:10: fatal error: 'fftw3.h' file not found", "libfftw3-dev"),
                         ("/usr/bin/ld: cannot find -lfftw3_mpi: No such file or directory", "libfftw3-mpi-dev")):
-        err = _build_error("fft", "mpicc", f"In file included from x.c:1:\n{stderr}\ncompilation terminated.\n",
+        err = build_error("fft", "mpicc", f"In file included from x.c:1:\n{stderr}\ncompilation terminated.\n",
                            LIBS, False)
         assert isinstance(err, EnvironmentProblem)
         assert f"apt-get install {pkg}" in str(err.fix) and "\n" not in str(err)

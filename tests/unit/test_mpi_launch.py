@@ -218,12 +218,11 @@ def test_rdma_through_srun_gets_what_mpirun_gives(tmp_path: Path, monkeypatch: p
     class WithUcx(M.MpiInstall):
         has_ucx = True
     mpi = WithUcx(name="openmpi", version="4.1.4", mpirun="mpirun", mpicc="mpicc")
-    env: dict[str, str] = {}
-    srun._srun_command(mpi, M.LaunchSpec(nranks=2, transport="rdma", launcher="srun"), ["k"], tmp_path, env)
+    _, env = M.build_command(mpi, M.LaunchSpec(nranks=2, transport="rdma", launcher="srun"), ["k"], tmp_path)
     assert env["UCX_TLS"] == "rc,ud,self" and env["UCX_UD_VERBS_ETH_DGID_CHECK"] == "n"
     assert env["UCX_LOG_LEVEL"] == "info" and env["OMPI_MCA_pml"] == "ucx"
-    env = {"UCX_UD_VERBS_ETH_DGID_CHECK": "y"}
-    srun._srun_command(mpi, M.LaunchSpec(nranks=2, transport="rdma", launcher="srun"), ["k"], tmp_path, env)
+    _, env = M.build_command(mpi, M.LaunchSpec(nranks=2, transport="rdma", launcher="srun",
+                                               env={"UCX_UD_VERBS_ETH_DGID_CHECK": "y"}), ["k"], tmp_path)
     assert env["UCX_UD_VERBS_ETH_DGID_CHECK"] == "y"
 
 

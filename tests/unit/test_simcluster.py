@@ -24,7 +24,7 @@ def test_parsers() -> None:
 
 
 def test_launch_arguments_and_host_lists() -> None:
-    head, nodes = sc_lifecycle._members("cbsim-", 2)
+    head, nodes = sc_lifecycle.plan_members("cbsim-", 2)
     c = sc.SimCluster(prefix="cbsim-", nodes=nodes, head=head, bridge_namespace="cbsim-br",
                       agent="/run/clusterbench/simcluster-agent.sh")
     args = sc.mpirun_args(c)
@@ -57,4 +57,4 @@ def test_a_process_gone_between_listing_and_reading_is_no_error():
     from clusterbench.launch import machines
 
     gone = 1 << 22  # above pid_max's largest value: never a live process
-    assert machines._comm(gone) == "" and machines._comm(os.getpid()) != ""
+    assert machines.process_comm(gone) == "" and machines.process_comm(os.getpid()) != ""

@@ -79,7 +79,7 @@ def test_one_build_per_key_copied_to_its_group_and_a_different_node_builds_its_o
 def test_a_node_that_has_it_is_only_linked_and_a_deleted_binary_is_put_back_before_the_launch(fake):
     f = fake({"n1": "k", "n2": "k"})
     N.stage_requests(["n1", "n2"], [REQ])
-    N._STAGED.clear()                                      # the next clusterbench process
+    N.forget_staged()                                      # the next clusterbench process
     del f.cache["n2"]                                      # someone cleaned n2's kernel cache
     f.calls.clear()
     N.stage_requests(["n1", "n2"], [REQ])

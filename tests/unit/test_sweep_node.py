@@ -124,7 +124,7 @@ def test_synthetic_sweep_flags_the_slow_node_with_its_cause(monkeypatch):
     streams = _four_nodes(slow="n4", factor=0.55)
     g = _gather(_openmpi_stream(streams, random.Random(3)), sw.Demux(sw.OPENMPI_TAG, anywhere=True), HOSTS)
     job = sw.Job(["mpirun"], {}, "mpirun", sw.Demux(sw.OPENMPI_TAG, True), "/tmp")
-    doc = sw._document("peak", {}, "quick", HOSTS, job, g, wall=5.0, prepare_s=0.1, sim=None)
+    doc = sw.build_sweep_document("peak", {}, "quick", HOSTS, job, g, wall=5.0, prepare_s=0.1, sim=None)
     assert doc["sweep_schema"] == 1 and doc["method"] == outliers.METHOD
     peak = next(f for f in doc["metrics"] if f["metric"] == "gflops")
     assert peak["label"] == "peak gflops isa=avx2 threads=1"
@@ -152,7 +152,7 @@ def test_synthetic_sweep_flags_the_slow_node_with_its_cause(monkeypatch):
     evidence = {h: {"host": h, "items": {}} for h in HOSTS}
     evidence["n2"] = None  # its agent sent none (it failed before): the others are judged
     evidence["n3"] = {"error": "OSError: no /proc"}
-    sw._diagnose(doc, HOSTS, evidence)
+    sw.diagnose_outliers(doc, HOSTS, evidence)
     assert set(seen) == {"n1", "n4"}
     assert [c["rule"] for c in doc["causes"]["n4"]] == ["cpu-governor"]
     assert doc["outliers"][0]["causes"] == ["cpu-governor"]
@@ -164,9 +164,9 @@ def test_synthetic_sweep_flags_the_slow_node_with_its_cause(monkeypatch):
 
 def test_no_evidence_from_any_node_says_so():
     doc = {"outliers": [{"node": "n1", "benchmark": "peak"}], "causes": {}, "doctor": None}
-    sw._diagnose(doc, HOSTS, {h: None for h in HOSTS})
+    sw.diagnose_outliers(doc, HOSTS, {h: None for h in HOSTS})
     assert doc["doctor"] == {"ran": False, "error": "no node sent its evidence"}
-    sw._diagnose(doc, HOSTS, {"n1": {"error": "OSError: gone"}, "n2": None})
+    sw.diagnose_outliers(doc, HOSTS, {"n1": {"error": "OSError: gone"}, "n2": None})
     assert doc["doctor"] == {"ran": False, "error": "OSError: gone"}
 
 
@@ -221,7 +221,7 @@ def test_too_few_nodes_with_figures_are_not_judged():
     g.fail("n3", "its agent stopped answering")
     g.nodes["n4"].done, g.nodes["n4"].error = None, "its agent (pid 9) was killed by SIGKILL from outside"
     job = sw.Job(["mpirun"], {}, "mpirun", sw.Demux(sw.OPENMPI_TAG, True), "/tmp")
-    doc = sw._document("peak", {}, "quick", HOSTS, job, g, wall=5.0, prepare_s=0.1, sim=None)
+    doc = sw.build_sweep_document("peak", {}, "quick", HOSTS, job, g, wall=5.0, prepare_s=0.1, sim=None)
     assert set(doc["failed"]) == {"n3", "n4"}
     text = "\n".join(sw.format_sweep_node(doc))
     assert "outliers: not judged: 2 nodes with figures, the method needs 3 or more" in text

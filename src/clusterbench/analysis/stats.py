@@ -116,7 +116,7 @@ def _ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
 
 
 @functools.lru_cache(maxsize=64)
-def _u_distribution(m: int, n: int) -> tuple[int, ...]:
+def u_distribution(m: int, n: int) -> tuple[int, ...]:
     """Number of arrangements giving each U = 0..m*n for samples of sizes m and n without ties:
     the coefficients of the Gaussian binomial [m+n choose m], built one factor
     (1 - q^(n+i)) / (1 - q^i) at a time (each intermediate is itself a polynomial). Kept per (m, n):
@@ -140,7 +140,7 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
     ranks, ties = _ranks([*a, *b])
     u = sum(ranks[:m]) - m * (m + 1) / 2.0
     if all(t == 1 for t in ties) and m * n <= EXACT_MAX_CELLS:
-        dist = _u_distribution(m, n)
+        dist = u_distribution(m, n)
         total = sum(dist)
         k = round(u)
         low = sum(dist[: k + 1]) / total  # P(U <= u)

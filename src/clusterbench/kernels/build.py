@@ -281,15 +281,15 @@ def _compile(name: str, cc_argv: list[str], flags: list[str], tmp: str, src: Pat
         raise EnvironmentProblem(f"compiling kernel '{name}' with {cc} failed ({exc})",
                                  "check the compiler (CC) and that the cache directory is usable") from exc
     if proc.returncode != 0:
-        raise _build_error(name, cc, proc.stderr or proc.stdout, libs, openmp, proc.returncode)
+        raise build_error(name, cc, proc.stderr or proc.stdout, libs, openmp, proc.returncode)
     if not is_program(tmp):
         raise EnvironmentProblem(f"compiling kernel '{name}' with {cc}: the compiler produced no program "
                                  "(it exited 0 but wrote no executable)", "set CC to a real C compiler (gcc, clang)")
     return proc, cmd
 
 
-def _build_error(name: str, cc: str, stderr: str, libs: tuple[str, ...], openmp: bool,
-                 status: int = 1) -> EnvironmentProblem:
+def build_error(name: str, cc: str, stderr: str, libs: tuple[str, ...], openmp: bool,
+                status: int = 1) -> EnvironmentProblem:
     for lib in libs:  # a library's header (fftw3.h, fftw3-mpi.h for fftw3_mpi) missing
         for header in dict.fromkeys((f"{lib}.h", f"{lib.replace('_', '-')}.h")):
             if f"{header}: No such file" in stderr or f"'{header}' file not found" in stderr:

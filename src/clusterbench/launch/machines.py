@@ -344,10 +344,10 @@ def _is_holder(pid: int, pid_ns: bool, mine: str, inside: bool) -> bool:
         return False
     if pid_ns and len(nspid) >= 2 and nspid[-1] == "1":
         return True
-    return not pid_ns and len(nspid) == 1 and _comm(pid) == "sleep"
+    return not pid_ns and len(nspid) == 1 and process_comm(pid) == "sleep"
 
 
-def _comm(pid: int) -> str:
+def process_comm(pid: int) -> str:
     """A process's name, or "" when it is gone (the head's namespace has short-lived processes, its
     ssh clients among them, which end between the listing and the read)."""
     try:
@@ -430,7 +430,7 @@ def node_sshd(m: "SimNode") -> int | None:
     if init is None:
         return None
     return next((int(e) for e in os.listdir("/proc")
-                 if e.isdigit() and _ppid(int(e)) == init and _comm(int(e)) == "sshd"), None)
+                 if e.isdigit() and _ppid(int(e)) == init and process_comm(int(e)) == "sshd"), None)
 
 
 def hang_node(c: "SimCluster", m: "SimNode") -> None:
@@ -491,7 +491,7 @@ def own_processes_in(head: str, nodes: Sequence[str]) -> set[int]:
         if pid_ns:
             for entry in os.listdir("/proc"):
                 if entry.isdigit() and _ppid(int(entry)) == pid:
-                    if _comm(int(entry)) == "sshd":
+                    if process_comm(int(entry)) == "sshd":
                         own.add(int(entry))
     return own
 

@@ -28,6 +28,13 @@ _MAX_WORKERS = 32
 #: (host, request) -> the node's answer, for this process (tune hpl launches the same kernel often)
 _STAGED: dict[tuple[str, str], dict[str, Any]] = {}
 _LOCK = threading.Lock()
+
+
+def forget_staged() -> None:
+    """Forget what this process learnt of the nodes' kernels, as a new clusterbench process starts
+    knowing nothing (the next :func:`stage_requests` asks every node again)."""
+    with _LOCK:
+        _STAGED.clear()
 #: called with (host, the node's answer) for every node a launch runs a staged kernel on (see :func:`recording`)
 _LISTENERS: list[Callable[[str, dict[str, Any]], None]] = []
 

@@ -37,7 +37,7 @@ What this module guarantees (issue 3, "Launching"):
 from __future__ import annotations
 
 from clusterbench.launch.mpi.detect import (  # noqa: F401
-    INSTALL_FIX, MPI_KINDS, MpiInstall, _ompi_components, _run_text, detect_mpi)
+    INSTALL_FIX, MPI_KINDS, MpiInstall, _ompi_components, run_text, detect_mpi)
 from clusterbench.launch.mpi.hosts import Host, check_slots, host_names, parse_hostfile, parse_hosts  # noqa: F401
 from clusterbench.launch.mpi.launchers import (  # noqa: F401
     REGISTRY, Launcher, OutputTag, build_command, launcher_choices, launcher_for, needs_mpi, register_launcher,

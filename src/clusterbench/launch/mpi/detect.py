@@ -39,7 +39,7 @@ class MpiInstall:
         return bool(self.ompi_info) and "ucx" in _ompi_components(self.ompi_info, "pml")
 
 
-def _run_text(cmd: Sequence[str], timeout: float = 20) -> str:
+def run_text(cmd: Sequence[str], timeout: float = 20) -> str:
     try:
         out = process.run(list(cmd), timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -49,7 +49,7 @@ def _run_text(cmd: Sequence[str], timeout: float = 20) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _ompi_components(ompi_info: str, framework: str) -> tuple[str, ...]:
-    text = _run_text([ompi_info, "--parsable"], timeout=60)
+    text = run_text([ompi_info, "--parsable"], timeout=60)
     found = []
     for line in text.splitlines():  # mca:pml:ucx:version:...
         parts = line.split(":")
@@ -69,7 +69,7 @@ _LABEL = {"openmpi": "Open MPI", "mpich": "MPICH"}
 
 def _identify(launcher: str) -> tuple[str, str] | None:
     """(kind, version) from ``launcher --version``, None if it is neither Open MPI nor MPICH."""
-    text = _run_text([launcher, "--version"])
+    text = run_text([launcher, "--version"])
     if "Open MPI" in text or "OpenRTE" in text:
         m = re.search(r"\((?:Open MPI|OpenRTE)\)\s+(\S+)", text)
         return "openmpi", m.group(1) if m else "unknown"
@@ -119,7 +119,7 @@ def _find_mpicc(kind: str, launcher: str, path: str | None) -> str:
     names = ([f"mpicc.{suffix}"] if suffix else []) + ["mpicc"]
     other = "mpich" if kind == "openmpi" else "openmpi"
     for cand in [shutil.which(n, path=here) for n in names] + [shutil.which(n, path=path) for n in names]:
-        if cand and other not in _run_text([cand, "-show"]).lower():
+        if cand and other not in run_text([cand, "-show"]).lower():
             return cand
     raise EnvironmentProblem(f"no {_LABEL[kind]} compiler wrapper ({' or '.join(names)}) found beside {launcher}",
                              f"install it (apt-get install {_PACKAGES[kind].split()[-1]}) or load an MPI module")
@@ -127,9 +127,9 @@ def _find_mpicc(kind: str, launcher: str, path: str | None) -> str:
 
 def _check_header(kind: str, mpicc: str) -> None:
     if kind == "openmpi":
-        incdirs = _run_text([mpicc, "-showme:incdirs"]).split()
+        incdirs = run_text([mpicc, "-showme:incdirs"]).split()
     else:
-        incdirs = [t[2:] for t in _run_text([mpicc, "-show"]).split() if t.startswith("-I")]
+        incdirs = [t[2:] for t in run_text([mpicc, "-show"]).split() if t.startswith("-I")]
     if incdirs and not any(Path(d, "mpi.h").is_file() for d in incdirs):
         raise EnvironmentProblem(f"{mpicc} is there but the MPI header mpi.h is missing",
                                  f"install it (apt-get install {_PACKAGES[kind].split()[-1]})")
@@ -140,7 +140,7 @@ def _mpich_device(launcher: str, path: str | None) -> str | None:
     tool = shutil.which("mpichversion", path=os.path.dirname(launcher)) or shutil.which("mpichversion", path=path)
     if not tool:
         return None
-    m = re.search(r"MPICH Device:\s+(\S+)", _run_text([tool]))
+    m = re.search(r"MPICH Device:\s+(\S+)", run_text([tool]))
     return m.group(1) if m else None
 
 

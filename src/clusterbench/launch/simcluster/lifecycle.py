@@ -15,14 +15,14 @@ from pathlib import Path
 from clusterbench.errors import EnvironmentProblem, UsageError
 from clusterbench.launch.simcluster.launching import agent_script
 from clusterbench.launch.simcluster.running import _kill_namespace_processes
-from clusterbench.launch.simcluster.state import HEAD_ADDRESS, MAX_NODES, NODE_BASE, SUBNET, SimCluster, SimNode, TBF_LATENCY, _check_names_do_not_resolve_locally, _check_prefix, _files, _locked, _require_root, _tmp_dir, _run, _write_atomic, list_namespaces, load, parse_delay, parse_rate, state_dir
+from clusterbench.launch.simcluster.state import HEAD_ADDRESS, MAX_NODES, NODE_BASE, SUBNET, SimCluster, SimNode, TBF_LATENCY, check_names_do_not_resolve_locally, _check_prefix, _files, _locked, _require_root, _tmp_dir, _run, _write_atomic, list_namespaces, load, parse_delay, parse_rate, state_dir
 from clusterbench.launch.simcluster.describe import _status
 
 
 # --------------------------------------------------------------------------- up / down
 
 
-def _members(prefix: str, nodes: int, machines: bool = False) -> tuple[SimNode, list[SimNode]]:
+def plan_members(prefix: str, nodes: int, machines: bool = False) -> tuple[SimNode, list[SimNode]]:
     """The head and the nodes. Host names are the namespaces' (``cbsim-n1``), or on machines the
     names a cluster's nodes have (``head``, ``node1``...; each machine resolves them itself)."""
     head = SimNode(name="head" if machines else f"{prefix}head", namespace=f"{prefix}head", address=HEAD_ADDRESS,
@@ -113,7 +113,7 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
         raise EnvironmentProblem("--offload off needs ethtool, which is not installed",
                                  "apt-get install ethtool (or leave offloads on)")
     sdir = state_dir(state)
-    head, members = _members(prefix, nodes, machines)
+    head, members = plan_members(prefix, nodes, machines)
     broken = {}
     if breaks:
         if not machines:
@@ -148,7 +148,7 @@ def up(nodes: int = 2, *, mtu: int = 1500, rate: str | int | None = None, delay:
                 cluster.notes.append(f"removed leftovers of an earlier sim-cluster: {', '.join(leftovers)}")
             _teardown(prefix)
         if not machines:  # machines resolve their names themselves (the head's own /etc/hosts)
-            _check_names_do_not_resolve_locally([n.name for n in members])
+            check_names_do_not_resolve_locally([n.name for n in members])
         try:
             _build(cluster)
             if machines:
@@ -189,7 +189,7 @@ def _describe(c: SimCluster) -> str:
     return s
 
 
-def _tbf_args(rate_bps: int, mtu: int) -> list[str]:
+def tbf_args(rate_bps: int, mtu: int) -> list[str]:
     # burst >= 2 ms at the rate and >= a 64 KiB GSO packet, so the rate holds without drops
     burst = max(rate_bps // 8 // 500, 65536 + mtu)
     return ["tbf", "rate", f"{rate_bps}bit", "burst", str(burst), "latency", TBF_LATENCY]
@@ -233,9 +233,9 @@ def _build(c: SimCluster) -> None:
                     "load it (modprobe sch_netem) or leave out --delay; a rate limit (tbf) works without it")
             if c.rate_bps:
                 _run(["tc", "-n", m.namespace, "qdisc", "add", "dev", m.iface, "parent", "1:1", "handle", "10:",
-                      *_tbf_args(c.rate_bps, c.mtu)], what=what)
+                      *tbf_args(c.rate_bps, c.mtu)], what=what)
         elif c.rate_bps:
-            p = _run([*tc, *_tbf_args(c.rate_bps, c.mtu)], check=False)
+            p = _run([*tc, *tbf_args(c.rate_bps, c.mtu)], check=False)
             if p.returncode != 0:
                 raise EnvironmentProblem(
                     f"cannot add a rate limit: this kernel lacks the tbf qdisc (sch_tbf) ({p.stderr.strip()})",

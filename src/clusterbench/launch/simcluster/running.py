@@ -35,7 +35,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _argv_of(pid: int) -> list[str]:
+def argv_of(pid: int) -> list[str]:
     """A process's argv (its first 4 KiB), printable characters only; ``[]`` when it is gone."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -45,7 +45,7 @@ def _argv_of(pid: int) -> list[str]:
     return ["".join(ch if ch.isprintable() else "?" for ch in w) for w in raw.split("\0") if w]
 
 
-def _command_of(argv: Sequence[str]) -> str:
+def command_of(argv: Sequence[str]) -> str:
     """A process's command line for a message: its program's file name (not the whole path, which can
     fill the line alone) and its arguments, at most 60 characters."""
     text = " ".join([os.path.basename(argv[0]) or argv[0], *argv[1:]]) if argv else "?"
@@ -75,12 +75,12 @@ def processes(*, prefix: str | None = None) -> list[dict]:
         p = _run(["ip", "netns", "pids", ns], check=False)
         for x in p.stdout.split():
             if x.isdigit() and int(x) != os.getpid() and int(x) not in own and _alive(int(x)):
-                argv = _argv_of(int(x))
-                out.append({"namespace": ns, "pid": int(x), "command": _command_of(argv), "program": _program(argv)})
+                argv = argv_of(int(x))
+                out.append({"namespace": ns, "pid": int(x), "command": command_of(argv), "program": program_of(argv)})
     return out
 
 
-def _program(words: Sequence[str]) -> str:
+def program_of(words: Sequence[str]) -> str:
     """The program of an argv for a summary: ``mpirun``, ``orted``, or for ``python -m M``, M. From the
     whole argv, never the shortened command line (a long path to python cut before its ``-m``)."""
     if not words:
@@ -96,7 +96,7 @@ def describe_processes(procs: Sequence[dict]) -> str:
     """``1 mpirun, 4 orted, 8 clusterbench.sweep.agent in t1-head, t1-n1, ...`` for a one-line message."""
     count: dict[str, int] = {}
     for p in procs:
-        name = p.get("program") or _program(p["command"].split())
+        name = p.get("program") or program_of(p["command"].split())
         count[name] = count.get(name, 0) + 1
     spaces = list(dict.fromkeys(p["namespace"] for p in procs))
     return (", ".join(f"{k} {name}" for name, k in count.items()) + " in " + ", ".join(spaces[:6])

@@ -245,7 +245,7 @@ def _local_addresses() -> set[str]:
     return addrs
 
 
-def _check_names_do_not_resolve_locally(names: Sequence[str]) -> None:
+def check_names_do_not_resolve_locally(names: Sequence[str]) -> None:
     """Open MPI starts a host without the agent when its name resolves to a local address."""
     if shutil.which("getent") is None:
         return

@@ -248,9 +248,9 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
         h = failed[0]
         raise KernelFailed(f"sweep node: every node failed; {h}: {gathered.nodes[h].error}"
                            + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
-    doc = _document(name, given, profile, names, job, gathered, wall, prepare_s, sim, fillers)
+    doc = build_sweep_document(name, given, profile, names, job, gathered, wall, prepare_s, sim, fillers)
     if doc["outliers"] and diagnose:
-        _diagnose(doc, names, {h: gathered.nodes[h].evidence for h in names})
+        diagnose_outliers(doc, names, {h: gathered.nodes[h].evidence for h in names})
     if store is not None:
         doc["run_id"] = _store_run(store, doc, gathered, name, profile, probe_data, ctx, sim, tags, note, argv)
         doc["store"] = store.name  # a URL's password masked
@@ -258,8 +258,8 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     return doc
 
 
-def _document(name: str, given: dict, profile: str, hosts: list[str], job: Job, g: Gather, wall: float,
-              prepare_s: float, sim: Any, fillers: dict[int, int] | None = None) -> dict:
+def build_sweep_document(name: str, given: dict, profile: str, hosts: list[str], job: Job, g: Gather,
+                         wall: float, prepare_s: float, sim: Any, fillers: dict[int, int] | None = None) -> dict:
     reports = {h: g.nodes[h] for h in hosts}
     ok = {h: r.results for h, r in reports.items() if r.error is None}
     figs = [judge(f) for f in figures(ok)]
@@ -299,7 +299,7 @@ def _document(name: str, given: dict, profile: str, hosts: list[str], job: Job, 
     }
 
 
-def _diagnose(doc: dict, hosts: list[str], evidence: dict[str, dict | None]) -> None:
+def diagnose_outliers(doc: dict, hosts: list[str], evidence: dict[str, dict | None]) -> None:
     """doctor's findings on the nodes, from the evidence each node's agent read where it ran (the
     sweep's own launch: no second way to reach the nodes), and the ones that may explain an outlier."""
     from clusterbench import doctor

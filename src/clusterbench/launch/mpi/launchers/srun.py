@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clusterbench.errors import EnvironmentProblem, UsageError
-from clusterbench.launch.mpi.detect import MpiInstall, _run_text
+from clusterbench.launch.mpi.detect import MpiInstall, run_text
 from clusterbench.launch.mpi.launchers import OutputTag, register_launcher
 from clusterbench.launch.mpi.launchers.mpich import _mpich_bind_wrapper, mpich_transport_env
 from clusterbench.launch.mpi.spec import LaunchSpec
@@ -17,7 +17,7 @@ from clusterbench.launch.mpi.transport import OMPI_TRANSPORT_MCA, PROOF_ARGS, UC
 def srun_mpi_plugins(srun: str) -> tuple[str, ...]:
     """``srun --mpi=list``: the PMI plugins this Slurm has (``pmix``, ``pmi2``, ...); asked at every
     launch (it reads the Slurm configuration in force, ``$SLURM_CONF``)."""
-    text = _run_text([srun, "--mpi=list"])
+    text = run_text([srun, "--mpi=list"])
     return tuple(ln.strip() for ln in text.splitlines()[1:] if ln.startswith(("\t", " ")) and ln.strip())
 
 
