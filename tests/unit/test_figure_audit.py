@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: beside speed/validation.py's tests: the quotes' patterns it compiles are then compiled once for both (re's cache)
+pytestmark = pytest.mark.xdist_group("validation-docs")
 
 
 def _load(name: str):
