@@ -92,8 +92,9 @@ case "$ACTION" in
     rc=0
     tier() { local name=$1; shift; echo "bootstrap: test tier $name" >&2; "$@" || { r=$?; [ $rc -ne 0 ] || rc=$r; }; }
     tier unit "$VENV/bin/python" -m pytest -q -m "not integration" -n 2 --dist loadgroup tests/unit
-    tier integration "$VENV/bin/python" -m pytest -q -m "integration and not slow"
-    tier slow timeout --signal=INT --kill-after=60 2700 "$VENV/bin/python" -m pytest -q -m "slow"
+    # --durations: the slowest tests are named in every CI log, where the suite's time goes is there to read
+    tier integration "$VENV/bin/python" -m pytest -q -m "integration and not slow" --durations=15
+    tier slow timeout --signal=INT --kill-after=60 2700 "$VENV/bin/python" -m pytest -q -m "slow" --durations=10
     exit $rc
     ;;
   test-emulated)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import math
 import operator
 import re
@@ -110,6 +111,12 @@ _CMPOPS = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Gt: operator.gt, ast.
 
 def grep(text: str, pattern: str, group: int | None = 1) -> list[float]:
     """Every match of ``pattern`` in ``text`` as a number (its ``group``; no group: 1.0 per match)."""
+    return list(_grep(text, pattern, group))
+
+
+@functools.lru_cache(maxsize=None)
+def _grep(text: str, pattern: str, group: int | None) -> tuple[float, ...]:
+    # memoised: a table's cells and the unit tests' many checks read the same series of the same logs again
     rx = re.compile(pattern, re.M)
     out = []
     for m in rx.finditer(text):
@@ -120,7 +127,7 @@ def grep(text: str, pattern: str, group: int | None = 1) -> list[float]:
         if not _NUM.match(s):
             raise ClaimError(f"pattern {pattern!r} captured {s!r}, not a number")
         out.append(float(s))
-    return out
+    return tuple(out)
 
 
 def evaluate(expr: str, text: str, series: dict[str, str]):
@@ -294,6 +301,7 @@ def render_doc(doc: str, claims: dict, logdir: Path = HERE) -> tuple[str, list[s
 _FIGURE = r"([-+]?\d[\d,]*(?:\.\d+)?)"
 
 
+@functools.lru_cache(maxsize=None)
 def quote_pattern(quote: str) -> tuple[re.Pattern, list[tuple[str, str]]]:
     """A regex finding ``quote`` with any figures in its fields (whitespace matching any whitespace), and its
     fields (index, format spec) in order."""

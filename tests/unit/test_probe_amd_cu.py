@@ -2,10 +2,11 @@
 processes; its docstring describes the whole."""
 from __future__ import annotations
 
+import functools
 
 import pytest
 
-from clusterbench.probe import probe
+from clusterbench.probe import probe as _probe
 
 from probeamdcukit import MHZ, opteron_6276_x4
 
@@ -24,6 +25,17 @@ def opteron(shared_tree):
         return str(shared_tree(name, lambda dest: opteron_6276_x4(dest, **layout)))
 
     return get
+
+
+@functools.lru_cache(maxsize=None)
+def _probed(root: str) -> dict:
+    return _probe(sysfs_root=root, use_hwloc=False)
+
+
+def probe(*, sysfs_root: str, use_hwloc: bool) -> dict:
+    """The probe of a tree, once per tree for the test run (a second of cpu each; the tests only read it)."""
+    assert use_hwloc is False
+    return _probed(sysfs_root)
 
 
 def _cache_sizes(topo: dict) -> dict[str, set[int]]:

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: one worker runs them all: speed/validation.py memoises what it reads of the logs, and every test re-reads them
+pytestmark = pytest.mark.xdist_group("validation-docs")
 
 
 @pytest.fixture(scope="module")
