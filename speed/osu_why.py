@@ -5,7 +5,9 @@ Each ``--variant LABEL=SIDE[+PATCH...] [ARGS]`` is a program run the same way (`
 core``: rank 0 on cpu 0, rank 1 on cpu 1, as clusterbench's rankfile places them on 2 cpus):
 
 * SIDE ``ours``: clusterbench's kernel (src/clusterbench/kernels/mpi/coll.c of this tree), built with the
-  MPI's ``mpicc -O3 -march=native`` into a temporary folder, run with ``--ops=OP --sizes=<every power of
+  MPI's ``mpicc -O3 -march=native`` (no OpenMP, as clusterbench builds it; the first logs of
+  speed/logs/osu-why-*.txt had ``-fopenmp`` too, which changes nothing: coll has no parallel region)
+  into a temporary folder, run with ``--ops=OP --sizes=<every power of
   two MIN..MAX> --min_iters=N --max_iters=N --warmup=W --time_budget=1000`` (so N is never cut) and
   ARGS (e.g. ``--p2p=0``, ``--validate_every=1000000``);
 * SIDE ``osu``: OSU 7.4's ``osu_OP -f -z -m MIN:MAX -i N -x W`` and ARGS, built from the reference tarball;
@@ -125,7 +127,7 @@ def build_ours(where: Path, patches: list[str]) -> Path:
     src.write_text(KERNEL.read_text())
     patch(where, patches)
     exe = where / "coll"
-    bounded(["mpicc", *FLAGS, "-fopenmp", "-I", str(INCLUDE), "-o", str(exe), str(src), "-lm"], 300)
+    bounded(["mpicc", *FLAGS, "-I", str(INCLUDE), "-o", str(exe), str(src), "-lm"], 300)
     return exe
 
 
