@@ -31,7 +31,20 @@ Conventions that differ and are stated, not hidden: OSU's reductions (osu_allred
 MPI_CHARs by default, clusterbench's MPI_DOUBLEs (the same bytes; ``--osu-extra "-T mpi_float"``
 narrows the gap for a check); clusterbench checks iteration 0 and every 100th (fill and check outside
 the timer; ``--ours-extra "--validate-every 1000000"`` leaves only iteration 0), OSU checks nothing
-without ``-c``.
+without ``-c``. The rest is the same (read in OSU 7.4's source: buffers allocated once for the largest size
+and reused, no ``MPI_IN_PLACE``, root 0, a barrier between iterations outside the timer, ``MPI_Wtime``
+around the one call, each rank's mean then the mean over ranks).
+
+Where the two differ (docs/collectives.md, "Agreement with OSU 7.4"; speed/osu_why.py's controlled runs,
+raw logs speed/logs/osu-why-*.txt): no convention explains it. The buffers' alignment (OSU's page, ours
+2 MiB), the datatype (a few percent at the largest reductions), the sizes run before and the validation
+every 100th iteration leave the median iteration within the noise. Two things do move the figures: (1) on
+a loaded machine a rank that loses its core adds milliseconds to single iterations, and the average (this
+script's figure) follows the load, not the tool; (2) the median iteration of either tool sits on one of
+two levels about 2x apart (allreduce 8 KiB: ~5.5 or ~12 us on the 2-vCPU machine) that changes between
+launches seconds apart, so a round's two sides can fall on different levels. Judge agreement on an idle
+machine over several rounds, and read a far-off average beside the median iteration of the same launches
+(speed/osu_why.py logs both).
 
 Usage::
 
