@@ -141,7 +141,7 @@ def build_osu(where: Path, patches: list[str], op: str, tarball: Path) -> Path:
     return where / OSU_DIR / f"osu_{op}"
 
 
-_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)(?:\s+([\d.]+)\s+[\d.]+\s+[\d.]+)?\s*$")
+ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)(?:\s+([\d.]+)\s+[\d.]+\s+[\d.]+)?\s*$")
 
 
 def run(side: str, exe: Path, extra: list[str], args: argparse.Namespace) -> dict[int, tuple[float, float]]:
@@ -154,7 +154,7 @@ def run(side: str, exe: Path, extra: list[str], args: argparse.Namespace) -> dic
     if side == "osu":
         r = bounded([*mpirun, str(exe), "-f", "-z", "-m", f"{lo}:{hi}", "-i", str(args.iters), "-x",
                      str(args.warmup), *extra], args.timeout)
-        return {int(m[1]): (float(m[2]), float(m[6])) for m in map(_ROW.match, r.stdout.splitlines()) if m}
+        return {int(m[1]): (float(m[2]), float(m[6])) for m in map(ROW.match, r.stdout.splitlines()) if m}
     sizes = ",".join(str(1 << k) for k in range(lo.bit_length() - 1, hi.bit_length()))
     r = bounded([*mpirun, str(exe), f"--ops={args.op}", f"--sizes={sizes}", f"--min_iters={args.iters}",
                  f"--max_iters={args.iters}", f"--warmup={args.warmup}", "--time_budget=1000", *extra], args.timeout)
