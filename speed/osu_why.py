@@ -176,12 +176,24 @@ def levels(exe: Path, extra: list[str], args: argparse.Namespace, say) -> None:
     mpirun = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core"]
     sizes = ",".join(str(s) for s in args.sizes for _ in range(REPEAT))
     for i in range(args.levels):
+        before = cpu_times()
         r = bounded([*mpirun, str(exe), f"--ops={args.op}", f"--sizes={sizes}", f"--min_iters={args.iters}",
                      f"--max_iters={args.iters}", f"--warmup={args.warmup}", "--time_budget=1000", *extra],
                     args.timeout)
         recs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
         p50 = [f"{rec['params']['size']}:{rec['params']['p50_us']:.1f}" for rec in recs if rec.get("type") == "result"]
-        say(f"launch {i} ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.2f}): p50 us {' '.join(p50)}")
+        after = cpu_times()
+        total = sum(after) - sum(before)
+        steal = (after[7] - before[7]) / total * 100 if total > 0 else float("nan")
+        say(f"launch {i} ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.2f}, steal {steal:.1f}%): "
+            f"p50 us {' '.join(p50)}")
+
+
+def cpu_times() -> list[int]:
+    """/proc/stat's cpu line (user nice system idle iowait irq softirq steal ...), jiffies of all cpus:
+    steal is the time the hypervisor ran something else while this VM's vcpus wanted to run."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
 
 
 def parse_variant(text: str) -> tuple[str, str, list[str], list[str]]:
