@@ -42,7 +42,9 @@ every 100th iteration leave the median iteration within the noise. Two things do
 a loaded machine a rank that loses its core adds milliseconds to single iterations, and the average (this
 script's figure) follows the load, not the tool; (2) the median iteration of either tool sits on one of
 two levels about 2x apart (allreduce 8 KiB: ~5.5 or ~12 us on the 2-vCPU machine) that changes between
-launches seconds apart, so a round's two sides can fall on different levels. Judge agreement on an idle
+launches seconds apart, so a round's two sides can fall on different levels (a cache line's round trip
+between the two vCPUs, no MPI, switches between ~100 and ~500 ns within seconds as well: the host moves
+the vCPUs between nearby and distant cores). Judge agreement on an idle
 machine over several rounds, and read a far-off average beside the median iteration of the same launches
 (``--median`` adds it to each round line and to the summary: ours ``p50_us``, OSU's ``-z`` P50 built
 with osu_why.py's ``tailmax`` patch, so that both are of the max over ranks of each iteration).

@@ -94,6 +94,34 @@ PATCHES: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
+#: --levels: a cache-line ping-pong between two threads on cpus 0 and 1 (no MPI): the round trip of one
+#: line between the two cores, ns, the median of 15 batches of 20000
+C2C_SRC = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static _Alignas(64) atomic_int flag;
+enum { N = 20000, B = 15 };
+static void pin(int c) { cpu_set_t s; CPU_ZERO(&s); CPU_SET(c, &s); pthread_setaffinity_np(pthread_self(), sizeof s, &s); }
+static void *pong(void *a) { (void)a; pin(1); for (int i = 0; i < N * B; i++) { while (atomic_load(&flag) != 1) ; atomic_store(&flag, 0); } return 0; }
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+int main(void) {
+    pthread_t t; double ns[B]; pin(0); pthread_create(&t, 0, pong, 0);
+    for (int b = 0; b < B; b++) {
+        struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < N; i++) { atomic_store(&flag, 1); while (atomic_load(&flag) != 0) ; }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ns[b] = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / N;
+    }
+    pthread_join(t, 0); qsort(ns, B, sizeof *ns, cmp); printf("%.1f\n", ns[B / 2]); return 0;
+}
+"""
+
+
 def bounded(cmd: list[str], timeout: float, cwd: str | None = None) -> subprocess.CompletedProcess:
     """``cmd`` in a session of its own, its process group killed on timeout."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
@@ -175,7 +203,11 @@ def levels(exe: Path, extra: list[str], args: argparse.Namespace, say) -> None:
     process, of what ran before it in the process, or of the moment?)."""
     mpirun = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core"]
     sizes = ",".join(str(s) for s in args.sizes for _ in range(REPEAT))
+    c2c = exe.parent / "c2c"
+    (exe.parent / "c2c.c").write_text(C2C_SRC)
+    bounded(["cc", "-O2", "-pthread", "-o", str(c2c), str(exe.parent / "c2c.c")], 120)
     for i in range(args.levels):
+        line_ns = float(bounded([str(c2c)], 60).stdout)
         before = cpu_times()
         r = bounded([*mpirun, str(exe), f"--ops={args.op}", f"--sizes={sizes}", f"--min_iters={args.iters}",
                      f"--max_iters={args.iters}", f"--warmup={args.warmup}", "--time_budget=1000", *extra],
@@ -185,8 +217,9 @@ def levels(exe: Path, extra: list[str], args: argparse.Namespace, say) -> None:
         after = cpu_times()
         total = sum(after) - sum(before)
         steal = (after[7] - before[7]) / total * 100 if total > 0 else float("nan")
-        say(f"launch {i} ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.2f}, steal {steal:.1f}%): "
-            f"p50 us {' '.join(p50)}")
+        line_after = float(bounded([str(c2c)], 60).stdout)
+        say(f"launch {i} ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.2f}, steal {steal:.1f}%, "
+            f"cache line cpu0<->cpu1 {line_ns:.0f} ns before, {line_after:.0f} ns after): p50 us {' '.join(p50)}")
 
 
 def cpu_times() -> list[int]:
