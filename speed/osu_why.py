@@ -28,6 +28,11 @@ Usage::
 
     .venv/bin/python speed/osu_why.py --op allreduce --sizes 2048:16384 --iters 1000 --warmup 100 \
         --variant osu=osu --variant ours=ours --rounds 6 --log speed/logs/osu-why-NAME.txt
+
+``--levels N`` instead of rounds: N launches of the first variant (ours), each size 6 times in a row, every
+repetition's median iteration logged with the launch's steal time and, before and after it, the round trip
+of a cache line between cpus 0 and 1 (two threads, no MPI): is a level the tool's, the process's or the
+moment's? (docs/collectives.md, "Agreement with OSU 7.4".)
 """
 from __future__ import annotations
 
