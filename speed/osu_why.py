@@ -1,7 +1,7 @@
 """Why clusterbench's collectives and OSU 7.4's differ where they do (issue 26, "Agreement with the
 peers"): controlled A/B runs, one thing changed on one side, interleaved round by round.
 
-Each ``--variant LABEL=SIDE[+PATCH...] [ARGS]`` is a program run the same way (``mpirun -np 2 --bind-to
+Each ``--variant LABEL=SIDE[+PATCH...] [ARGS] [-- MPIRUN-ARGS]`` is a program run the same way (``mpirun -np 2 --bind-to
 core``: rank 0 on cpu 0, rank 1 on cpu 1, as clusterbench's rankfile places them on 2 cpus):
 
 * SIDE ``ours``: clusterbench's kernel (src/clusterbench/kernels/mpi/coll.c of this tree), built with the
@@ -182,7 +182,8 @@ def run(side: str, exe: Path, extra: list[str], args: argparse.Namespace) -> dic
     (each rank's mean over the timed iterations, averaged over ranks); the median is over the iterations
     of the max over ranks of each iteration's time (clusterbench's p50_us; OSU's -z P50, patched
     'tailmax' to reduce by the max over ranks, not the average)."""
-    mpirun = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core"]
+    extra, mpirun_extra = split_args(extra)
+    mpirun = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core", *mpirun_extra]
     lo, hi = min(args.sizes), max(args.sizes)
     if side == "osu":
         r = bounded([*mpirun, str(exe), "-f", "-z", "-m", f"{lo}:{hi}", "-i", str(args.iters), "-x",
@@ -232,6 +233,15 @@ def cpu_times() -> list[int]:
     steal is the time the hypervisor ran something else while this VM's vcpus wanted to run."""
     with open("/proc/stat") as f:
         return [int(x) for x in f.readline().split()[1:]]
+
+
+def split_args(extra: list[str]) -> tuple[list[str], list[str]]:
+    """A variant's ARGS: the program's, then after a lone ``--`` mpirun's (e.g. ``-- --mca btl_base_verbose
+    30``)."""
+    if "--" not in extra:
+        return extra, []
+    i = extra.index("--")
+    return extra[:i], extra[i + 1:]
 
 
 def parse_variant(text: str) -> tuple[str, str, list[str], list[str]]:
