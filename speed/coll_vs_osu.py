@@ -31,13 +31,29 @@ Conventions that differ and are stated, not hidden: OSU's reductions (osu_allred
 MPI_CHARs by default, clusterbench's MPI_DOUBLEs (the same bytes; ``--osu-extra "-T mpi_float"``
 narrows the gap for a check); clusterbench checks iteration 0 and every 100th (fill and check outside
 the timer; ``--ours-extra "--validate-every 1000000"`` leaves only iteration 0), OSU checks nothing
-without ``-c``.
+without ``-c``. The rest is the same (read in OSU 7.4's source: buffers allocated once for the largest size
+and reused, no ``MPI_IN_PLACE``, root 0, a barrier between iterations outside the timer, ``MPI_Wtime``
+around the one call, each rank's mean then the mean over ranks).
+
+Where the two differ (docs/collectives.md, "Agreement with OSU 7.4"; speed/osu_why.py's controlled runs,
+raw logs speed/logs/osu-why-*.txt): no convention explains it. The buffers' alignment (OSU's page, ours
+2 MiB), the datatype (a few percent at the largest reductions), the sizes run before and the validation
+every 100th iteration leave the median iteration within the noise. Two things do move the figures: (1) on
+a loaded machine a rank that loses its core adds milliseconds to single iterations, and the average (this
+script's figure) follows the load, not the tool; (2) the median iteration of either tool sits on one of
+two levels about 2x apart (allreduce 8 KiB: ~5.5 or ~12 us on the 2-vCPU machine) that changes between
+launches seconds apart, so a round's two sides can fall on different levels (a cache line's round trip
+between the two vCPUs, no MPI, switches between ~100 and ~500 ns within seconds as well: the host moves
+the vCPUs between nearby and distant cores). Judge agreement on an idle
+machine over several rounds, and read a far-off average beside the median iteration of the same launches
+(``--median`` adds it to each round line and to the summary: ours ``p50_us``, OSU's ``-z`` P50 built
+with osu_why.py's ``tailmax`` patch, so that both are of the max over ranks of each iteration).
 
 Usage::
 
     .venv/bin/python speed/coll_vs_osu.py [--mpi openmpi|mpich] [--ranks 2] [--hosts H1,H2,...]
         [--oversubscribe] [--rounds 3] [--ops allreduce,bcast,alltoall,allgather,reduce]
-        [--sizes 8,16,...] [--quick-wall] [--log FILE]
+        [--sizes 8,16,...] [--median] [--quick-wall] [--log FILE]
 
 The raw log goes to speed/results-<date>-<machine>-coll-osu.txt unless --log is given; every line the
 summary prints is computed from the round lines above it (speed/claims.toml reads the round lines).
@@ -63,6 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed_mpi import PROBE, REPO  # noqa: E402
 from speed_peers import machine_name, ratio_text  # noqa: E402
 from speedkit import RawLog, log_file  # noqa: E402
+from osu_why import patch as patch_source  # noqa: E402
 
 from clusterbench.benchmarks import get_benchmark  # noqa: E402
 from clusterbench.benchmarks.base import RunContext  # noqa: E402
@@ -107,13 +124,16 @@ def wrappers(mpicc: str) -> tuple[str, str]:
     return mpicc, cxx if shutil.which(cxx) else "mpicxx"
 
 
-def build_osu(tarball: Path, where: Path, mpicc: str, ops: list[str]) -> tuple[Path, str]:
-    """OSU 7.4's collectives built under ``where`` with this MPI's wrappers; (their folder, the flags)."""
+def build_osu(tarball: Path, where: Path, mpicc: str, ops: list[str], patches: tuple[str, ...] = ()
+              ) -> tuple[Path, str]:
+    """OSU 7.4's collectives built under ``where`` with this MPI's wrappers, its source changed by
+    speed/osu_why.py's named ``patches`` first; (their folder, the flags)."""
     cc, cxx = wrappers(mpicc)
     flags = " ".join(["-O3", *arch_flags()])
     src = where / "osu"
     src.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "xzf", str(tarball), "-C", str(src), "--strip-components=1"], check=True)
+    patch_source(src, list(patches))
     env = {**os.environ, "CFLAGS": flags, "CXXFLAGS": flags}
     r = bounded(["./configure", f"CC={cc}", f"CXX={cxx}"], 1200, env=env, cwd=str(src))
     if r.returncode:
@@ -125,16 +145,17 @@ def build_osu(tarball: Path, where: Path, mpicc: str, ops: list[str]) -> tuple[P
     return src / OSU_DIR, f"CC={cc} CXX={cxx} CFLAGS/CXXFLAGS='{flags}'"
 
 
-_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$")
+_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)(?:\s+([\d.]+)\s+[\d.]+\s+[\d.]+)?\s*$")
 
 
 def parse_osu(text: str) -> tuple[dict[int, dict], str]:
-    """OSU's ``-f`` table: {size: {avg, min, max, iters}} and its datatype line."""
+    """OSU's ``-f`` table: {size: {avg, min, max, iters[, p50]}} (p50 with ``-z``) and its datatype line."""
     rows = {}
     for line in text.splitlines():
         m = _ROW.match(line)
         if m:
-            rows[int(m[1])] = {"avg": float(m[2]), "min": float(m[3]), "max": float(m[4]), "iters": int(m[5])}
+            rows[int(m[1])] = {"avg": float(m[2]), "min": float(m[3]), "max": float(m[4]), "iters": int(m[5]),
+                               **({"p50": float(m[6])} if m[6] else {})}
     dtype = re.search(r"# Datatype: (\S+?)\.?$", text, re.M)
     return rows, dtype[1] if dtype else "?"
 
@@ -208,7 +229,8 @@ def ours(args: argparse.Namespace, sizes: list[int], counts: tuple[int, int]) ->
         if res["metric"] != "latency" or res["benchmark"] not in args.ops:
             continue
         got[(res["benchmark"], int(p["size_bytes"]))] = {"avg": float(res["value"]), "min": float(p["min_us"]),
-                                                          "max": float(p["max_us"]), "iters": int(p["iterations"])}
+                                                          "max": float(p["max_us"]), "iters": int(p["iterations"]),
+                                                          "p50": float(p["p50_us"])}
         placement = p.get("placement") or placement
     return got, placement
 
@@ -247,6 +269,7 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
         t0 = time.monotonic()
         for op in args.ops:
             fixed = ["-i", str(args.iters), "-x", str(args.warmup)] if args.iters is not None else []
+            fixed += ["-z"] if args.median else []
             rows, dtype, cmd, binds = setup.osu(exes[op], args.sizes, fixed + shlex.split(args.osu_extra),
                                                 args.timeout)
             for s, row in rows.items():
@@ -268,7 +291,7 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
         out("# OSU datatypes: " + ", ".join(f"{op} {t}" for op, t in info["dtypes"].items()))
     out(f"round {i}: order {'ours, OSU' if i % 2 == 0 else 'OSU, ours'}; ours {walls['ours']:.1f} s, "
         f"OSU {walls['osu']:.1f} s; load {os.getloadavg()[0]:.2f}")
-    ratios = {}
+    ratios, medians = {}, {}
     for op in args.ops:
         for s in args.sizes:
             o, r = got["ours"].get((op, s)), got["osu"].get((op, s))
@@ -276,10 +299,14 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
                 out(f"r{i} {op} {s} B: missing (ours {'yes' if o else 'no'}, OSU {'yes' if r else 'no'})")
                 continue
             ratios[(op, s)] = o["avg"] / r["avg"]
+            tail = ""
+            if args.median:
+                medians[(op, s)] = o["p50"] / r["p50"]
+                tail = f"; median iteration ours {o['p50']:.3f} us, OSU {r['p50']:.3f} us, ratio {medians[(op, s)]:.3f}"
             out(f"r{i} {op} {s} B: ours {o['avg']:.3f} us (min {o['min']:.3f} max {o['max']:.3f}, {o['iters']} it) "
                 f"| osu {r['avg']:.3f} us (min {r['min']:.3f} max {r['max']:.3f}, {r['iters']} it) "
-                f"| ratio {ratios[(op, s)]:.3f}")
-    return {"got": got, "ratios": ratios}
+                f"| ratio {ratios[(op, s)]:.3f}{tail}")
+    return {"got": got, "ratios": ratios, "medians": medians}
 
 
 def summary(rows: list[dict], args: argparse.Namespace, out) -> None:
@@ -299,6 +326,9 @@ def summary(rows: list[dict], args: argparse.Namespace, out) -> None:
             inside += ok
             out(f"  {op} {s} B: median {ratio_text(rs)}, best ours {best_o:.3f} us / OSU {best_r:.3f} us = "
                 f"{best_o / best_r:.3f}: {'in band' if ok else 'OUTSIDE'}")
+            ms = [r["medians"][(op, s)] for r in rows if (op, s) in r.get("medians", {})]
+            if ms:
+                out(f"  {op} {s} B, median iteration: median {ratio_text(ms)}")
         out(f"  {op}: {inside} of {len(args.sizes)} sizes in band")
 
 
@@ -343,6 +373,9 @@ def main() -> int:
     ap.add_argument("--osu-tar", help="OSU 7.4 source tarball (default ../shared/reference/osu-micro-benchmarks-7.4-*)")
     ap.add_argument("--osu-build", help="a folder with an OSU build of this MPI from an earlier run (skips the build)")
     ap.add_argument("--keep-build", help="build OSU into this folder (outside the repository) and keep it")
+    ap.add_argument("--median", action="store_true", help="also the median iteration of both sides (of the max "
+                    "over ranks: ours p50_us; OSU -z, built with speed/osu_why.py's 'tailmax' patch so that it "
+                    "reduces over ranks by the max as ours does, not the average)")
     ap.add_argument("--osu-extra", default="", help="more osu_<op> options, e.g. '-T mpi_float'")
     ap.add_argument("--ours-extra", default="", help="more clusterbench options, e.g. '--validate-every 1000000'")
     ap.add_argument("--quick-wall", action="store_true", help="also time 'run coll --quick' on the same hosts")
@@ -352,6 +385,8 @@ def main() -> int:
     args = ap.parse_args()
     if not args.hosts and not args.ranks:
         args.ranks = 2
+    if args.median and args.osu_build:
+        ap.error("--median needs OSU built by this run (its 'tailmax' patch): drop --osu-build")
     out = RawLog(log_file(args.log, f"{machine_name()}-coll-osu"))
 
     setup = Setup(args)
@@ -375,7 +410,9 @@ def main() -> int:
             where = where / OSU_DIR if (where / OSU_DIR).is_dir() else where
         else:
             t0 = time.monotonic()
-            where, how = build_osu(tarball, Path(args.keep_build or tmp), setup.mpi.mpicc, args.ops)
+            where, how = build_osu(tarball, Path(args.keep_build or tmp), setup.mpi.mpicc, args.ops,
+                                   ("tailmax",) if args.median else ())
+            how += "; patched 'tailmax' (speed/osu_why.py), run with -z" if args.median else ""
             how += f", built in {time.monotonic() - t0:.0f} s"
         out(f"# OSU: {tarball.name}; {how}")
         exes = {op: where / ("osu_" + op.replace("-", "_")) for op in args.ops}
