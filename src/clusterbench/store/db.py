@@ -44,8 +44,10 @@ Schema history: 1 (first release; its earliest files lack ``runs.notes``, which 
 the ``run_tags`` table; 5 adds ``fixes``; 6 adds ``runs.energy``; 7 adds ``fixes.pid``, ``pid_start`` and
 ``boot_id`` (a fix left ``applying`` by a process that is gone reads as ``interrupted``); 8 adds the indexes
 ``runs_started`` on ``runs(started)`` (the newest runs without sorting them all) and ``runs_id_lower`` on
-``runs(lower(id))`` (a run by a prefix of its id without reading every id). An older file is
-upgraded in place (1 -> 2 -> ... -> 8, one transaction) when it is opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
+``runs(lower(id))`` (a run by a prefix of its id without reading every id); 9 adds ``runs.figures``,
+the run's number of rows in ``results`` (kept by :meth:`Store.add_result`; ``results list`` reads it instead
+of counting every run's figures). An older file is
+upgraded in place (1 -> 2 -> ... -> 9, one transaction) when it is opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
 
 Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
 ``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, FIFO, device or socket, an unwritable file or folder (or a
@@ -307,6 +309,8 @@ class Store:
                  json.dumps(res.params), json.dumps(res.samples), json.dumps(res.summary),
                  json.dumps(res.limit) if res.limit else None, json.dumps(res.limits),
                  json.dumps(res.warnings), res.kernel, now_iso()))
+            # the run's count of figures, kept with it (schema 9): a listing reads it instead of counting
+            self.db.execute("UPDATE runs SET figures=? WHERE id=?", (seq + 1, run_id))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
                    warnings: list[dict] | None = None, notes: list[str] | None = None,
@@ -409,7 +413,9 @@ class Store:
         # two columns lie past the probe's kilobytes: reading them read the probe's overflow pages)
         cols = ", ".join(f"CASE WHEN r.status='running' THEN r.{c} END AS {c}" if c in ("pid_start", "boot_id")
                          else f"r.{c}" for c in self._list_columns())
-        q = (f"SELECT {cols}, (SELECT count(*) FROM results x WHERE x.run_id=r.id) AS n FROM runs r"
+        # each run's figures as stored with it (schema 9); an older store read as it is counts them
+        n = "r.figures" if self.schema >= 9 else "(SELECT count(*) FROM results x WHERE x.run_id=r.id)"
+        q = (f"SELECT {cols}, {n} AS n FROM runs r"
              + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.started DESC")
         rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), tuple(args))
         tags = self._tags_of(None) if len(rows) > CHUNK else self._tags_of([r["id"] for r in rows])

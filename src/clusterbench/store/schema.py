@@ -2,7 +2,7 @@
 to this version in place. The columns are described in :mod:`clusterbench.store.db`."""
 from __future__ import annotations
 
-STORE_SCHEMA = 8
+STORE_SCHEMA = 9
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
     # 'notes' joined schema 1 after its first commit without a version bump: added when missing
@@ -35,6 +35,9 @@ UPGRADES = {
     # and a run by a prefix of its id, whatever its case, without reading every id
     7: ("CREATE INDEX IF NOT EXISTS runs_started ON runs(started)",
         "CREATE INDEX IF NOT EXISTS runs_id_lower ON runs(lower(id))"),
+    # each run's number of figures kept with it: a listing of every run counted each run's figures
+    8: ("ALTER TABLE runs ADD COLUMN figures INTEGER NOT NULL DEFAULT 0",
+        "UPDATE runs SET figures = (SELECT count(*) FROM results x WHERE x.run_id = runs.id)"),
 }
 
 DDL = """
@@ -59,7 +62,8 @@ CREATE TABLE IF NOT EXISTS runs (
     pid_start INTEGER,
     boot_id TEXT,
     note TEXT,
-    energy TEXT
+    energy TEXT,
+    figures INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
 CREATE INDEX IF NOT EXISTS runs_id_lower ON runs(lower(id));
