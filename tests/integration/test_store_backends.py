@@ -100,6 +100,26 @@ def test_copy_refuses_a_non_empty_target_unless_merging(tmp_path: Path, pg_url: 
     assert p.returncode == 5 and not (tmp_path / "t.db").exists()  # a missing source creates no target
 
 
+def test_copy_of_a_schema8_store_counts_each_runs_figures(tmp_path: Path, pg_url: str) -> None:
+    """A schema-8 source (no runs.figures) is read as it is; each copy, PostgreSQL or SQLite, holds every
+    run's number of figures (schema 9's upgrade applied to what was copied) and lists as the source does."""
+    a = tmp_path / "a.db"
+    _history(a)
+    listed = _cli("--db", str(a), "results", "list", "--json").stdout
+    db = sqlite3.connect(a)
+    db.execute("ALTER TABLE runs DROP COLUMN figures")
+    db.execute("UPDATE meta SET value='8' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    for target in (pg_url, str(tmp_path / "t.db")):
+        p = _cli("results", "copy", "--from", str(a), "--to", target)
+        assert p.returncode == 0, p.stderr
+        st = Store(target, readonly=True)
+        assert st.schema == 9 and [r[0] for r in st.db.execute("SELECT figures FROM runs").fetchall()] == [6] * 6
+        st.close()
+        assert _cli("--db", target, "results", "list", "--json").stdout == listed
+
+
 WRITER = """
 import sys
 from clusterbench.store import Store
