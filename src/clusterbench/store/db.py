@@ -16,7 +16,8 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   profile, probe, builds, warnings, notes, cluster, pid_start, boot_id, note, energy, figures)`` - probe,
   builds, warnings, notes and cluster are JSON; ``figures`` (schema 9) is the run's number of results.
   ``cluster`` (schema 2) is ``{}`` for a run on this node only; for a run across hosts it holds the
-  cluster definition and every node's probe and NIC settings (see :func:`clusterbench.cluster.check.provenance`). ``pid_start`` (schema 3) is the recording process's
+  cluster definition and every node's probe and NIC settings (see
+  :func:`clusterbench.cluster.check.provenance`). ``pid_start`` (schema 3) is the recording process's
   start time (``/proc/PID/stat`` field 22, clock ticks since boot) and ``boot_id`` the kernel's boot id:
   a ``running`` run reads as running only while that very process lives (same host, same boot, same pid
   *and* start time), so a reused pid never keeps a killed run "running". Rows without them (older
