@@ -12,7 +12,12 @@ start included, output captured):
     results table fpu --rows run --runs small-a,small-b | results table fpu --rows host (every run's figure)
     compare small-a small-b
 
-    .venv/bin/python speed/store_scale.py [--runs 100000] [--rounds 3] [--log FILE] [--store FILE]
+    .venv/bin/python speed/store_scale.py [--runs 100000] [--rounds 3] [--log FILE] [--store FILE] [--old TREE]
+
+--old TREE also times an older checkout of clusterbench (its src/ on PYTHONPATH), interleaved with this tree
+command by command, each on a store of its own: the SQLite store copied, and in PostgreSQL a database made
+from the old tree's copy (CREATE DATABASE ... TEMPLATE), each opened for writing once by its tree (an
+older schema is upgraded in place then: timed); lines say `old` or `new` after the back end.
 
 --store FILE measures a store built before (by this script's build, e.g. kept from an earlier session: a
 100,000-run build takes ~15 minutes under load) instead of building one: it is copied, the copy opened for
@@ -50,6 +55,20 @@ COMMANDS = [
 ]
 
 
+def _opened(store: Path, env: dict) -> str:
+    """Open an SQLite store for writing once (an older schema is upgraded then), add the tags small-a and
+    small-b when it lacks them; what happened, for the log."""
+    with sqlite3.connect(store) as con:
+        schema = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    s, rc, last = timed(["--db", str(store), "results", "tag", "last", "--note", ""], env)  # a write: upgrades
+    with sqlite3.connect(store) as con:
+        if not con.execute("SELECT 1 FROM run_tags WHERE tag='small-a'").fetchone():
+            ids = [r[0] for r in con.execute("SELECT id FROM runs ORDER BY started")]
+            con.executemany("INSERT INTO run_tags VALUES (?, ?)", [(i, "small-a") for i in ids[:5]]
+                            + [(i, "small-b") for i in ids[-5:]])
+    return f"opened for writing (schema {schema} then) in {s:.2f} s, exit {rc}"
+
+
 def main() -> int:
     import pgkit
 
@@ -58,9 +77,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--log", type=Path, default=LOG)
     ap.add_argument("--store", type=Path, help="an SQLite store built before (copied, never changed)")
+    ap.add_argument("--old", type=Path, help="an older checkout of clusterbench, timed beside this tree")
     args = ap.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    env.pop("CLUSTERBENCH_DB", None)
+    trees = {"new": REPO} if args.old is None else {"old": args.old.resolve(), "new": REPO}
+    envs = {}
+    for name, tree in trees.items():
+        envs[name] = {**os.environ, "PYTHONPATH": str(tree / "src")}
+        envs[name].pop("CLUSTERBENCH_DB", None)
+    env = envs["new"]
     args.log.parent.mkdir(parents=True, exist_ok=True)
 
     def say(text: str) -> None:  # each line to the log as it comes: a cut run keeps what it measured
@@ -71,50 +95,61 @@ def main() -> int:
     def load() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
-    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True, check=False).stdout.strip()
-    say(f"== {datetime.now().isoformat(timespec='seconds')} commit {rev}; {os.cpu_count()} cpus, load average {load()}")
+    def rev(tree: Path) -> str:
+        return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=False).stdout.strip()
+
+    revs = "; ".join(f"{name} tree commit {rev(tree)}" for name, tree in trees.items()) if args.old else \
+        f"commit {rev(REPO)}"
+    say(f"== {datetime.now().isoformat(timespec='seconds')} {revs}; {os.cpu_count()} cpus, load average {load()}")
     with tempfile.TemporaryDirectory(prefix="cb-store-scale-") as tmp:
         base = Path(tmp)
-        store = base / "scale.db"
+        stores = {name: base / f"scale-{name}.db" for name in trees}
+        first = stores[next(iter(trees))]
         t0 = time.monotonic()
         if args.store is not None:
-            shutil.copyfile(args.store, store)
+            shutil.copyfile(args.store, first)
             built = f"copied from {args.store} in {time.monotonic() - t0:.1f} s"
-            t0 = time.monotonic()
-            with sqlite3.connect(store) as con:
-                schema = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-            s, rc, last = timed(["--db", str(store), "results", "tag", "last", "--note", ""], env)  # a write: upgrades
-            built += f"; opened for writing (schema {schema} then) in {s:.2f} s, exit {rc}"
-            with sqlite3.connect(store) as con:
-                if not con.execute("SELECT 1 FROM run_tags WHERE tag='small-a'").fetchone():
-                    ids = [r[0] for r in con.execute("SELECT id FROM runs ORDER BY started")]
-                    con.executemany("INSERT INTO run_tags VALUES (?, ?)", [(i, "small-a") for i in ids[:5]]
-                                    + [(i, "small-b") for i in ids[-5:]])
         else:
             seed = base / "seed.db"
-            seed_run(seed, env=env)
-            ids = build_store(seed, store, args.runs)
-            with sqlite3.connect(store) as con:
-                con.executemany("INSERT INTO run_tags VALUES (?, ?)", [(i, "small-a") for i in ids[:5]]
-                                + [(i, "small-b") for i in ids[-5:]])
+            seed_run(seed, env=envs[next(iter(trees))])  # by the oldest tree: each tree opens it as a user would
+            build_store(seed, first, args.runs)
             built = f"built in {time.monotonic() - t0:.1f} s"
-        with sqlite3.connect(store) as con:
+        for name, store in stores.items():
+            if store != first:
+                shutil.copyfile(first, store)
+            built += f"; {name + ' tree: ' if args.old else ''}{_opened(store, envs[name])}"
+        with sqlite3.connect(first) as con:
             runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
             figures = con.execute("SELECT count(*) FROM results").fetchone()[0]
         say(f"sqlite store: {runs} runs, {figures} figures, tags big, half-a, half-b, small-a (5), small-b (5); "
-            f"{built}, {store.stat().st_size / 2 ** 20:.1f} MiB")
+            f"{built}, {first.stat().st_size / 2 ** 20:.1f} MiB")
         with pgkit.pg_server() as server:
-            url = server.url("cb", server.new_database())
-            s, rc, last = timed(["results", "copy", "--from", str(store), "--to", url], env)
-            size = server.sql("SELECT pg_size_pretty(pg_database_size(current_database()))", db=url.rsplit("/", 1)[1])
-            say(f"postgresql store: results copy from the sqlite store {s:.1f} s, exit {rc} ({last[:160]}); "
-                f"{size[0][0]}")
+            urls = {}
+            for name in trees:
+                db = server.new_database()
+                if not urls:  # the first tree's copy, timed
+                    urls[name] = server.url("cb", db)
+                    s, rc, last = timed(["results", "copy", "--from", str(stores[name]), "--to", urls[name]], envs[name])
+                    size = server.sql("SELECT pg_size_pretty(pg_database_size(current_database()))", db=db)
+                    say(f"postgresql store: results copy from the sqlite store {s:.1f} s, exit {rc} ({last[:160]}); "
+                        f"{size[0][0]}")
+                    template = db
+                    continue
+                server.sql(f"DROP DATABASE {db}", f"CREATE DATABASE {db} TEMPLATE {template} OWNER cb",
+                           f"GRANT CONNECT ON DATABASE {db} TO cbro")
+                urls[name] = server.url("cb", db)
+                s, rc, last = timed(["--db", urls[name], "results", "tag", "last", "--note", ""], envs[name])
+                say(f"postgresql store for the {name} tree: a copy of the {next(iter(trees))} tree's database, "
+                    f"opened for writing (an upgrade, if any) in {s:.2f} s, exit {rc} {last[:100]}")
             for rnd in range(1, args.rounds + 1):
-                for name, where in (("sqlite", str(store)), ("postgresql", url)):
+                for backend in ("sqlite", "postgresql"):
                     for cmd in COMMANDS:
-                        s, rc, last = timed(["--db", where, *cmd], env)
-                        say(f"round {rnd} {name:10s} {' '.join(cmd):58s} {s:7.2f} s  exit {rc}  {last[:100]}")
+                        for name in trees:
+                            where = str(stores[name]) if backend == "sqlite" else urls[name]
+                            s, rc, last = timed(["--db", where, *cmd], envs[name])
+                            label = f"{backend:10s} {name}" if args.old else f"{backend:10s}"
+                            say(f"round {rnd} {label} {' '.join(cmd):58s} {s:7.2f} s  exit {rc}  {last[:100]}")
                 say(f"         load average {load()}")
     say("")
     return 0

@@ -107,8 +107,8 @@ INSERT INTO results (run_id, seq, benchmark, metric, value, unit, higher_is_bett
 
 
 def check_schema1_store_is_read_then_upgraded(where: str) -> None:
-    """A store written by schema 1 reads as it is read-only, and is upgraded in place (1 -> 2 -> ... -> 8)
-    when opened for writing; old runs read back with an empty cluster record, and the memory
+    """A store written by schema 1 reads as it is read-only, and is upgraded in place
+    when opened for writing (1 -> 2 -> ... -> 9); old runs read back with an empty cluster record, and the memory
     benchmark's old name 'bandwidth' is stored as 'membw'."""
     raw_script(where, SCHEMA1_RUNS)
     ro = Store(where, readonly=True)
@@ -116,7 +116,7 @@ def check_schema1_store_is_read_then_upgraded(where: str) -> None:
     assert ro.results("old-run")[0].benchmark == "bandwidth"  # read-only: read as it is
     ro.close()
     st = Store(where)
-    assert st.schema == STORE_SCHEMA == 8 and st.fixes() == [] and st.get_run("old-run").tags == []
+    assert st.schema == STORE_SCHEMA == 9 and st.fixes() == [] and st.get_run("old-run").tags == []
     assert st.results("old-run")[0].benchmark == "membw" and st.results("old-run")[0].value == 9000.0
     assert {"cluster", "pid_start", "boot_id", "energy"} <= st.backend.columns(st.db, "runs")
     assert st.get_run("old-run").cluster == {} and st.get_run("old-run").energy is None
@@ -124,8 +124,9 @@ def check_schema1_store_is_read_then_upgraded(where: str) -> None:
     rec["cluster"] = {"hosts": ["a", "b"], "nodes": {}}
     st.begin_run(rec)
     assert st.get_run(rec["id"]).cluster["hosts"] == ["a", "b"]
-    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "8"
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "9"
     assert "runs_started" in indexes(where, "runs")
+    assert [r.results for r in st.list_runs() if r.id == "old-run"] == [1]  # its figure counted at the upgrade
     st.close()
 
 
@@ -185,11 +186,52 @@ def check_schema7_store_gains_the_runs_index(where: str) -> None:
     ro.close()
     assert not {"runs_started", "runs_id_lower"} & indexes(where, "runs")
     st = Store(where)
-    assert st.schema == STORE_SCHEMA == 8 and {"runs_started", "runs_id_lower"} <= indexes(where, "runs")
+    assert st.schema == STORE_SCHEMA == 9 and {"runs_started", "runs_id_lower"} <= indexes(where, "runs")
     assert [r.id for r in st.list_runs()] == newest_first and st.resolve("last") == newest_first[0]
     assert st.resolve(recs[0]["id"][:13].upper()) == recs[0]["id"]
     assert st.select_runs(f"{recs[1]['id'][:13]},{recs[2]['id'][:13].upper()}") == [recs[1]["id"], recs[2]["id"]]
-    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "8"
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "9"
+    st.close()
+
+
+def check_schema8_store_gains_the_figure_counts(where: str) -> None:
+    """8 -> 9 keeps each run's number of figures with the run (runs.figures): a schema-8 store reads as it
+    is read-only (each run's figures counted), and gains the column, filled in, when opened for writing;
+    a figure written or a run imported since counts as well, and every listing says what it said before."""
+    from dataclasses import replace
+
+    from clusterbench.store.imports import insert_runs
+
+    st = Store(where)
+    ids = []
+    for n in (0, 1, 3):
+        rec = new_run_record(["clusterbench", "run", "stream"], {}, "quick")
+        ids.append(st.begin_run(rec))
+        for k in range(n):
+            st.add_result(rec["id"], result(float(k + 1)))
+        st.finish_run(rec["id"], "complete")
+    counts = {r.id: r.results for r in st.list_runs()}
+    assert counts == dict(zip(ids, (0, 1, 3)))
+    assert {r[0]: r[1] for r in st.db.execute("SELECT id, figures FROM runs").fetchall()} == counts
+    st.close()
+    db = raw(where)
+    db.execute("ALTER TABLE runs DROP COLUMN figures")
+    db.execute("UPDATE meta SET value='8' WHERE key='schema_version'")
+    db.close()
+    ro = Store(where, readonly=True)
+    assert ro.schema == 8 and {r.id: r.results for r in ro.list_runs()} == counts  # read as it is: counted
+    ro.close()
+    db = raw(where)
+    assert "figures" not in backend_for(location(where), 30.0).columns(db, "runs")
+    db.close()
+    st = Store(where)
+    assert st.schema == STORE_SCHEMA == 9 and {r.id: r.results for r in st.list_runs()} == counts
+    assert {r[0]: r[1] for r in st.db.execute("SELECT id, figures FROM runs").fetchall()} == counts
+    st.add_result(ids[0], result(9.0))
+    insert_runs(st, [(st.get_run(ids[2]), [*st.results(ids[2]), replace(result(4.0), measured_at="2026-11-27T00:00:00Z")])],
+                replace=True)  # as results import does
+    assert {r.id: r.results for r in st.list_runs()} == {**counts, ids[0]: 1, ids[2]: 4}
+    assert st.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "9"
     st.close()
 
 

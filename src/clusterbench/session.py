@@ -30,33 +30,13 @@ from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.base import Benchmark, Progress, Result, RunContext
 from clusterbench.energy import run as energy
 from clusterbench.errors import ClusterbenchError, UsageError
+# the interruption's machinery lives apart (a command's start imports it without this module); named here as ever
+from clusterbench.interrupts import Interrupted, interrupt_status, terminate_as_interrupt  # noqa: F401
 from clusterbench.records import Run
 from clusterbench.store import Store
 from clusterbench.store.db import now_iso
 from clusterbench.store.liveness import boot_id, process_start
 from clusterbench.telemetry import watch as pi
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled like Ctrl-C; ``signum`` says which (the exit status is 128 + it)."""
-
-    def __init__(self, message: str = "", signum: int = signal.SIGINT) -> None:
-        super().__init__(message)
-        self.signum = int(signum)
-
-
-def interrupt_status(exc: BaseException) -> int:
-    """The exit status of a command ended by ``exc`` (a KeyboardInterrupt): 128 + the signal, as a
-    shell reports it (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
-    return 128 + int(getattr(exc, "signum", signal.SIGINT))
-
-
-@contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM/SIGHUP into :class:`Interrupted` for the block, so every command closes what it
-    opened (a run, a report's temporary folder, a launched job) and exits 128 + the signal."""
-    with _terminate_as_interrupt():
-        yield
 
 
 @dataclass
@@ -70,24 +50,6 @@ class RunReport:
     def document(self) -> dict:
         """The public ``--json`` document (schema :data:`clusterbench.SCHEMA_VERSION`)."""
         return {"schema": SCHEMA_VERSION, "run": self.run.as_json(), "results": [r.as_json() for r in self.results]}
-
-
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM/SIGHUP into an exception so the run is closed, not abandoned."""
-    def handler(signum: int, _frame: Any) -> None:
-        raise Interrupted(f"signal {signal.Signals(signum).name}", signum)
-
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 @contextmanager
@@ -157,7 +119,7 @@ def run(
 
     On an exception (bad input, a failed kernel, an interruption) the partial report is
     attached to it as ``exc.report`` when a run had started."""
-    with _terminate_as_interrupt():  # from the start: a SIGTERM while compiling is handled too
+    with terminate_as_interrupt():  # from the start: a SIGTERM while compiling is handled too
         return _run(names, given or {}, profile, store, use_store, argv, timeout, oversubscribe,
                     progress, probe_data, tags, note, list(power), watts, power_interval)
 

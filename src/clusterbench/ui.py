@@ -1,4 +1,4 @@
-"""Terminal presentation: the progress bar (rich, on stderr, only on a terminal) and text tables.
+"""Terminal presentation: text tables and result lines (the progress bar is :mod:`clusterbench.progressbar`).
 
 Nothing here decides anything; it renders what the library returns. Every line and table cell it
 writes goes through :func:`clusterbench.text.terminal_text` (stored user text, host names, error
@@ -9,11 +9,23 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from clusterbench.benchmarks.base import Progress, Result
 from clusterbench.text import terminal_text
 from clusterbench.units import format_value, human_bytes
+
+if TYPE_CHECKING:
+    from clusterbench.benchmarks.declare import Result
+
+
+def __getattr__(name: str) -> Any:
+    """``RichProgress`` from :mod:`clusterbench.progressbar`, loaded when asked for: printing a table then
+    loads no benchmark machinery (PEP 562)."""
+    if name == "RichProgress":
+        from clusterbench.progressbar import RichProgress
+
+        return RichProgress
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _key_params(benchmark: str) -> tuple[str, ...]:
@@ -23,46 +35,6 @@ def _key_params(benchmark: str) -> tuple[str, ...]:
 
     cls = all_benchmarks().get(ALIASES.get(benchmark, benchmark))
     return cls.key_params if cls else ()
-
-
-class RichProgress(Progress):
-    """A progress bar with ETA on stderr. Used only when stderr is a terminal and not --json."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress as RP, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self._rp = RP(TextColumn("{task.description:<14}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f}"),
-                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                      console=Console(stderr=True), transient=True)
-        self._task: Any = None
-        self._total: Any = None
-
-    def __enter__(self) -> "RichProgress":
-        self._rp.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._rp.stop()
-
-    def start(self, description: str, total: float) -> None:
-        if self._task is not None:
-            self._rp.remove_task(self._task)
-        self._task = self._rp.add_task(description, total=max(total, 1))
-
-    def advance(self, amount: float = 1.0) -> None:
-        if self._task is not None:
-            self._rp.advance(self._task, amount)
-
-    def note(self, text: str) -> None:
-        self._rp.console.print(terminal_text(text), markup=False, highlight=False)
-
-    def overall(self, seconds: float) -> None:
-        self._total = self._rp.add_task("total (est.)", total=max(seconds, 1.0))
-
-    def overall_done(self, seconds: float) -> None:
-        if self._total is not None:
-            self._rp.update(self._total, completed=seconds)
 
 
 def param_text(k: str, v: Any) -> str:

@@ -22,6 +22,7 @@ CHECKS = ["check_roundtrip", "check_results_are_json", "check_newer_schema_is_re
           "check_schema_version_that_is_not_a_number", "check_foreign_tables_are_refused",
           "check_schema1_store_is_read_then_upgraded", "check_schema5_store_gains_the_energy_column",
           "check_schema7_store_gains_the_runs_index",
+          "check_schema8_store_gains_the_figure_counts",
           "check_run_prefixes_are_literal", "check_tags_selectors_and_filters"]
 pg_shared, pg_url, store_at = pgkit.pg_shared, pgkit.pg_url, pgkit.store_at  # the fixtures
 TABLES = {"runs": "id", "run_tags": "run_id, tag", "fixes": "id", "results": "id"}
@@ -97,6 +98,26 @@ def test_copy_refuses_a_non_empty_target_unless_merging(tmp_path: Path, pg_url: 
     assert len(merged.list_runs()) == 7 and merged.results(rid)[0].value == 7.0
     p = _cli("results", "copy", "--from", str(tmp_path / "none.db"), "--to", str(tmp_path / "t.db"))
     assert p.returncode == 5 and not (tmp_path / "t.db").exists()  # a missing source creates no target
+
+
+def test_copy_of_a_schema8_store_counts_each_runs_figures(tmp_path: Path, pg_url: str) -> None:
+    """A schema-8 source (no runs.figures) is read as it is; each copy, PostgreSQL or SQLite, holds every
+    run's number of figures (schema 9's upgrade applied to what was copied) and lists as the source does."""
+    a = tmp_path / "a.db"
+    _history(a)
+    listed = _cli("--db", str(a), "results", "list", "--json").stdout
+    db = sqlite3.connect(a)
+    db.execute("ALTER TABLE runs DROP COLUMN figures")
+    db.execute("UPDATE meta SET value='8' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    for target in (pg_url, str(tmp_path / "t.db")):
+        p = _cli("results", "copy", "--from", str(a), "--to", target)
+        assert p.returncode == 0, p.stderr
+        st = Store(target, readonly=True)
+        assert st.schema == 9 and [r[0] for r in st.db.execute("SELECT figures FROM runs").fetchall()] == [6] * 6
+        st.close()
+        assert _cli("--db", target, "results", "list", "--json").stdout == listed
 
 
 WRITER = """

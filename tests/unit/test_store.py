@@ -69,6 +69,10 @@ def test_schema7_store_gains_the_runs_index(tmp_path):
     storekit.check_schema7_store_gains_the_runs_index(str(tmp_path / "s7.db"))
 
 
+def test_schema8_store_gains_the_figure_counts(tmp_path):
+    storekit.check_schema8_store_gains_the_figure_counts(str(tmp_path / "s8.db"))
+
+
 def test_listing_judges_a_running_run_by_its_process(tmp_path):
     """results list reads a running run's process (pid, start time, boot) and only a running run's: one
     of this live process reads running, one whose pid was reused (another start time) incomplete."""

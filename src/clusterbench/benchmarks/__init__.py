@@ -67,6 +67,23 @@ def _load_all() -> None:
         _LOADED.add(key)  # only once every module imported (a failed import is tried again next time)
 
 
+def find_benchmark(name: str) -> type[Benchmark] | None:
+    """The class registered as ``name`` (not an old name: :func:`get_benchmark` resolves those), None if
+    none is. A module named after the benchmark (``node/fpu.py`` for fpu) is tried alone first: a command
+    that reads one benchmark's declaration (``results table``) then imports its module, not every family's."""
+    if name not in REGISTRY and tuple(__path__) not in _LOADED and name.isidentifier() and not name.startswith("_"):
+        import importlib
+        from pathlib import Path
+
+        for family in sorted(p for base in __path__ for p in Path(base).iterdir() if (p / "__init__.py").is_file()):
+            if (family / f"{name}.py").is_file():
+                importlib.import_module(f"{__name__}.{family.name}.{name}")
+                break
+    if name not in REGISTRY:
+        _load_all()
+    return REGISTRY.get(name)
+
+
 def get_benchmark(name: str) -> Benchmark:
     _load_all()
     name = ALIASES.get(name, name)
@@ -102,4 +119,4 @@ def all_benchmarks() -> dict[str, type[Benchmark]]:
 
 
 __all__ = ["Benchmark", "Metric", "Param", "Result", "RunContext", "REGISTRY", "register",
-           "get_benchmark", "all_benchmarks", "summary_rules", "summarize_results"]
+           "find_benchmark", "get_benchmark", "all_benchmarks", "summary_rules", "summarize_results"]

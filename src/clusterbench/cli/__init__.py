@@ -7,32 +7,68 @@ several commands share are declared once, in :mod:`clusterbench.cli.options`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
 
 from clusterbench import __version__
-from clusterbench.cli import (check, cluster, compare, doctor, listing, probe, report, reproduce, results, run,
-                              sim_cluster, sweep, tune)
 from clusterbench.cli.options import Parser, db_option, subcommands
 from clusterbench.errors import ClusterbenchError, UsageError
 from clusterbench.text import terminal_text
 
+
+class _Commands(Mapping):
+    """Command name -> its module, imported when first asked for: a command's start imports its own
+    module, not every other command's (``run``'s launchers and kernel builders, ``check``'s suites...)."""
+
+    def __init__(self, modules: dict[str, str]) -> None:
+        self._modules = modules
+
+    def __getitem__(self, name: str) -> ModuleType:
+        return importlib.import_module(f"{__name__}.{self._modules[name]}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
 #: command name -> its module (``add_parser(cmds)``, ``handle(args) -> exit code`` and ``INTERRUPTED``:
-#: what an interruption leaves behind, None where the command records no run), in --help's order
-COMMANDS = {cmd.NAME: cmd for cmd in (probe, run, listing, tune, cluster, sim_cluster, compare, check, doctor, sweep,
-                                      report, results, reproduce)}
+#: what an interruption leaves behind, None where the command records no run), in --help's order; each
+#: module's NAME is its key (tests/unit/test_cli_table.py)
+COMMANDS: Mapping[str, ModuleType] = _Commands({
+    "probe": "probe", "run": "run", "list": "listing", "tune": "tune", "cluster": "cluster",
+    "sim-cluster": "sim_cluster", "compare": "compare", "check": "check", "doctor": "doctor", "sweep": "sweep",
+    "report": "report", "results": "results", "reproduce": "reproduce"})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: of every command, or of only the commands ``names``."""
     ap = Parser(prog="clusterbench", description="Characterise, tune and compare HPC clusters.")
     ap.add_argument("--version", action="version", version=f"clusterbench {__version__}")
     db_option(ap)
     cmds = subcommands(ap, "command")
-    for cmd in COMMANDS.values():
-        cmd.add_parser(cmds)
+    for name in COMMANDS if names is None else names:
+        COMMANDS[name].add_parser(cmds)
     return ap
+
+
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names when nothing but ``--db`` comes before it, else None (``--help``,
+    ``--version``, an unknown word or an abbreviated option: the whole parser must answer)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--db":
+            i += 2
+        elif argv[i].startswith("--db="):
+            i += 1
+        else:
+            return argv[i] if argv[i] in COMMANDS else None
+    return None
 
 
 _built: tuple[object, argparse.ArgumentParser] | None = None
@@ -71,10 +107,13 @@ def check_command_line(argv: Sequence[str], what: str) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    name = command_named(sys.argv[1:] if argv is None else argv)
+    # a command other than run parses with its own parser alone (a few ms; every command's, with every
+    # benchmark's options, took ~0.2 s of a short command's start): the same arguments, errors and help
+    args = (parser() if name in (None, "run") else build_parser([name])).parse_args(argv)
     from clusterbench import config
     config.set_argv(sys.argv[1:] if argv is None else argv)  # an error can show the command to retype
-    from clusterbench.session import interrupt_status, terminate_as_interrupt
+    from clusterbench.interrupts import interrupt_status, terminate_as_interrupt
 
     command = COMMANDS[args.command]
     try:

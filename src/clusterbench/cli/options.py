@@ -8,9 +8,8 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from clusterbench import SCHEMA_VERSION
-from clusterbench.benchmarks.base import Param
+from clusterbench.benchmarks.declare import Param
 from clusterbench.errors import UsageError
-from clusterbench.session import DEFAULT_TIMEOUT
 from clusterbench.store.names import NOTE_LIMIT, check_note
 from clusterbench.text import terminal_text
 
@@ -165,6 +164,8 @@ NOT_STORED = "nothing was stored (--no-store)"
 
 def common_run_options(sub: argparse.ArgumentParser) -> None:
     """What every `run BENCHMARK` takes besides its own parameters."""
+    from clusterbench.session import DEFAULT_TIMEOUT  # the session's machinery only for a command that runs
+
     prof = sub.add_mutually_exclusive_group()
     prof.add_argument("--quick", dest="profile", action="store_const", const="quick", help="short run (node: under a minute)")
     prof.add_argument("--full", dest="profile", action="store_const", const="full", help="thorough run")

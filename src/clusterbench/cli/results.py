@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from clusterbench import SCHEMA_VERSION
-from clusterbench.benchmarks import all_benchmarks
+from clusterbench.benchmarks import find_benchmark
 from clusterbench.cli import results_copy
 from clusterbench.cli.options import json_option, note as note_text, positive_int, strlist, subcommands
 from clusterbench.errors import UsageError
@@ -79,11 +79,12 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def list_runs(args: argparse.Namespace) -> int:
-    from clusterbench.report.compare import check_benchmark
     from clusterbench.ui import dump_json, print_table
 
     store = Store(args.db, readonly=True)
-    check_benchmark(store, args.benchmark)
+    if args.benchmark is not None:  # the registry only to check a name given
+        from clusterbench.report.compare import check_benchmark
+        check_benchmark(store, args.benchmark)
     runs = store.list_runs(args.limit, tag=args.tag, benchmark=args.benchmark, host=args.host, since=args.since)
     if args.json:
         dump_json({"schema": SCHEMA_VERSION, "runs": runs})
@@ -115,7 +116,7 @@ def table(args: argparse.Namespace) -> int:
     from clusterbench.ui import dump_json, print_table
 
     store = Store(args.db, readonly=True)
-    cls = all_benchmarks().get(args.benchmark)
+    cls = find_benchmark(args.benchmark)
     if cls is None:
         raise UsageError(f"unknown benchmark '{args.benchmark}'", "see 'clusterbench list'")
     metric = args.metric or cls.metrics[0].name

@@ -34,7 +34,8 @@ def handle(args: argparse.Namespace) -> int:
 
 def run_benchmark(args: argparse.Namespace) -> int:
     from clusterbench import session
-    from clusterbench.ui import RichProgress, dump_json, print_results, print_summary, write_lines
+    from clusterbench.progressbar import RichProgress
+    from clusterbench.ui import dump_json, print_results, print_summary, write_lines
 
     from clusterbench.benchmarks import ALIASES
     from clusterbench.benchmarks.base import Composite

@@ -83,7 +83,8 @@ def node(args: argparse.Namespace) -> int:
     from clusterbench.benchmarks import ALIASES
     from clusterbench.cli import parser
     from clusterbench.sweep import node as sweep_node
-    from clusterbench.ui import RichProgress, dump_json, write_lines
+    from clusterbench.progressbar import RichProgress
+    from clusterbench.ui import dump_json, write_lines
 
     hosts = doctor.hosts_from(args.hosts, args.hostfile)
     name, given, profile = None, {}, "quick"

@@ -13,7 +13,6 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 
 from clusterbench.errors import EnvironmentProblem, UsageError
 
@@ -52,6 +51,8 @@ def write(text: str, dest: str | None, force: bool = False) -> None:
     folder = os.path.dirname(os.path.abspath(dest))
     tmp = None
     try:
+        import tempfile  # here: with shutil, bz2 and lzma, most of what the export formats' registry imported
+
         fd, tmp = tempfile.mkstemp(prefix=".cb-export-", dir=folder)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clusterbench.analysis import compare as cmp
-from clusterbench.benchmarks import all_benchmarks
+from clusterbench.benchmarks import all_benchmarks, find_benchmark
 from clusterbench.benchmarks.declare import Result
 from clusterbench.errors import UsageError
 from clusterbench.records import Run
@@ -131,7 +131,9 @@ def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None,
         if len(prices) != 2 or any(not (p > 0) for p in prices):
             raise UsageError(f"prices {prices} must be two positive numbers", "e.g. --per-dollar 600,2400")
         res_a, res_b = _priced(res_a, prices[0], currency), _priced(res_b, prices[1], currency)
-    keys = {name: tuple(cls.key_params) for name, cls in all_benchmarks().items()}
+    # the key parameters of the benchmarks these figures are of (only their modules imported)
+    present = sorted({r.benchmark for res in (res_a, res_b) for rs in res.values() for r in rs})
+    keys = {name: tuple(cls.key_params) for name in present if (cls := find_benchmark(name)) is not None}
     opts = {} if min_effect is None else {"min_effect": min_effect / 100.0}
     doc = cmp.compare(runs_a, res_a, runs_b, res_b, keys, **opts).as_dict()
     doc["options"]["include_incomplete"] = include_incomplete

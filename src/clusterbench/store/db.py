@@ -13,9 +13,10 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
 
 * ``meta(key PRIMARY KEY, value)`` - ``schema_version``, ``created_by``.
 * ``runs(id, started, ended, status, error, command, argv, host, pid, clusterbench_version,
-  profile, probe, builds, warnings, notes, cluster, pid_start, boot_id)`` - probe, builds, warnings,
-  notes and cluster are JSON. ``cluster`` (schema 2) is ``{}`` for a run on this node only; for a run
-  across hosts it holds the cluster definition and every node's probe and NIC settings (see
+  profile, probe, builds, warnings, notes, cluster, pid_start, boot_id, note, energy, figures)`` - probe,
+  builds, warnings, notes and cluster are JSON; ``figures`` (schema 9) is the run's number of results.
+  ``cluster`` (schema 2) is ``{}`` for a run on this node only; for a run across hosts it holds the
+  cluster definition and every node's probe and NIC settings (see
   :func:`clusterbench.cluster.check.provenance`). ``pid_start`` (schema 3) is the recording process's
   start time (``/proc/PID/stat`` field 22, clock ticks since boot) and ``boot_id`` the kernel's boot id:
   a ``running`` run reads as running only while that very process lives (same host, same boot, same pid
@@ -38,14 +39,7 @@ Schema (version :data:`STORE_SCHEMA`), documented in README.md ("Results store")
   summary, limit_json, limits, warnings, kernel, measured_at)`` - JSON columns hold the
   :class:`~clusterbench.benchmarks.base.Result` fields of the same name.
 
-Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
-2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
-``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3); 4 adds the user's ``runs.note`` and
-the ``run_tags`` table; 5 adds ``fixes``; 6 adds ``runs.energy``; 7 adds ``fixes.pid``, ``pid_start`` and
-``boot_id`` (a fix left ``applying`` by a process that is gone reads as ``interrupted``); 8 adds the indexes
-``runs_started`` on ``runs(started)`` (the newest runs without sorting them all) and ``runs_id_lower`` on
-``runs(lower(id))`` (a run by a prefix of its id without reading every id). An older file is
-upgraded in place (1 -> 2 -> ... -> 8, one transaction) when it is opened for writing, and read as it is when opened read-only (an old file has no tags and no note).
+Schema history and upgrades: :mod:`clusterbench.store.schema`.
 
 Errors say what is wrong: a store locked by another process ("locked ... wait or retry", after
 ``CLUSTERBENCH_DB_TIMEOUT`` seconds, default 30), a directory, FIFO, device or socket, an unwritable file or folder (or a
@@ -307,6 +301,8 @@ class Store:
                  json.dumps(res.params), json.dumps(res.samples), json.dumps(res.summary),
                  json.dumps(res.limit) if res.limit else None, json.dumps(res.limits),
                  json.dumps(res.warnings), res.kernel, now_iso()))
+            # the run's count of figures, kept with it (schema 9): a listing reads it instead of counting
+            self.db.execute("UPDATE runs SET figures=? WHERE id=?", (seq + 1, run_id))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None,
                    warnings: list[dict] | None = None, notes: list[str] | None = None,
@@ -409,7 +405,9 @@ class Store:
         # two columns lie past the probe's kilobytes: reading them read the probe's overflow pages)
         cols = ", ".join(f"CASE WHEN r.status='running' THEN r.{c} END AS {c}" if c in ("pid_start", "boot_id")
                          else f"r.{c}" for c in self._list_columns())
-        q = (f"SELECT {cols}, (SELECT count(*) FROM results x WHERE x.run_id=r.id) AS n FROM runs r"
+        # each run's figures as stored with it (schema 9); an older store read as it is counts them
+        n = "r.figures" if self.schema >= 9 else "(SELECT count(*) FROM results x WHERE x.run_id=r.id)"
+        q = (f"SELECT {cols}, {n} AS n FROM runs r"
              + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.started DESC")
         rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), tuple(args))
         tags = self._tags_of(None) if len(rows) > CHUNK else self._tags_of([r["id"] for r in rows])

@@ -33,13 +33,13 @@ def insert_runs(store: Store, runs: Sequence[tuple[Run, Sequence[Result]]], repl
                 db.execute("DELETE FROM runs WHERE id=?", (run.id,))
             db.execute(
                 "INSERT INTO runs (id, started, ended, status, error, command, argv, host, pid, clusterbench_version,"
-                " profile, probe, builds, warnings, notes, cluster, pid_start, boot_id, note, energy)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " profile, probe, builds, warnings, notes, cluster, pid_start, boot_id, note, energy, figures)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run.id, run.started, run.ended, run.status, run.error, run.command, json.dumps(run.argv or []),
                  run.host, int(run.pid or 0), run.clusterbench_version, run.profile, json.dumps(run.probe or {}),
                  json.dumps(run.builds or {}), json.dumps(run.warnings or []), json.dumps(run.notes or []),
                  json.dumps(run.cluster or {}), run.pid_start, run.boot_id, run.note,
-                 json.dumps(run.energy, default=str) if run.energy is not None else None))
+                 json.dumps(run.energy, default=str) if run.energy is not None else None, len(results)))
             for tag in run.tags or []:
                 db.execute("INSERT OR IGNORE INTO run_tags VALUES (?, ?)", (run.id, tag))
             for seq, res in enumerate(results):

@@ -1,8 +1,21 @@
 """The store's schema: its version, the tables (:data:`DDL`) and the upgrades that take an older file
-to this version in place. The columns are described in :mod:`clusterbench.store.db`."""
+to this version in place. The columns are described in :mod:`clusterbench.store.db`.
+
+Schema history: 1 (first release; its earliest files lack ``runs.notes``, which the upgrade adds);
+2 adds ``runs.cluster``; 3 adds ``runs.pid_start`` and ``runs.boot_id`` and renames stored
+``bandwidth`` figures to ``membw`` (the benchmark's name since 0.3); 4 adds the user's ``runs.note`` and
+the ``run_tags`` table; 5 adds ``fixes``; 6 adds ``runs.energy``; 7 adds ``fixes.pid``, ``pid_start`` and
+``boot_id`` (a fix left ``applying`` by a process that is gone reads as ``interrupted``); 8 adds the indexes
+``runs_started`` on ``runs(started)`` (the newest runs without sorting them all) and ``runs_id_lower`` on
+``runs(lower(id))`` (a run by a prefix of its id without reading every id); 9 adds ``runs.figures``,
+the run's number of rows in ``results`` (kept by ``Store.add_result``; ``results list`` reads it instead
+of counting every run's figures). An older file is upgraded in place (1 -> 2 -> ... -> 9, one
+transaction) when it is opened for writing, and read as it is when opened read-only (an old file has no
+tags and no note; a schema-8 file's listing counts each run's figures).
+"""
 from __future__ import annotations
 
-STORE_SCHEMA = 8
+STORE_SCHEMA = 9
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
     # 'notes' joined schema 1 after its first commit without a version bump: added when missing
@@ -35,6 +48,9 @@ UPGRADES = {
     # and a run by a prefix of its id, whatever its case, without reading every id
     7: ("CREATE INDEX IF NOT EXISTS runs_started ON runs(started)",
         "CREATE INDEX IF NOT EXISTS runs_id_lower ON runs(lower(id))"),
+    # each run's number of figures kept with it: a listing of every run counted each run's figures
+    8: ("ALTER TABLE runs ADD COLUMN figures INTEGER NOT NULL DEFAULT 0",
+        "UPDATE runs SET figures = (SELECT count(*) FROM results x WHERE x.run_id = runs.id)"),
 }
 
 DDL = """
@@ -59,7 +75,8 @@ CREATE TABLE IF NOT EXISTS runs (
     pid_start INTEGER,
     boot_id TEXT,
     note TEXT,
-    energy TEXT
+    energy TEXT,
+    figures INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
 CREATE INDEX IF NOT EXISTS runs_id_lower ON runs(lower(id));
