@@ -35,6 +35,7 @@ def terminate_as_interrupt() -> Iterator[None]:
 def _terminate_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM/SIGHUP into an exception so the run is closed, not abandoned."""
     def handler(signum: int, _frame: Any) -> None:
+        _pending[:] = [signum]  # kept until seen: Python drops an exception raised inside a __del__
         raise Interrupted(f"signal {signal.Signals(signum).name}", signum)
 
     import threading
@@ -44,6 +45,27 @@ def _terminate_as_interrupt() -> Iterator[None]:
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
+        raise_pending()
     finally:
+        _pending.clear()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+#: the signal whose :class:`Interrupted` was raised and not yet seen: the handler's exception is lost when the
+#: signal lands while Python runs a finaliser or a weakref callback ("Exception ignored in ..."), and the run
+#: would go on to its end as if nothing came (seen under load: a SIGTERM'd `run node` finishing complete)
+_pending: list[int] = []
+
+
+def raise_pending() -> None:
+    """Raise again the :class:`Interrupted` of a signal whose exception Python swallowed; called where a run
+    reads its kernels' output and between benchmarks, and at the end of :func:`terminate_as_interrupt`."""
+    if _pending:
+        signum = _pending.pop()
+        raise Interrupted(f"signal {signal.Signals(signum).name}", signum)
+
+
+def seen() -> None:
+    """The interruption reached a handler: nothing is pending any more."""
+    _pending.clear()

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from clusterbench.errors import KernelFailed
+from clusterbench.interrupts import raise_pending
 
 Record = dict
 
@@ -290,6 +291,7 @@ def read_lines(procs: Sequence[subprocess.Popen], tick: Callable[[], float | Non
                 bufs[(idx, kind)] = b""
         open_streams = len(bufs)
         while open_streams:
+            raise_pending()  # a SIGTERM whose exception a finaliser swallowed stops the reading all the same
             wait = tick()
             if wait is None:
                 return

@@ -31,7 +31,8 @@ from clusterbench.benchmarks.base import Benchmark, Progress, Result, RunContext
 from clusterbench.energy import run as energy
 from clusterbench.errors import ClusterbenchError, UsageError
 # the interruption's machinery lives apart (a command's start imports it without this module); named here as ever
-from clusterbench.interrupts import Interrupted, interrupt_status, terminate_as_interrupt  # noqa: F401
+from clusterbench import interrupts
+from clusterbench.interrupts import Interrupted, interrupt_status, raise_pending, terminate_as_interrupt  # noqa: F401
 from clusterbench.records import Run
 from clusterbench.store import Store
 from clusterbench.store.db import now_iso
@@ -212,8 +213,10 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
             for i, (bench, params) in enumerate(steps):
                 with ctx.benchmark_span(bench.name):
                     bench.run(ctx, params)
+                raise_pending()  # a signal whose exception a finaliser swallowed still ends the run here
                 ctx.progress.overall_done(sum(estimates[: i + 1]))
     except KeyboardInterrupt as exc:
+        interrupts.seen()
         status, error = "incomplete", f"interrupted ({str(exc) or 'Ctrl-C'})"
         raise
     except ClusterbenchError as exc:
