@@ -104,6 +104,7 @@ FUNCTIONS = {
     "first": _nonempty("first", lambda v: v[0]), "last": _nonempty("last", lambda v: v[-1]),
     "sum": lambda v: math.fsum(_series(v)), "len": lambda v: float(len(_series(v))),
     "ratios": _ratios, "pmin": lambda a, b: [min(x, y) for x, y in zip(_series(a), _series(b), strict=True)],
+    "pmax": lambda a, b: [max(x, y) for x, y in zip(_series(a), _series(b), strict=True)],
 }
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _CMPOPS = {ast.GtE: operator.ge, ast.LtE: operator.le, ast.Gt: operator.gt, ast.Lt: operator.lt, ast.Eq: operator.eq}
