@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Wall time of each standard `check` suite, as docs/check.md's table quotes it: per suite, the first
 baseline (`--update-baseline`, which judges nothing) and then one check against it, default repeats.
-`node`, `mpi` and `hpl` run on this machine; `health` on 2 virtual nodes (`sim-cluster up --nodes 2`).
+`node`, `mpi` and `hpl` run on this machine; `health` on 2 virtual nodes (`sim-cluster up --nodes 2`; or
+``--health-nodes N``, with ``--oversubscribe`` when N exceeds the cpus).
 
     clusterbench check SUITE --baseline b-SUITE --update-baseline [--hosts N1,N2]    (timed, exit 7)
     clusterbench check SUITE --baseline b-SUITE [--hosts N1,N2]                      (timed)
@@ -32,6 +33,8 @@ PREFIX = "cbcst-"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suites", default="node,mpi,hpl,health")
+    ap.add_argument("--health-nodes", type=int, default=2,
+                    help="virtual nodes for health (default 2; more than the cpus adds --oversubscribe)")
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -56,9 +59,11 @@ def main() -> int:
         for suite in args.suites.split(","):
             hosts: list[str] = []
             if suite == "health":
-                subprocess.run([*CB, "sim-cluster", "up", "--nodes", "2"], env=env, check=True, capture_output=True,
+                n = args.health_nodes
+                subprocess.run([*CB, "sim-cluster", "up", "--nodes", str(n)], env=env, check=True, capture_output=True,
                                timeout=600)
-                hosts = ["--hosts", f"{PREFIX}n1,{PREFIX}n2"]
+                hosts = ["--hosts", ",".join(f"{PREFIX}n{i}" for i in range(1, n + 1))]
+                hosts += ["--oversubscribe"] if n > (os.cpu_count() or 1) else []
             base = ["check", suite, "--baseline", f"b-{suite}", *hosts]
             timed(f"{suite} baseline", [*base, "--update-baseline"])
             timed(f"{suite} check", base)
