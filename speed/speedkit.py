@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +56,43 @@ def cpu_model() -> str:
 def load() -> str:
     """The load averages over 1, 5 and 15 minutes."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class SimWorld:
+    """A speed script's own virtual cluster and store: clusterbench commands (``cmd``) with their own
+    prefix, state folder and store in a temporary folder (never the user's), a cluster brought up anew
+    (``up``) and taken down (``down``), and a command timed into a raw log (``timed``: its wall time as
+    the caller sees it, Python's start included, its exit status and the load average at its start)."""
+
+    def __init__(self, prefix: str, log: RawLog) -> None:
+        self.prefix, self.log = prefix, log
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"cb-{prefix.rstrip('-')}-"))
+        self.cb = [sys.executable, "-m", "clusterbench"]
+        self.env = {**os.environ, "CLUSTERBENCH_SIM_PREFIX": prefix, "CLUSTERBENCH_SIM_STATE": str(self.tmp / "sim"),
+                    "CLUSTERBENCH_DB": str(self.tmp / "r.db"), "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1",
+                    "PYTHONPATH": str(REPO / "src")}
+
+    def cmd(self, argv: list[str], timeout: float = 900, check: bool = False) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.cb, *argv], capture_output=True, text=True, env=self.env, timeout=timeout,
+                              check=check)
+
+    def up(self, n: int, *options: str) -> list[str]:
+        """A fresh cluster of ``n`` nodes (``sim-cluster up`` ``options``); their names."""
+        self.down()
+        self.cmd(["sim-cluster", "up", "--nodes", str(n), *options], timeout=600, check=True)
+        return [f"{self.prefix}n{i}" for i in range(1, n + 1)]
+
+    def down(self) -> None:
+        self.cmd(["sim-cluster", "down", "--force"], timeout=300)
+
+    def timed(self, what: str, argv: list[str], detail=lambda p: "") -> subprocess.CompletedProcess[str]:
+        """Run ``argv``; log ``what: WALL s, exit N, load L at its start`` and ``detail(process)``."""
+        load_at = os.getloadavg()[0]
+        t0 = time.monotonic()
+        p = self.cmd(argv)
+        self.log(f"{what}: {time.monotonic() - t0:.1f} s, exit {p.returncode}, load {load_at:.1f} at its start"
+                 f"{detail(p)}")
+        return p
 
 
 #: hpcc's input file (hpccinf.txt): one HPL problem of size N, block NB, on a 1 x Q grid (HPL's usual panel,

@@ -84,7 +84,6 @@ def main() -> int:
     for name, tree in trees.items():
         envs[name] = {**os.environ, "PYTHONPATH": str(tree / "src")}
         envs[name].pop("CLUSTERBENCH_DB", None)
-    env = envs["new"]
     args.log.parent.mkdir(parents=True, exist_ok=True)
 
     def say(text: str) -> None:  # each line to the log as it comes: a cut run keeps what it measured

@@ -17,16 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from speedkit import RawLog, cpu_model, log_file
+from speedkit import RawLog, SimWorld, cpu_model, log_file
 
-REPO = Path(__file__).resolve().parents[1]
-CB = [sys.executable, "-m", "clusterbench"]
 PREFIX = "cbtcv-"
 
 
@@ -37,32 +32,27 @@ def main() -> int:
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (the virtual cluster)")
-    tmp = Path(tempfile.mkdtemp(prefix="cb-tune-coll-"))
-    env = {**os.environ, "CLUSTERBENCH_SIM_PREFIX": PREFIX, "CLUSTERBENCH_SIM_STATE": str(tmp / "sim"),
-           "CLUSTERBENCH_DB": str(tmp / "r.db"), "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1", "PYTHONPATH": str(REPO / "src")}
     log = RawLog(log_file(args.log, f"{platform.node() or 'host'}-tune-coll-virtual"), "w")
     log(f"# tune coll on 4 virtual nodes (mtu 9000, tbf 1gbit), {time.strftime('%Y-%m-%d %H:%M:%S')}; "
         f"{cpu_model()}, {os.cpu_count()} cpus, {platform.release()}")
+    world = SimWorld(PREFIX, log)
     try:
-        subprocess.run([*CB, "sim-cluster", "down", "--force"], env=env, capture_output=True, timeout=300)
-        subprocess.run([*CB, "sim-cluster", "up", "--nodes", "4", "--mtu", "9000", "--rate", "1gbit"], env=env,
-                       check=True, capture_output=True, timeout=600)
-        hosts = ",".join(f"{PREFIX}n{i}" for i in range(1, 5))
+        hosts = ",".join(world.up(4, "--mtu", "9000", "--rate", "1gbit"))
         for r in range(args.repeat):
-            out = tmp / f"tune-{r}.rules"
+            out = world.tmp / f"tune-{r}.rules"
             argv = ["tune", "coll", "--op", "allreduce", "--hosts", hosts, "--oversubscribe", "--sizes", "262144",
                     "--algorithms", "2", "--budget", "240s", "--max-rounds", "8", "--output", str(out)]
             log(f"$ clusterbench {' '.join(argv)}")
             load = os.getloadavg()[0]
             t0 = time.monotonic()
-            p = subprocess.run([*CB, *argv], capture_output=True, text=True, env=env, timeout=900)
+            p = world.cmd(argv)
             wall = time.monotonic() - t0
             for line in (p.stdout + p.stderr).splitlines():
                 log(f"| {line}")
             log(f"tune {r + 1}: {wall:.1f} s, exit {p.returncode}, load {load:.1f} at its start, "
                 f"rules file {'written' if out.exists() else 'not written'}")
     finally:
-        subprocess.run([*CB, "sim-cluster", "down", "--force"], env=env, capture_output=True, timeout=300)
+        world.down()
     log(f"# load {os.getloadavg()[0]:.1f} at the end")
     return 0
 
