@@ -52,3 +52,17 @@ def test_the_report_quoted_is_the_crashed_ranks_and_only_for_a_crash() -> None:
     # frames are bounded
     many = KERNEL_SAID + "".join(f"allpairs: rank 0 frame: lib{i}.so(+0x{i})[0x{i}]\n" for i in range(40))
     assert len(M.crash_report(many, "0").split("; frames: ")[1].split()) == M.CRASH_FRAMES
+
+
+def test_the_signal_a_rank_died_of_from_the_launchers_words_or_its_status() -> None:
+    assert M.death_signal(KERNEL_SAID, 1) == 11  # srun's words beat the status
+    assert M.death_signal("", 139) == 11 and M.death_signal("", 135) == 7  # mpirun without its banner
+    assert M.death_signal("", 1) is None and M.death_signal("", None) is None and M.death_signal("", 255) is None
+    assert M.START_CRASH_SIGNALS == {11, 7}  # SIGILL, SIGABRT would fail the same way again: not relaunched
+
+
+def test_a_bare_status_of_128_plus_a_signal_is_named() -> None:
+    msg, _ = M.explain_failure("", 139, "MPI kernel 'pingpong'")
+    assert msg == "MPI kernel 'pingpong' exited with status 139 (128 + SIGSEGV: a process died of that signal)", msg
+    msg, _ = M.explain_failure("", 3, "MPI kernel 'pingpong'")
+    assert msg == "MPI kernel 'pingpong' exited with status 3", msg

@@ -95,9 +95,11 @@ class BuiltinEngine:
                                                f"{','.join(map(str, sorted(want)))} as asked",
                                                "check cgroup/cpuset limits on the node")
 
-        mpimod.run_mpi(mpi, spec, [str(b.path), *self.kernel_args(params)], timeout=ctx.timeout,
-                       launch_timeout=params["launch_timeout"], on_record=on, name="hpl",
-                       proof_ranks=(0, 1) if spec.nranks > 1 else (0,), proof_out=session.proof)
+        run = mpimod.run_mpi(mpi, spec, [str(b.path), *self.kernel_args(params)], timeout=ctx.timeout,
+                             launch_timeout=params["launch_timeout"], on_record=on, name="hpl",
+                             proof_ranks=(0, 1) if spec.nranks > 1 else (0,), proof_out=session.proof)
+        for why in run.restarts:
+            ctx.note(why)
         rec, info = got.get("result"), got.get("info") or {}
         if rec is None:
             raise KernelFailed("hpl ended without a result", "rerun; report it if it persists")

@@ -453,6 +453,8 @@ class KernelSession:
     def run(self, args: Sequence[str], launch_timeout: float, proof_ranks: Sequence[int] = (0, 1)) -> mpimod.MpiRun:
         run = mpimod.run_mpi(self.mpi, self.spec, args, timeout=self.ctx.timeout, launch_timeout=launch_timeout,
                              on_record=self, name=self.bench, proof_ranks=proof_ranks, proof_out=self.proof)
+        for why in run.restarts:
+            self.ctx.note(why)
         if run.finalize_hung:
             self.ctx.note(f"{self.bench}: {self.mpi.name}'s teardown (MPI_Finalize) did not end within "
                           f"{mpimod.FINALIZE_GRACE:g} s after the kernel finished; its processes were killed "

@@ -47,7 +47,8 @@ from clusterbench.launch.mpi.launchers.mpich import (  # noqa: F401
 from clusterbench.launch.mpi.launchers.openmpi import mpirun_command  # noqa: F401
 from clusterbench.launch.mpi.placement import node_key, verify_placement  # noqa: F401
 from clusterbench.launch.mpi.run import (  # noqa: F401
-    FINALIZE_GRACE, LAUNCH_TIMEOUT, SIM_LAUNCH_ATTEMPTS, SIM_LAUNCH_TIMEOUT, LaunchHung, MpiRun, explain_failure, run_mpi)
+    FINALIZE_GRACE, LAUNCH_TIMEOUT, SIM_LAUNCH_ATTEMPTS, SIM_LAUNCH_TIMEOUT, START_CRASH_ATTEMPTS, LaunchCrashed,
+    LaunchHung, MpiRun, explain_failure, run_mpi)
 from clusterbench.launch.mpi.pernode import Demux, PerNode, build_per_node, per_node_spec  # noqa: F401
 from clusterbench.launch.mpi.spec import LaunchSpec, RankPlace, check_cidr  # noqa: F401
 from clusterbench.launch.mpi.launchers.srun import srun_mpi_plugins, srun_pmi  # noqa: F401

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal as _signal
 import subprocess
 import tempfile
 import time
@@ -34,6 +35,9 @@ class MpiRun:
     #: set when the kernel said "done" but the MPI library did not exit within FINALIZE_GRACE
     #: seconds and was killed (the results, all validated before, are kept)
     finalize_hung: bool = False
+    #: why an earlier launch of this run was given up and the kernel launched again (see
+    #: :class:`LaunchCrashed`), one line each; nothing was measured by those launches
+    restarts: tuple[str, ...] = ()
 
     @property
     def info(self) -> dict:
@@ -82,8 +86,6 @@ _LOST_DAEMON_RE = re.compile(r"lost communication with a remote daemon.*?Remote 
 
 def _signal_of(text: str) -> int | None:
     """A signal number from a launcher's words: ``9`` or a description such as ``Killed``."""
-    import signal as _signal
-
     if text.isdigit():
         return int(text)
     for sig in _signal.Signals:
@@ -129,6 +131,15 @@ def rank_death(stderr: str) -> tuple[str, str | None, int] | None:
     return None
 
 
+def death_signal(stderr: str, rc: int | None) -> int | None:
+    """The signal a rank died of: as the launcher says it (:func:`rank_death`), else from the launcher's
+    exit status 128 + N (mpirun returns it without its banner at times), else None."""
+    died = rank_death(stderr)
+    if died is not None:
+        return died[2]
+    return rc - 128 if rc is not None and 128 < rc < 128 + 65 else None
+
+
 def explain_failure(stderr: str, rc: int | None, what: str, *, local: bool = False,
              before: dict | None = None) -> tuple[str, str]:
     """(problem, fix) for a launch that failed, from the launcher's stderr and exit code. The fix fits
@@ -162,6 +173,9 @@ def explain_failure(stderr: str, rc: int | None, what: str, *, local: bool = Fal
         _, how, fix = process.death_cause(-rc, before, local=True)
         return f"{what}: the launcher {how}" + (f" ({last})" if last else ""), fix
     code = f"status {rc}" if rc is not None else "no status"
+    sig = death_signal("", rc)
+    if sig is not None:  # the shell's convention, as mpirun and srun follow it
+        code += f" (128 + {process.signal_name(sig)}: a process died of that signal)"
     return f"{what} exited with {code}" + (f": {last}" if last else ""), GENERIC_FIX
 
 
@@ -191,6 +205,21 @@ def _ranks_may_share_node(spec: LaunchSpec) -> bool:
 class LaunchHung(KernelFailed):
     """The launcher started no rank (or, for per-node agents, not every node's) within the launch
     timeout (nothing was measured or passed on)."""
+
+
+class LaunchCrashed(KernelFailed):
+    """A rank crashed (SIGSEGV, SIGBUS) before the kernel's first record, which it prints right after
+    MPI_Init and its first collective: inside the MPI library's start, before anything was measured.
+    Open MPI 4.1 under srun with PMIx does so now and then: a rank that leaves MPI_Init's fence early
+    sends to one whose receive callback is not yet registered (open-mpi/ompi#12495; seen here as
+    allpairs' rank 0 dying in btl/tcp while gathering the host names); :func:`run_mpi` launches once
+    more."""
+
+
+#: launches of one run when a rank crashes inside MPI_Init (:class:`LaunchCrashed`), and the signals
+#: that count (not SIGILL, SIGABRT: a binary built for another cpu, an assertion, fail again the same way)
+START_CRASH_ATTEMPTS = 2
+START_CRASH_SIGNALS = frozenset({int(_signal.SIGSEGV), int(_signal.SIGBUS)})
 
 
 #: seconds a launch may take to start the ranks on real hosts unless the caller says otherwise
@@ -232,6 +261,25 @@ def run_mpi(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: 
         from clusterbench.launch import nodes
 
         program = nodes.stage_program(hosts, program)
+    restarts: list[str] = []
+    for attempt in range(START_CRASH_ATTEMPTS):
+        try:
+            run = _run_mpi_hung_again(mpi, spec, program, timeout, launch_timeout, on_record, name, proof_ranks,
+                                      proof_out)
+            run.restarts = tuple(restarts)
+            return run
+        except LaunchCrashed as exc:
+            if attempt + 1 == START_CRASH_ATTEMPTS:
+                raise
+            restarts.append(f"{name}: launched again after a rank crashed while MPI started, before the kernel's "
+                            f"first record, so before any measurement ({exc.problem})")
+    raise AssertionError("unreachable")
+
+
+def _run_mpi_hung_again(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], timeout: float,
+                        launch_timeout: float, on_record: Callable[[Record], None] | None, name: str,
+                        proof_ranks: Sequence[int], proof_out: TransportProof | None) -> MpiRun:
+    """:func:`_run_mpi_once`, tried again on the virtual cluster when the launch hung."""
     if not spec.prefix:
         return _run_mpi_once(mpi, spec, program, timeout, launch_timeout, on_record, name, proof_ranks, proof_out)
     steps = sim_launch_steps(len(spec.hosts or []))
@@ -341,6 +389,8 @@ def _run_mpi_once(mpi: MpiInstall, spec: LaunchSpec, program: Sequence[str], tim
                     raise KernelFailed(f"MPI kernel '{name}' stopped: {gone}", GONE_FIX)
                 msg, fix = explain_failure(err_text, proc.returncode, f"MPI kernel '{name}'",
                                     local=not spec.hosts or spec.sim is not None, before=memory)
+                if not out.records and death_signal(err_text, proc.returncode) in START_CRASH_SIGNALS:
+                    raise LaunchCrashed(msg, fix)
                 raise KernelFailed(msg, fix)
             if not released:
                 release()
