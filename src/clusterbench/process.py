@@ -408,7 +408,7 @@ def telling_line(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Why a process died: the advice fits the cause (issue 23: "choose a smaller size" was given for a
+# Why a process died: the advice fits the cause (once: "choose a smaller size" was given for a
 # rank killed from outside and for a virtual cluster taken down, where the size had nothing to do with it)
 # ---------------------------------------------------------------------------------------------
 def memory_state() -> dict:

@@ -75,7 +75,7 @@ HEADER = ["benchmark", "metric", "params", "best", "median", "cv", "limit", "war
 
 def results_header(results: Iterable[Result]) -> list[str]:
     """:data:`HEADER`, whose value column says "best" only when every value in it is a best sample,
-    else "value" with each other kind said beside its figure (issue 23: intcpu's whole-run rate was
+    else "value" with each other kind said beside its figure (once: intcpu's whole-run rate was
     printed under "best")."""
     return HEADER if all(value_kind(r) == "best" for r in results) else [*HEADER[:3], "value", *HEADER[4:]]
 

@@ -1,5 +1,5 @@
 """Which node or link slows a collective: the per-node evidence the network model's judge
-(:func:`clusterbench.analysis.collmodel.judge`, its ``slow`` context) names (issue 26).
+(:func:`clusterbench.analysis.collmodel.judge`, its ``slow`` context) names.
 
 Pure: numbers in, numbers out (no store, no launch, no process).
 

@@ -1,4 +1,4 @@
-"""The network model a collective is judged against (issue 26): fit the network from a ping-pong
+"""The network model a collective is judged against: fit the network from a ping-pong
 sweep, predict each standard algorithm's time, and judge a measured figure.
 
 Pure: numbers in, numbers out (no store, no launch, no process).

@@ -1,4 +1,4 @@
-"""Did my change help? The pure analysis behind ``clusterbench compare A B`` (issue 10).
+"""Did my change help? The pure analysis behind ``clusterbench compare A B``.
 
 Everything here works on the store's dicts (``Store.get_run`` and ``Store.results``): no I/O, no
 processes, no store access. The caller passes each benchmark's ``key_params`` as a mapping

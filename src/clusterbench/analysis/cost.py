@@ -12,12 +12,12 @@ it), all prices in one currency::
     power_price_kwh = 0.30     # per kWh
     lifetime_years = 4         # for the lifetime energy cost (default 3)
 
-Figures (seed 003 ch. 6, "performance for cost"):
+Figures (Carver (2014) ch. 6, "performance for cost"):
 
 * a throughput (higher is better: Gflop/s, events/s, MB/s) per currency unit: ``value / price``;
-* a time (lower is better: runtime, latency): ``1 / (value * price)``, seed 003's definition, so
+* a time (lower is better: runtime, latency): ``1 / (value * price)``, Carver (2014)'s definition, so
   that higher is better for both;
-* :func:`normalise` scales a set of such figures so that the worst is 1 (seed 003's tables);
+* :func:`normalise` scales a set of such figures so that the worst is 1 (Carver (2014)'s tables);
 * :func:`energy_cost` is joules / 3.6e6 * price per kWh;
 * :func:`lifetime_cost` adds the energy of ``lifetime_years`` at a given average power to the
   purchase price.
@@ -80,7 +80,7 @@ def check_model(table: Mapping[str, object], where: str = "[cost]") -> CostModel
 
 
 def per_price(value: float, higher_is_better: bool, price: float) -> float:
-    """Seed 003's performance for cost: ``value / price`` for a rate, ``1 / (value * price)`` for a time."""
+    """Carver (2014)'s performance for cost: ``value / price`` for a rate, ``1 / (value * price)`` for a time."""
     if price <= 0 or not math.isfinite(price):
         raise ValueError(f"price {price!r} must be > 0")
     if higher_is_better:

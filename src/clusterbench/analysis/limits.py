@@ -150,7 +150,7 @@ def dram_theoretical(ctx: "RunContext", res: "Result", providers: Providers) -> 
 
 @limit("collective_model")
 def collective_model(ctx: "RunContext", res: "Result", providers: Providers) -> tuple[float, str] | None:
-    """An MPI collective figure (issue 26's record: ``params.op``, ``size_bytes``, ``processes`` and
+    """An MPI collective figure (the collective's record: ``params.op``, ``size_bytes``, ``processes`` and
     the ``p2p`` ping-pong sweep of the same run) against the network model fitted on that sweep
     (:mod:`clusterbench.analysis.collmodel`): for ``latency`` the least time of the standard
     algorithms (us), for ``algbw``/``busbw`` the bandwidth that time gives (``params.algbw_bytes`` /

@@ -1,4 +1,4 @@
-"""Stored figures as a table: rows and columns by parameter (seed 000's Table 5.6 shape: Rmax by BLAS
+"""Stored figures as a table: rows and columns by parameter (Duffy (2020)'s Table 5.6 shape: Rmax by BLAS
 and topology across grids). Pure: it receives the figures (``Store.figures``) and returns cells.
 
 A row or column key is a figure parameter (``params``), or one of the pseudo-keys ``tag`` (the run's

@@ -1,4 +1,4 @@
-"""``clusterbench check SUITE --baseline TAG``: a regression gate (issue 28, section 1).
+"""``clusterbench check SUITE --baseline TAG``: a regression gate.
 
 * :mod:`.suite` reads and validates a suite file (TOML; the standard ones in ``suites/``);
 * :mod:`.runner` plans the check (everything refused before the first run), runs it, compares

@@ -1,4 +1,4 @@
-"""Rank-pair distance classes from the probe's topology (``placement`` benchmark, seed 002).
+"""Rank-pair distance classes from the probe's topology (``placement`` benchmark, Khadka (Multicore-Multinode)).
 
 :func:`classify` names how close two cpus of one node are, from the probe dict alone (pure: no
 I/O, works on snapshots), nearest first:

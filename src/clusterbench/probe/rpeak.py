@@ -49,8 +49,8 @@ DP_FLOPS: dict[str, tuple[int, str | None, str | None]] = {
     "Cortex-X925": (16, None, "X925: 6x128-bit SIMD pipes but 4 FMA-capable assumed (16); unverified, `peak` benchmark should confirm"),
     "A64FX": (32, "sve", "A64FX: 2x512-bit SVE FMA"),
     # IBM POWER / PowerPC (AltiVec/VMX has no doubles; DP is the scalar FPUs, or VSX from POWER7)
-    "PPC970MP": (4, None, "970MP: two FPUs, one DP fused multiply-add each (4 DP FLOPs/cycle; JULI, seed 001: "
-                 "10 GFlop/s per core at 2.5 GHz)"),
+    "PPC970MP": (4, None, "970MP: two FPUs, one DP fused multiply-add each (4 DP FLOPs/cycle; JULI, Eicker and "
+                 "Lippert (2007): 10 GFlop/s per core at 2.5 GHz)"),
     "PPC970FX": (4, None, "970FX: two FPUs, one DP fused multiply-add each (same core as the 970MP)"),
     "PPC970": (4, None, "970: two FPUs, one DP fused multiply-add each"),
     "POWER8": (8, None, "POWER8: two VSX pipes, each a 2x64-bit FMA (8 DP FLOPs/cycle per core)"),

@@ -117,7 +117,7 @@ def compare_sides(store: Store, a: str, b: str, *, benchmark: str | None = None,
     """Compare the runs selector ``a`` names (before) with those ``b`` names (after); ``min_effect``
     in percent. Only complete runs are pooled (:func:`clusterbench.analysis.compare.poolable`) unless
     ``include_incomplete``; each side lists the runs it left out and why. With ``prices`` (the price of
-    side A's and side B's cluster), every figure is compared as performance for cost (seed 003 ch. 6);
+    side A's and side B's cluster), every figure is compared as performance for cost (Carver (2014) ch. 6);
     B/A is then how many times B's performance per currency unit is A's. Returns the ``--json`` document."""
     check_benchmark(store, benchmark)
     side_a = _side(store, a, benchmark, metric, include_incomplete)

@@ -8,7 +8,7 @@
 * figures whose energy is missing, with the reason (never a number);
 * every benchmark's whole energy (``runs.energy.benchmarks``);
 * with a cost model (``[cost]`` in the config, :mod:`clusterbench.analysis.cost`): the purchase price of
-  the nodes, seed 003's performance per price of the ranked figures (a rate / price; a time 1 / (time x
+  the nodes, Carver (2014)'s performance per price of the ranked figures (a rate / price; a time 1 / (time x
   price)), Gflop/s per currency unit over the purchase and over the lifetime cost at the timed phase's
   average power, and the energy cost of each benchmark and of the run (J / 3.6e6 x price per kWh).
 

@@ -275,7 +275,7 @@ def _supervise(spec: dict, out: Emitter, node: str, env: dict[str, str], sync_di
     whether the out-of-memory killer struck: :func:`clusterbench.process.death_cause`), end
     what it left, and exit 0, so that the launcher (in recovery mode) keeps the other nodes running.
 
-    Killing one node's agent must lose that node only (issue 23: it lost the whole sweep)."""
+    Killing one node's agent must lose that node only (once: it lost the whole sweep)."""
     import select
 
     from clusterbench.process import death_cause, die_with_parent, memory_state

@@ -1,5 +1,5 @@
 """pdes: a Time Warp parallel discrete event simulation (kernels/apps/pdes.c, written afresh),
-the latency-bound, irregular application seed 003 used to judge a cluster's network (with ROSS).
+the latency-bound, irregular application Carver (2014) used to judge a cluster's network (with ROSS).
 
 Models: ``phold`` (Fujimoto's synthetic benchmark, routed as ROSS routes it: every event schedules
 one event, with probability ``--remote`` to an LP drawn uniformly from all LPs, else to itself, at
@@ -15,7 +15,7 @@ message counting and a MIN allreduce every ``--gvt-interval`` scheduler iteratio
 ``--batch`` events, fossil collection below GVT, optimism bounded by ``--window`` above GVT).
 The kernel's header says every rule.
 
-Figures (one sample per repeat; the value is the median over ``--repeat`` runs, as seed 003
+Figures (one sample per repeat; the value is the median over ``--repeat`` runs, as Carver (2014)
 reports): ``events_per_s`` = committed events / the simulation's wall time (the slowest rank's,
 from a barrier to GVT >= end; ROSS's "event rate" uses the same numerator and denominator);
 ``runtime_s``; ``efficiency`` = committed / processed (WARPED2's; ROSS's 1 - rolled back /
@@ -61,7 +61,7 @@ def expected_events(p: dict[str, Any]) -> float:
 
 
 def runtime_stats(runtimes: list[float]) -> dict[str, Any]:
-    """Mean and median runtime with 99% intervals (seed 003 reports both)."""
+    """Mean and median runtime with 99% intervals (Carver (2014) reports both)."""
     ci_mean, ci_med = mean_ci(runtimes, 0.99), median_ci(runtimes, 0.99)
     return {"n": len(runtimes), "mean_s": statistics.fmean(runtimes), "median_s": statistics.median(runtimes),
             "ci99_mean_s": list(ci_mean) if ci_mean else None, "ci99_median_s": list(ci_med) if ci_med else None,
@@ -70,7 +70,7 @@ def runtime_stats(runtimes: list[float]) -> dict[str, Any]:
 
 
 def _runtime_note(rs: dict[str, Any]) -> str:
-    """Seed 003's two figures: the mean and the median runtime, each with its 99% interval."""
+    """Carver (2014)'s two figures: the mean and the median runtime, each with its 99% interval."""
     def ci(v: list[float] | None, why: str) -> str:
         return f" [99% CI {v[0]:.4g}, {v[1]:.4g}]" if v else f" ({why})"
     return (f"pdes: runtime over {rs['n']} repeat(s): mean {rs['mean_s']:.4g} s"

@@ -4,7 +4,7 @@ Its members are the benchmarks that declare ``suites = {"hpcc": position}`` (hpl
 ptrans, randomaccess, fft, pingpong, ring, hpcg). Each figure that has an HPC Challenge name carries it
 in ``params.hpcc_key`` with the value in hpcc's unit in ``params.hpcc_value`` (declared per benchmark
 as :class:`~clusterbench.benchmarks.base.HpccKey`), so a run compares key by key with published HPCC
-tables (seed 000, Tables 5.6-5.10) and ``results export --format hpccoutf`` writes an hpccoutf.txt-style
+tables (Duffy (2020), Tables 5.6-5.10) and ``results export --format hpccoutf`` writes an hpccoutf.txt-style
 summary that existing scripts read.
 
 ``--engine hpcc`` runs Debian's ``hpcc`` instead (one run, HPL N/NB/grid as ``run hpl`` derives them)

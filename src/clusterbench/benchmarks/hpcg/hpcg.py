@@ -144,7 +144,7 @@ class Hpcg(MpiBenchmark):
     name = "hpcg"
     help = "HPCG 3.1: multigrid-preconditioned CG on a 27-point stencil (GFLOP/s rating, per-kernel rates)"
     kernel = "hpcg"
-    suites = {"hpcc": 90}  # not an HPC Challenge test, but seed 000 runs it beside them
+    suites = {"hpcc": 90}  # not an HPC Challenge test, but Duffy (2020) runs it beside them
     key_params = ("ranks", "local", "grid")
     metrics = (
         Metric("rating", "GFLOP/s", True, "HPCG's final rating: flops of 50 CG iterations per set over the "

@@ -14,7 +14,7 @@ The ``builtin`` engine (kernels/hpl.c, HPL's algorithm written afresh): seeded r
 with partial pivoting, recursive panel factorisation, panel broadcast along process rows, row
 swaps, trailing update through the BLAS (dtrsm, dgemm) with look-ahead of depth 1, then the
 triangular solve. It reports the time breakdown (panel factorisation, broadcast, swaps, update,
-solve, other; the maximum over ranks) that seed 000 needed ``perf`` for. Other engines (hpcc,
+solve, other; the maximum over ranks) that Duffy (2020) needed ``perf`` for. Other engines (hpcc,
 xhpl) plug into :data:`ENGINES` from ``engines.py`` when that module exists.
 
 Where it lives: this module is the benchmark (parameters, checks, results); ``sizing.py`` the
@@ -23,19 +23,19 @@ the engine registry (:data:`ENGINES`, :class:`HplOutcome`); ``builtin_engine.py`
 engine; ``engine_plugins.py`` the adapter of ``engines.py``'s hpcc and xhpl.
 
 Sizes: N from a fraction ``--mem`` (0.8, the HPL FAQ's 80 %) of the MemAvailable of the nodes
-taking part: N = floor(sqrt(mem x bytes / 8) / NB) x NB (seed 000 rounds up and puts the 0.8
+taking part: N = floor(sqrt(mem x bytes / 8) / NB) x NB (Duffy (2020) rounds up and puts the 0.8
 outside the square root, i.e. ~64 % of memory; the issue asks for rounding down). An N whose
 matrix and work space would not fit (no swapping) is refused with the largest N that would.
 Grids: every factorisation of the rank count with P <= Q is offered (default: the squarest).
 
-Topologies (seed 000 §4.4-4.5): ``pure`` runs one rank per core, each pinned, with a serial BLAS
+Topologies (Duffy (2020) §4.4-4.5): ``pure`` runs one rank per core, each pinned, with a serial BLAS
 (OPENBLAS/OMP/BLIS/MKL_NUM_THREADS=1); ``hybrid`` one rank per node with a threaded BLAS using
 all the node's cores (the rank binds itself to them; its BLAS threads inherit the mask).
 
 Default NB per microarchitecture (the BLAS's blocking; the HPL FAQ's 32..256): 192 with AVX-512
 or AVX2+FMA (OpenBLAS's Haswell/SkylakeX dgemm kernels run at full speed from k = 192, and the
 panel work, ~N^2 NB, stays small; hpcc's reference point in issue 4 uses 192), 120 on Arm
-(seed 000's best NB with OpenBLAS on the Pi 4), 128 elsewhere.
+(Duffy (2020)'s best NB with OpenBLAS on the Pi 4), 128 elsewhere.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""hpl-scaling: Rmax against node count (seed 000 Fig. 5.4, Tables 5.4/5.5).
+"""hpl-scaling: Rmax against node count (Duffy (2020) Fig. 5.4, Tables 5.4/5.5).
 
 For each node count k of ``--nodes`` (``1..8``, ``1,2,4``; default 1 to the number of hosts) it
 takes the first k hosts of ``--hosts``/``--hostfile`` (or of the virtual cluster that is up, one
 slot per node, when neither is given), sizes N from ``--mem`` of those k nodes' memory (hpl's
 rule), and runs ``hpl`` on every P x Q grid of the k nodes' ranks with P <= Q (``--grids all``,
-as seed 000 did) or on the squarest only (``--grids squarest``). Every run is a full ``hpl``
+as Duffy (2020) did) or on the squarest only (``--grids squarest``). Every run is a full ``hpl``
 result in this run (Rmax, time, residual, breakdown); ``rmax`` of this benchmark is the best grid
 of each k, with ``nodes`` = k, the grid that won, every grid's Rmax, and its % of Rpeak of the
 cores used and of k nodes like this one.

@@ -1,6 +1,6 @@
 """MPI collectives: allreduce, bcast, alltoall, allgather, reduce, reduce-scatter, gather, scatter
 and barrier, measured the OSU Micro-Benchmarks' way (osu_<op>; osu_i<op> with ``--nonblocking``),
-every result checked against its definition (kernels/mpi/coll.c; issue 26).
+every result checked against its definition (kernels/mpi/coll.c).
 
 One benchmark per op (``run allreduce`` ...) and the set in one launch (``run coll [--quick]``,
 also a member of ``run mpi``); every figure is stored under its op's name.

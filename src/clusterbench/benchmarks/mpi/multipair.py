@@ -1,6 +1,6 @@
 """multipair: k = 1, 2, 4, ... concurrent rank pairs between two nodes (or the two sockets, or the
 two halves, of one node): per-pair and aggregate bandwidth and per-pair latency against message
-size (seed 001 Fig. 2: bandwidth per pair falls as pairs share a link; seed 003: IMB
+size (Eicker and Lippert (2007) Fig. 2: bandwidth per pair falls as pairs share a link; Carver (2014): IMB
 MultiPingPong, latency under congestion; OSU osu_mbw_mr and osu_multi_lat).
 
 With k pairs, 2k ranks are launched (one launch per k): ranks 0..k-1 on side A, ranks k..2k-1 on

@@ -1,5 +1,5 @@
 """placement: MPI latency (8 B) and bandwidth (1 MiB) between rank pairs classified by distance
-(seed 002: intra-socket, inter-socket and inter-node ping-pong; shared/notes/anchors-mpi.md).
+(Khadka (Multicore-Multinode): intra-socket, inter-socket and inter-node ping-pong; shared/notes/anchors-mpi.md).
 
 The classes come from the probe's topology (:mod:`clusterbench.probe.pairs`): ``smt`` (SMT
 siblings), ``l2`` (cores sharing an L2), ``l3`` (sharing an L3), ``numa`` (same NUMA node and

@@ -1,5 +1,5 @@
 """tcp: TCP throughput with 1..n parallel streams and round-trip latency between two hosts,
-without MPI (seed 000's iperf; iperf3 and qperf, anchors-mpi.md section 5).
+without MPI (Duffy (2020)'s iperf; iperf3 and qperf, anchors-mpi.md section 5).
 
 Where it runs (``--hosts``):
 

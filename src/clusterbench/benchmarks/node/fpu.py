@@ -1,5 +1,5 @@
 """fpu: latency and reciprocal throughput of scalar double add, mul, fma, div and sqrt
-(seed 001, Table 1; lmbench lat_ops / par_ops).
+(Eicker and Lippert (2007), Table 1; lmbench lat_ops / par_ops).
 
 Latency = one dependent chain; throughput = 16 independent *scalar* chains (no SIMD), so the
 figure is the reciprocal throughput of the scalar instruction. Four metrics, each emitted once

@@ -1,5 +1,5 @@
 """``intcpu``: 64-bit integer prime-search throughput with the definition of ``sysbench cpu
---cpu-max-prime=N`` (seed 003's integer test), so the events per second compare directly.
+--cpu-max-prime=N`` (Carver (2014)'s integer test), so the events per second compare directly.
 
 Method and conventions
   * One event (kernels/node/intcpu.c, the work of sysbench 1.0's ``cpu`` test, nothing less):

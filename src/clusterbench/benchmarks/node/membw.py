@@ -1,5 +1,5 @@
 """``bandwidth``: read-only and write-only memory bandwidth for 1, 2, ... N threads (lmbench
-``bw_mem rd`` / ``wr``, seed 001 Table 2).
+``bw_mem rd`` / ``wr``, Eicker and Lippert (2007) Table 2).
 
 Method and conventions
   * One array, ``array_elements`` doubles in total (default ``max(4 x total last-level cache,

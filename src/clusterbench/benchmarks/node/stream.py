@@ -37,7 +37,7 @@ Method and conventions
     timing, and the kernel's ``--skip_stores=1`` hook runs no kernel at all: either must fail.
   * NUMA (``numa``): with more than one NUMA node and libnuma, the Triad bandwidth from every
     CPU node (its physical cores) to every memory node (arrays bound with numa_tonode_memory,
-    the equivalent of ``numactl --cpunodebind=C --membind=M``, seed 002) as metric
+    the equivalent of ``numactl --cpunodebind=C --membind=M``, Khadka (Multicore-Multinode)) as metric
     ``triad_numa`` with params ``cpu_node``, ``mem_node`` (planned by :func:`plan_numa` from
     the probe's topology). The kernel is linked with -lnuma only when the compiler finds
     <numa.h> (checked once per compiler); with one node the matrix is skipped (a note).

@@ -1,5 +1,5 @@
 /* fpu.c: latency and reciprocal throughput of scalar double add, mul, fma, div and sqrt
- * (lmbench lat_ops / par_ops, seed 001 Table 1), in ns and in cycles.
+ * (lmbench lat_ops / par_ops, Eicker and Lippert (2007) Table 1), in ns and in cycles.
  *
  * Latency: one dependent chain  x = op(x)  unrolled 32 times per loop iteration.
  * Throughput: CHAINS (16) independent scalar chains interleaved, i.e. the reciprocal throughput

@@ -1,4 +1,4 @@
-/* bandwidth.c: read-only and write-only memory bandwidth (lmbench bw_mem rd / wr, seed 001
+/* bandwidth.c: read-only and write-only memory bandwidth (lmbench bw_mem rd / wr, Eicker and Lippert (2007)
  * Table 2), multi-threaded and pinned.
  *
  * One array of --elements doubles (heap, 2 MiB aligned, transparent huge pages requested) split

@@ -54,7 +54,7 @@ class LaunchSpec:
 #: an interface name as Linux allows it in practice (IFNAMSIZ 16: at most 15 characters), and nothing
 #: a shell would read: the value reaches every node's MPI daemon through its launch agent (ssh, or the
 #: virtual cluster's ``sh -c``), so it is checked here, once, before any host is touched, for every kind
-#: of host alike (issue 23: ``eth0;id`` was refused locally and passed on to virtual-cluster nodes)
+#: of host alike (once: ``eth0;id`` was refused locally and passed on to virtual-cluster nodes)
 _IFACE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$")
 
 

@@ -57,7 +57,7 @@ def filler_loops(node_cpus: dict[str, list[int]]) -> dict[int, int]:
     """Busy loops to add per cpu so that every cpu carrying nodes carries as many tasks as the
     fullest one: then every node has the same share of a cpu (3 nodes on 2 cpus: n1 and n3 on cpu 0,
     n2 and one loop on cpu 1, each node half a cpu). Without them n2 would have a cpu to itself and
-    twice the others' figure, and a slow node would hide (issue 23)."""
+    twice the others' figure, and a slow node would hide."""
     count: dict[int, int] = {}
     for cs in node_cpus.values():
         for c in set(cs):

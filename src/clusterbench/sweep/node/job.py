@@ -240,7 +240,7 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
         p = {"allow_root": allow_root or None, "launcher": launcher, "mpi": mpi}
         common.check_allow_root(p)
         allow_root = bool(p["allow_root"])
-    # one agent that dies must not end the others (issue 23: a killed agent lost the whole sweep): the
+    # one agent that dies must not end the others (once: a killed agent lost the whole sweep): the
     # launcher keeps the job running (recovery mode), the agents' supervisors and beats say who is gone
     built = pernode.build_per_node(hosts, program, workdir, launcher=launcher, env=env, mpi=mpi,
                                    allow_root=allow_root, sim=sim, job_name="clusterbench-sweep",

@@ -1,4 +1,4 @@
-"""Tune an MPI collective: the MPI's own algorithms per message size (issue 26, ``tune coll``).
+"""Tune an MPI collective: the MPI's own algorithms per message size (``tune coll``).
 
 * :mod:`.algorithms`: what the MPI offers for the op (Open MPI's ``coll_tuned`` enumerators from
   ``ompi_info``, MPICH's ``MPIR_CVAR_<OP>_INTRA_ALGORITHM`` values from ``mpivars``) and how one is

@@ -7,7 +7,7 @@ from clusterbench.text import seconds
 from clusterbench.tuning.hpl.model import TuneReport
 
 # ---------------------------------------------------------------------------------------------
-# Text (the CLI prints this; seed 000's Tables 5.4/5.5 with the stage and the % of the limits)
+# Text (the CLI prints this; Duffy (2020)'s Tables 5.4/5.5 with the stage and the % of the limits)
 # ---------------------------------------------------------------------------------------------
 def _f(v: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if v is None else fmt.format(v)

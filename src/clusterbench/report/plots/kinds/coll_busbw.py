@@ -1,5 +1,4 @@
-"""MPI collectives: nccl-tests' bus bandwidth against message size, every collective on one plot
-(issue 26)."""
+"""MPI collectives: nccl-tests' bus bandwidth against message size, every collective on one plot."""
 from __future__ import annotations
 
 from typing import Any

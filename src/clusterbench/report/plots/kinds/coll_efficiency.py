@@ -1,5 +1,5 @@
 """MPI collectives: the model efficiency (network model's time / measured time) as a heat map over
-(collective, message size), one per source and rank count (issue 26)."""
+(collective, message size), one per source and rank count."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,5 @@
 """MPI collectives: latency against message size, one plot per collective, with the network model's
-best algorithm drawn beside each measured series (issue 26)."""
+best algorithm drawn beside each measured series."""
 from __future__ import annotations
 
 from typing import Any
