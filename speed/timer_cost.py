@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,6 +53,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
+    missing = [tool for tool in ("mpicc", "mpirun") if not shutil.which(tool)]
+    if missing:
+        sys.exit(f"timer_cost: {' and '.join(missing)} not on PATH; install an MPI (e.g. apt-get install openmpi-bin "
+                 f"libopenmpi-dev) or put its bin folder on PATH")
     log = RawLog(log_file(args.log, f"{platform.node() or 'host'}-timer-cost"), "w")
     log(f"# timer cost, {time.strftime('%Y-%m-%d %H:%M:%S')}; {cpu_model()}, {os.cpu_count()} cpus, "
         f"{platform.release()}; load {load()} at the start (other work on the machine)")
