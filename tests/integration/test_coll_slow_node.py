@@ -4,8 +4,9 @@ kernel has no netem; the model's own pair, rank 0 - rank 7, stays fast). The ker
 ping-pong (every pair of nodes, 256 KiB) names that node (``params.links``), the 64 KiB figures far
 off the model carry it as their likely reason, the 8-byte ones never do (its bytes cost next to
 nothing even on the slow link), and the run's note says so. One run, as a user runs it, no retry:
-on this machine (2 cores shared with other work at load 16, 8 ranks oversubscribed) the node measured
-below the others at 256 KiB in two runs (x26, x30; docs/collectives.md)."""
+on this machine (2 cores shared with other work, 8 ranks oversubscribed) the node measured x25.1 and
+x32.3 below the others at 256 KiB in two runs at load 6-7 (speed/coll_slow_node.py, its log quoted in
+docs/collectives.md)."""
 from __future__ import annotations
 
 import subprocess
