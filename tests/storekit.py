@@ -3,6 +3,8 @@ a postgresql:// URL): tests/unit/test_store.py runs them on SQLite, tests/integr
 on SQLite and on a PostgreSQL server of the tests' own (tests/pgkit.py)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from typing import Any
 
@@ -294,3 +296,54 @@ def check_tags_selectors_and_filters(where: str) -> None:
     st.check_writable()
     st.check_writable()  # the upsert of meta's last_open
     st.close()
+
+
+def _cli_out(*argv: str) -> tuple[int, str]:
+    """``clusterbench ARGV`` in-process: its exit code and what it printed."""
+    from clusterbench.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
+def check_list_shows_the_newest_50_and_counts_all(where: str) -> None:
+    """`results list` shows the newest 50 runs and a last line with how many matched and how to see them all;
+    --all shows every one; --json says how many matched in "total"; Store.count_runs counts as list_runs lists."""
+    st = Store(where)
+    made = []
+    for i in range(53):
+        rec = new_run_record(["clusterbench", "run", "stream" if i % 2 else "fpu"], {"hostname": "x"}, "quick")
+        rec["started"] = f"2026-11-{1 + i // 24:02d}T{i % 24:02d}:00:00.000+00:00"
+        rec["tags"] = ["odd" if i % 2 else "even"]
+        made.append(st.begin_run(rec))
+        st.finish_run(made[-1], "complete")
+    newest = made[::-1]
+    for filters in ({}, {"tag": "odd"}, {"benchmark": "fpu"}, {"since": "2026-11-02"}, {"tag": "none"}):
+        assert st.count_runs(**filters) == len(st.list_runs(**filters)), filters
+    st.close()
+
+    def listed(text: str) -> list[str]:  # the run column of a text listing, its header and last line left out
+        return [line.split()[0] for line in text.splitlines()[1:] if not line.startswith("the newest")]
+
+    code, out = _cli_out("--db", where, "results", "list")
+    assert code == 0 and listed(out) == [r[:8] for r in newest[:50]]
+    assert out.splitlines()[-1] == "the newest 50 of 53 runs; all of them: --all (or --limit N for the newest N)"
+    code, out = _cli_out("--db", where, "results", "list", "--all")
+    assert code == 0 and listed(out) == [r[:8] for r in newest] and "the newest" not in out
+    code, out = _cli_out("--db", where, "results", "list", "--limit", "60")
+    assert code == 0 and len(listed(out)) == 53 and "the newest" not in out
+    code, out = _cli_out("--db", where, "results", "list", "--tag", "odd", "--limit", "2")
+    assert code == 0 and listed(out) == [newest[1][:8], newest[3][:8]]
+    assert out.splitlines()[-1].startswith("the newest 2 of 26 runs; ")
+    for argv, ids, total in ((("results", "list", "--json"), newest[:50], 53),
+                             (("results", "list", "--json", "--all"), newest, 53),
+                             (("results", "list", "--json", "--tag", "even"), newest[::2], 27),
+                             (("results", "list", "--json", "--tag", "odd", "--limit", "1"), newest[1:2], 26)):
+        code, out = _cli_out("--db", where, *argv)
+        doc = json.loads(out)
+        assert code == 0 and [r["id"] for r in doc["runs"]] == ids and doc["total"] == total, argv
+    with pytest.raises(SystemExit) as exc:  # argparse: --all and --limit together are a usage error
+        _cli_out("--db", where, "results", "list", "--all", "--limit", "3")
+    assert exc.value.code == 2

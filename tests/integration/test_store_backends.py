@@ -23,7 +23,8 @@ CHECKS = ["check_roundtrip", "check_results_are_json", "check_newer_schema_is_re
           "check_schema1_store_is_read_then_upgraded", "check_schema5_store_gains_the_energy_column",
           "check_schema7_store_gains_the_runs_index",
           "check_schema8_store_gains_the_figure_counts",
-          "check_run_prefixes_are_literal", "check_tags_selectors_and_filters"]
+          "check_run_prefixes_are_literal", "check_tags_selectors_and_filters",
+          "check_list_shows_the_newest_50_and_counts_all"]
 pg_shared, pg_url, store_at = pgkit.pg_shared, pgkit.pg_url, pgkit.store_at  # the fixtures
 TABLES = {"runs": "id", "run_tags": "run_id, tag", "fixes": "id", "results": "id"}
 

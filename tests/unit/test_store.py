@@ -114,6 +114,10 @@ def test_tags_selectors_and_filters(tmp_path):
     storekit.check_tags_selectors_and_filters(str(tmp_path / "r.db"))
 
 
+def test_list_shows_the_newest_50_and_counts_all(tmp_path):
+    storekit.check_list_shows_the_newest_50_and_counts_all(str(tmp_path / "r.db"))
+
+
 def test_run_prefixes_are_literal_and_bad_ones_are_usage_errors(tmp_path, capsys):
     from clusterbench.cli import main
 

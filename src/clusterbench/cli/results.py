@@ -14,6 +14,8 @@ from clusterbench.store import Store
 from clusterbench.store.names import NOTE_LIMIT
 
 NAME = "results"
+#: the runs `results list` shows unless --limit or --all says otherwise (the newest)
+LIST_DEFAULT = 50
 INTERRUPTED = None
 
 
@@ -22,7 +24,11 @@ def add_parser(cmds: Any) -> None:
     rsub = subcommands(res, "action")
     ls = rsub.add_parser("list", help="list runs")
     json_option(ls)
-    ls.add_argument("--limit", type=positive_int, default=None, help="the newest N runs (N >= 1)")
+    many = ls.add_mutually_exclusive_group()
+    many.add_argument("--limit", type=positive_int, default=LIST_DEFAULT,
+                      help=f"the newest N runs (N >= 1; default {LIST_DEFAULT})")
+    many.add_argument("--all", dest="limit", action="store_const", const=None, default=LIST_DEFAULT,
+                      help="every run that matches")
     ls.add_argument("--tag", help="only runs carrying this tag")
     ls.add_argument("--benchmark", help="only runs with figures of this benchmark")
     ls.add_argument("--host", help="only runs recorded on this host")
@@ -79,19 +85,24 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def list_runs(args: argparse.Namespace) -> int:
-    from clusterbench.ui import dump_json, print_table
+    from clusterbench.ui import dump_json, print_table, write_lines
 
     store = Store(args.db, readonly=True)
     if args.benchmark is not None:  # the registry only to check a name given
         from clusterbench.report.compare import check_benchmark
         check_benchmark(store, args.benchmark)
-    runs = store.list_runs(args.limit, tag=args.tag, benchmark=args.benchmark, host=args.host, since=args.since)
+    where = {"tag": args.tag, "benchmark": args.benchmark, "host": args.host, "since": args.since}
+    runs = store.list_runs(args.limit, **where)
+    # how many matched in all: counted (one indexed COUNT) only when the limit may have cut the listing
+    total = len(runs) if args.limit is None or len(runs) < args.limit else max(store.count_runs(**where), len(runs))
     if args.json:
-        dump_json({"schema": SCHEMA_VERSION, "runs": runs})
-    else:
-        print_table([[r.id[:8], r.started[:19], r.status, str(r.results), r.host,
-                      ",".join(r.tags), r.command + (f"  # {r.note}" if r.note else "")]
-                     for r in runs], ["run", "started", "status", "results", "host", "tags", "command"])
+        dump_json({"schema": SCHEMA_VERSION, "runs": runs, "total": total})
+        return 0
+    print_table([[r.id[:8], r.started[:19], r.status, str(r.results), r.host,
+                  ",".join(r.tags), r.command + (f"  # {r.note}" if r.note else "")]
+                 for r in runs], ["run", "started", "status", "results", "host", "tags", "command"])
+    if total > len(runs):
+        write_lines([f"the newest {len(runs)} of {total} runs; all of them: --all (or --limit N for the newest N)"])
     return 0
 
 

@@ -63,8 +63,8 @@ from typing import Any
 from clusterbench import __version__
 from clusterbench.errors import StoreError, UsageError
 from clusterbench.store.liveness import _recorder_alive, boot_id, process_start
-from clusterbench.store.names import (TAG_RE, _LAST_RE, _like_literal, _since, _tag_hint, check_note, check_tag,
-                                      id_prefix)
+from clusterbench.store.names import (TAG_RE, _LAST_RE, _like_literal, _tag_hint, check_note, check_tag, id_prefix,
+                                      run_filter)
 from clusterbench.store.backends import backend_for, location, without_passwords
 from clusterbench.store.opening import busy_timeout
 from clusterbench.benchmarks.declare import Result
@@ -379,39 +379,29 @@ class Store:
 
     def list_runs(self, limit: int | None = None, *, tag: str | None = None, benchmark: str | None = None,
                   host: str | None = None, since: str | None = None, status: str | None = None) -> list[Run]:
-        """Runs, newest first, filtered: ``tag`` (carried by the run), ``benchmark`` (has a figure of it,
-        or its command names it), ``host``, ``since`` (an ISO date or date-time: started at or after it)."""
-        where, args = [], []
-        if tag is not None:
-            check_tag(tag)
-            if not self._has_tags():
-                return []
-            where.append("r.id IN (SELECT run_id FROM run_tags WHERE tag=?)")
-            args.append(tag)
-        if benchmark is not None:
-            where.append("(EXISTS (SELECT 1 FROM results x WHERE x.run_id=r.id AND x.benchmark=?)"
-                         " OR r.command LIKE ? ESCAPE '\\')")
-            args += [benchmark, "% run " + _like_literal(benchmark) + "%"]
-        if host is not None:
-            where.append("r.host=?")
-            args.append(host)
-        if since is not None:
-            where.append("r.started >= ?")
-            args.append(_since(since))
-        if status is not None:
-            where.append("r.status=?")
-            args.append(status)
+        """Runs, newest first, at most ``limit`` of them, filtered as :func:`~.names.run_filter` says."""
+        where, args = run_filter(tag=tag, benchmark=benchmark, host=host, since=since, status=status)
+        if tag is not None and not self._has_tags():
+            return []
         # not the JSON a listing never shows; a running run's process only for a running run (in SQLite the
         # two columns lie past the probe's kilobytes: reading them read the probe's overflow pages)
         cols = ", ".join(f"CASE WHEN r.status='running' THEN r.{c} END AS {c}" if c in ("pid_start", "boot_id")
                          else f"r.{c}" for c in self._list_columns())
         # each run's figures as stored with it (schema 9); an older store read as it is counts them
         n = "r.figures" if self.schema >= 9 else "(SELECT count(*) FROM results x WHERE x.run_id=r.id)"
-        q = (f"SELECT {cols}, {n} AS n FROM runs r"
-             + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.started DESC")
-        rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), tuple(args))
+        q = f"SELECT {cols}, {n} AS n FROM runs r{where} ORDER BY r.started DESC"
+        rows = self._read(q + (f" LIMIT {min(int(limit), 2 ** 63 - 1)}" if limit else ""), args)
         tags = self._tags_of(None) if len(rows) > CHUNK else self._tags_of([r["id"] for r in rows])
         return [self._run_dict(r, False, tags.get(r["id"], []), results=r["n"]) for r in rows]
+
+    def count_runs(self, *, tag: str | None = None, benchmark: str | None = None, host: str | None = None,
+                   since: str | None = None, status: str | None = None) -> int:
+        """How many runs :meth:`list_runs` with the same filters lists without a limit: one COUNT (the
+        indexes on ``runs`` and ``run_tags`` serve it; no run's row is read)."""
+        where, args = run_filter(tag=tag, benchmark=benchmark, host=host, since=since, status=status)
+        if tag is not None and not self._has_tags():
+            return 0
+        return int(self._read(f"SELECT count(*) FROM runs r{where}", args)[0][0])
 
     def _list_columns(self) -> list[str]:
         """The columns of ``runs`` a listing reads (:meth:`_run_dict` without ``full``, and whether a

@@ -69,6 +69,28 @@ def id_prefix(ref: str) -> tuple[str, tuple]:
     return "lower(id) >= ? AND lower(id) < ? AND " + like, (low, low[:-1] + chr(nxt), _like_literal(ref) + "%")
 
 
+def run_filter(*, tag: str | None = None, benchmark: str | None = None, host: str | None = None,
+               since: str | None = None, status: str | None = None) -> tuple[str, tuple]:
+    """The WHERE clause (``""`` for none) and its arguments that select the runs ``r`` a listing names:
+    ``tag`` (carried by the run), ``benchmark`` (has a figure of it, or its command names it), ``host``,
+    ``since`` (an ISO date or date-time: started at or after it), ``status``."""
+    where: list[str] = []
+    args: list[str] = []
+    if tag is not None:
+        where.append("r.id IN (SELECT run_id FROM run_tags WHERE tag=?)")
+        args.append(check_tag(tag))
+    if benchmark is not None:
+        where.append("(EXISTS (SELECT 1 FROM results x WHERE x.run_id=r.id AND x.benchmark=?)"
+                     " OR r.command LIKE ? ESCAPE '\\')")
+        args += [benchmark, "% run " + _like_literal(benchmark) + "%"]
+    for cond, value in (("r.host=?", host), ("r.started >= ?", None if since is None else _since(since)),
+                        ("r.status=?", status)):
+        if value is not None:
+            where.append(cond)
+            args.append(value)
+    return (" WHERE " + " AND ".join(where) if where else ""), tuple(args)
+
+
 def _since(text: str) -> str:
     """An ISO date or date-time as the store's 'started' compares it (UTC, text order)."""
     try:
