@@ -8,16 +8,22 @@ oldest runs) and small-b (the 5 newest); it is then moved into a PostgreSQL serv
 results copy`, timed. Then, ROUNDS times on each back end (wall time of the whole command, Python's
 start included, output captured):
 
-    results list --limit 50 | results list (every run) | results list --tag small-b
+    results list --limit 50 | results list (the newest 50 since --all came; every run before)
+    results list --all (every run; a tree without --all: not run) | results list --tag small-b
     results table fpu --rows run --runs small-a,small-b | results table fpu --rows host (every run's figure)
     compare small-a small-b
 
     .venv/bin/python speed/store_scale.py [--runs 100000] [--rounds 3] [--log FILE] [--store FILE] [--old TREE]
+                                          [--skip TEXT ...]
 
 --old TREE also times an older checkout of clusterbench (its src/ on PYTHONPATH), interleaved with this tree
-command by command, each on a store of its own: the SQLite store copied, and in PostgreSQL a database made
-from the old tree's copy (CREATE DATABASE ... TEMPLATE), each opened for writing once by its tree (an
-older schema is upgraded in place then: timed); lines say `old` or `new` after the back end.
+command by command, each on a store of its own: the SQLite store copied and opened for writing once by its
+tree (an older schema is upgraded in place then: timed), and in PostgreSQL a database each tree fills with
+its own `results copy` (timed), round 1 on PostgreSQL of that tree right after its copy (then the next
+tree's copy); lines say `old` or `new` after the back end. After each copy: whether the tables have the
+planner's statistics yet, and autovacuum's workers at work.
+
+--skip TEXT leaves out the commands whose text holds TEXT (repeatable; e.g. --skip 'rows host').
 
 --store FILE measures a store built before (by this script's build, e.g. kept from an earlier session: a
 100,000-run build takes ~15 minutes under load) instead of building one: it is copied, the copy opened for
@@ -48,6 +54,7 @@ LOG = REPO / "speed" / "logs" / "store-scale.txt"
 COMMANDS = [
     ["results", "list", "--limit", "50"],
     ["results", "list"],
+    ["results", "list", "--all"],
     ["results", "list", "--tag", "small-b"],
     ["results", "table", "fpu", "--rows", "run", "--runs", "small-a,small-b"],
     ["results", "table", "fpu", "--rows", "host"],
@@ -78,7 +85,9 @@ def main() -> int:
     ap.add_argument("--log", type=Path, default=LOG)
     ap.add_argument("--store", type=Path, help="an SQLite store built before (copied, never changed)")
     ap.add_argument("--old", type=Path, help="an older checkout of clusterbench, timed beside this tree")
+    ap.add_argument("--skip", action="append", default=[], metavar="TEXT", help="leave out commands holding TEXT")
     args = ap.parse_args()
+    commands = [c for c in COMMANDS if not any(t in " ".join(c) for t in args.skip)]
     trees = {"new": REPO} if args.old is None else {"old": args.old.resolve(), "new": REPO}
     envs = {}
     for name, tree in trees.items():
@@ -123,32 +132,46 @@ def main() -> int:
             figures = con.execute("SELECT count(*) FROM results").fetchone()[0]
         say(f"sqlite store: {runs} runs, {figures} figures, tags big, half-a, half-b, small-a (5), small-b (5); "
             f"{built}, {first.stat().st_size / 2 ** 20:.1f} MiB")
+
+        def has(name: str, cmd: list[str]) -> bool:  # a tree without --all does not know it
+            return "--all" not in cmd or '"--all"' in (trees[name] / "src/clusterbench/cli/results.py").read_text()
+
+        def one(rnd: int, backend: str, name: str, cmd: list[str]) -> None:
+            if has(name, cmd):
+                where = str(stores[name]) if backend == "sqlite" else urls[name]
+                s, rc, last = timed(["--db", where, *cmd], envs[name])
+                label = f"{backend:10s} {name}" if args.old else f"{backend:10s}"
+                say(f"round {rnd} {label} {' '.join(cmd):58s} {s:7.2f} s  exit {rc}  {last[:100]}")
+
         with pgkit.pg_server() as server:
-            urls = {}
-            for name in trees:
+            urls: dict[str, str] = {}
+
+            def stats(db: str) -> str:
+                rows = server.sql("SELECT relname, last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM "
+                                  "pg_stat_user_tables WHERE relname IN ('runs', 'run_tags', 'results') ORDER BY 1", db=db)
+                busy = server.sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")
+                return (", ".join(f"{r[0]} {'analyzed' if r[1] else 'not analyzed'}" for r in rows)
+                        + f"; autovacuum workers at work: {busy[0][0]}")
+
+            for cmd in commands:  # round 1 on SQLite first, as before
+                for name in trees:
+                    one(1, "sqlite", name, cmd)
+            for name in trees:  # each tree's own copy, its round 1 on PostgreSQL right after it
                 db = server.new_database()
-                if not urls:  # the first tree's copy, timed
-                    urls[name] = server.url("cb", db)
-                    s, rc, last = timed(["results", "copy", "--from", str(stores[name]), "--to", urls[name]], envs[name])
-                    size = server.sql("SELECT pg_size_pretty(pg_database_size(current_database()))", db=db)
-                    say(f"postgresql store: results copy from the sqlite store {s:.1f} s, exit {rc} ({last[:160]}); "
-                        f"{size[0][0]}")
-                    template = db
-                    continue
-                server.sql(f"DROP DATABASE {db}", f"CREATE DATABASE {db} TEMPLATE {template} OWNER cb",
-                           f"GRANT CONNECT ON DATABASE {db} TO cbro")
                 urls[name] = server.url("cb", db)
-                s, rc, last = timed(["--db", urls[name], "results", "tag", "last", "--note", ""], envs[name])
-                say(f"postgresql store for the {name} tree: a copy of the {next(iter(trees))} tree's database, "
-                    f"opened for writing (an upgrade, if any) in {s:.2f} s, exit {rc} {last[:100]}")
-            for rnd in range(1, args.rounds + 1):
+                s, rc, last = timed(["results", "copy", "--from", str(stores[name]), "--to", urls[name]], envs[name])
+                size = server.sql("SELECT pg_size_pretty(pg_database_size(current_database()))", db=db)
+                say(f"postgresql store{' of the ' + name + ' tree' if args.old else ''}: results copy from the sqlite "
+                    f"store {s:.1f} s, exit {rc} ({last[:160]}); {size[0][0]}; {stats(db)}")
+                for cmd in commands:
+                    one(1, "postgresql", name, cmd)
+                say(f"         {stats(db)}")
+            say(f"         load average {load()}")
+            for rnd in range(2, args.rounds + 1):
                 for backend in ("sqlite", "postgresql"):
-                    for cmd in COMMANDS:
+                    for cmd in commands:
                         for name in trees:
-                            where = str(stores[name]) if backend == "sqlite" else urls[name]
-                            s, rc, last = timed(["--db", where, *cmd], envs[name])
-                            label = f"{backend:10s} {name}" if args.old else f"{backend:10s}"
-                            say(f"round {rnd} {label} {' '.join(cmd):58s} {s:7.2f} s  exit {rc}  {last[:100]}")
+                            one(rnd, backend, name, cmd)
                 say(f"         load average {load()}")
     say("")
     return 0

@@ -121,6 +121,32 @@ def test_copy_of_a_schema8_store_counts_each_runs_figures(tmp_path: Path, pg_url
         assert _cli("--db", target, "results", "list", "--json").stdout == listed
 
 
+def _with_statistics(url: str) -> set[tuple[str, str]]:
+    """The (table, column) pairs PostgreSQL's planner has statistics for (pg_stats: ANALYZE's)."""
+    db = storekit.raw(url)
+    got = {(r[0], r[1]) for r in db.execute("SELECT tablename, attname FROM pg_stats WHERE schemaname = current_schema()")}
+    db.close()
+    return got
+
+
+def test_copy_and_upgrade_leave_postgresql_with_planner_statistics(tmp_path: Path, pg_url: str) -> None:
+    """`results copy` ANALYZEs the tables it wrote and an upgrade those it changed, so the first queries after
+    either are planned with statistics (a few rows: autovacuum would not have analyzed them at all)."""
+    a = tmp_path / "a.db"
+    _history(a)
+    p = _cli("results", "copy", "--from", str(a), "--to", pg_url)
+    assert p.returncode == 0, p.stderr
+    # every table, and the expression of the index runs_id_lower (lower(id)), which only ANALYZE gathers
+    assert {t for t, _ in _with_statistics(pg_url)} == {"runs", "run_tags", "results", "fixes", "runs_id_lower"}
+    db = storekit.raw(pg_url)
+    db.execute("ALTER TABLE runs DROP COLUMN figures")
+    db.execute("UPDATE meta SET value='8' WHERE key='schema_version'")
+    db.close()
+    assert ("runs", "figures") not in _with_statistics(pg_url)
+    Store(pg_url).close()  # opened for writing: upgraded to schema 9, runs.figures added and filled in
+    assert ("runs", "figures") in _with_statistics(pg_url)
+
+
 WRITER = """
 import sys
 from clusterbench.store import Store

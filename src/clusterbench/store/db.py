@@ -71,7 +71,7 @@ from clusterbench.benchmarks.declare import Result
 from clusterbench.records import Run
 from clusterbench.records import StoredFigure  # noqa: F401 (the type figures() returns)
 from clusterbench.store.rows import _figure_dict, _fix_dict, _result_dict, _stored_figure, _tabled_figure
-from clusterbench.store.schema import DDL, STORE_SCHEMA, UPGRADES
+from clusterbench.store.schema import DDL, STORE_SCHEMA, UPGRADES, upgraded_tables
 
 #: run ids per query when many runs are read at once (SQLite's bound on ? parameters is 999 in old builds)
 CHUNK = 500
@@ -125,6 +125,7 @@ class Store:
                     for v in range(found, STORE_SCHEMA):
                         for stmt in UPGRADES[v]:
                             self._upgrade(stmt)
+                    self.backend.analyze(self.db, upgraded_tables(found))
                     self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(STORE_SCHEMA),))
                 self.schema = STORE_SCHEMA
                 return

@@ -15,6 +15,8 @@ tags and no note; a schema-8 file's listing counts each run's figures).
 """
 from __future__ import annotations
 
+import re
+
 STORE_SCHEMA = 9
 #: older schemas this version reads, and upgrades when it writes: UPGRADES[v] takes v to v + 1
 UPGRADES = {
@@ -122,3 +124,11 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id, seq);
 CREATE INDEX IF NOT EXISTS results_metric ON results(benchmark, metric);
 """
+
+
+def upgraded_tables(since: int) -> list[str]:
+    """The tables the upgrades from schema ``since`` to :data:`STORE_SCHEMA` change (their columns, indexes
+    or rows): those whose planner statistics an upgrade renews."""
+    names = (re.findall(r"(?:ALTER TABLE|CREATE TABLE IF NOT EXISTS|UPDATE) (\w+)|INDEX IF NOT EXISTS \w+ ON (\w+)", stmt)
+             for v in range(since, STORE_SCHEMA) for stmt in UPGRADES.get(v, ()))
+    return sorted({n for found in names for pair in found for n in pair if n})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -209,6 +210,16 @@ class PostgresBackend:
         db.execute(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
 
     def after_copy(self, db: Connection) -> None:
-        """Rows inserted with their ids: the identity of ``results`` continues after the largest."""
+        """Rows inserted with their ids: the identity of ``results`` continues after the largest. The
+        tables written get the planner's statistics at once (:meth:`analyze`)."""
         db.execute("SELECT setval(pg_get_serial_sequence('results', 'id'),"
                    " coalesce((SELECT max(id) FROM results), 0) + 1, false)")
+        self.analyze(db, ("runs", "run_tags", "fixes", "results"))
+
+    def analyze(self, db: Connection, tables: Iterable[str]) -> None:
+        """ANALYZE ``tables`` in the caller's transaction (committed with what it wrote). Tables written in
+        bulk (a copy, a schema upgrade) have no statistics, or stale ones, until autovacuum's ANALYZE gets
+        to them, and the queries made until then are planned without them (docs/results.md, "At a site's
+        scale": measured before and after)."""
+        for table in tables:
+            db.execute(f"ANALYZE {table}")

@@ -84,3 +84,7 @@ class SqliteBackend:
 
     def after_copy(self, db: Any) -> None:
         """Nothing to do: AUTOINCREMENT continues after the largest id inserted."""
+
+    def analyze(self, db: Any, tables: Any) -> None:
+        """Nothing: the store's queries on SQLite are planned from its indexes alone (it never keeps
+        ``sqlite_stat1``), so a bulk write leaves no statistics stale."""
