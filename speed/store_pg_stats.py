@@ -3,8 +3,8 @@
 copied store, before and after ANALYZE, with autovacuum off so nothing gathers statistics in between.
 
 A 100,000-run SQLite store built by speed/store_scale.py (--store FILE: copied, tags small-a and small-b
-added when missing) is moved into a PostgreSQL server of its own (tests/pgkit.py; autovacuum off,
-auto_explain logging the plan of every statement over 50 ms) with `results copy` of the tree given by
+added when missing) is moved into a PostgreSQL server of its own (tests/pgkit.py; autovacuum off;
+after the copy, auto_explain logging the plan of every statement over 50 ms) with `results copy` of the tree given by
 --copy-tree (default: this one); then ROUNDS times each command (wall time, Python's start included), then
 ANALYZE of the four tables (timed), then ROUNDS times again. Each command's server-side statements and
 their time are read from the server's log. Last, what a command's start costs: Python, importing psycopg,
@@ -40,9 +40,12 @@ COMMANDS = [
     ["results", "table", "fpu", "--rows", "run", "--runs", "small-a,small-b"],
     ["compare", "small-a", "small-b"],
 ]
-SETTINGS = {"autovacuum": "off", "log_min_duration_statement": "0", "session_preload_libraries": "auto_explain",
-            "auto_explain.log_min_duration": "50", "auto_explain.log_analyze": "on",
+#: the server's settings; statements are logged (and explained) only from after the copy (LOGGING: its
+#: 2,000,000 INSERTs logged with their parameters wrote gigabytes of log and slowed it down)
+SETTINGS = {"autovacuum": "off", "auto_explain.log_min_duration": "50", "auto_explain.log_analyze": "on",
             "auto_explain.log_buffers": "on"}
+LOGGING = ("ALTER SYSTEM SET log_min_duration_statement = 0", "ALTER SYSTEM SET session_preload_libraries = 'auto_explain'",
+           "SELECT pg_reload_conf()")
 
 
 def _statements(log: str) -> list[tuple[float, str]]:
@@ -88,6 +91,8 @@ def main() -> int:
         url = server.url("cb", db)
         s, rc, last = timed(["results", "copy", "--from", str(store), "--to", url], env)
         say(f"sqlite store: {runs} runs, {opened}; results copy into PostgreSQL {s:.1f} s, exit {rc} {last[:100]}")
+        server.sql(*LOGGING)
+        time.sleep(1)
 
         def state() -> str:
             rows = server.sql("SELECT c.relname, c.reltuples::bigint, (SELECT count(*) FROM pg_stats p WHERE "
