@@ -402,6 +402,10 @@ class Store:
         where, args = run_filter(tag=tag, benchmark=benchmark, host=host, since=since, status=status)
         if tag is not None and not self._has_tags():
             return 0
+        if tag is not None and (benchmark, host, since, status) == (None, None, None, None):
+            # a row of run_tags is one run carrying the tag (its key is (run_id, tag), its foreign key cascades
+            # on both back ends): counted in run_tags_tag alone, not looked up run by run (50,000 runs: 0.5-1.3 s)
+            return int(self._read("SELECT count(*) FROM run_tags WHERE tag=?", (tag,))[0][0])
         return int(self._read(f"SELECT count(*) FROM runs r{where}", args)[0][0])
 
     def _list_columns(self) -> list[str]:
