@@ -48,7 +48,8 @@ def pair():
     t0 = time.monotonic()
     cold = not (guestkit.image_dir() / "ready").exists()
     image = guestkit.build_image()
-    times.update(image_s=round(time.monotonic() - t0, 1), image_cold=cold, image_build_s=image.info.get("build_s"))
+    times.update(image_s=round(time.monotonic() - t0, 1), image_cold=cold, image_build_s=image.info.get("build_s"),
+                 image_steps={k: v for k, v in image.info.items() if k.endswith(("_s", "_mb"))})
     with guestpairkit.pair(life_s=float(os.environ.get("CLUSTERBENCH_EMU_LIFE_S", "3000"))) as p:
         times["boot_s"] = [p.a.boot_s, p.b.boot_s]
         took: dict[str, float] = {}
