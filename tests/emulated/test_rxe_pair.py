@@ -112,6 +112,9 @@ def test_pingpong_tcp_against_rdma(pair):
            for t, d in docs.items()}
     assert set(lat["tcp"]) == set(lat["rdma"]) == {0, 8, 1024, 65536}, lat
     print(f"pingpong half round trip, us: {json.dumps(lat)}", file=sys.stderr)
+    per_iter = {t: {r["params"]["size_bytes"]: [round(r["params"]["all"][k], 1) for k in ("median", "min")]
+                    for r in d["results"] if r["metric"] == "latency"} for t, d in docs.items()}
+    print(f"pingpong per-iteration [median, min], us: {json.dumps(per_iter)}", file=sys.stderr)
     cmp = pair.a.run(f"{CB} compare rxe-tcp rxe-rdma --all --benchmark pingpong", timeout=600)
     assert "transport_used tcp -> rdma" in cmp.stdout, cmp.stdout
     print(cmp.stdout, file=sys.stderr)
