@@ -27,6 +27,7 @@ def main() -> int:
     ap.add_argument("nodeids", nargs="+")
     ap.add_argument("--pytest-args", default="", help="more pytest arguments, one string (e.g. '-m \"not slow\"')")
     ap.add_argument("--log", default=None)
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds each node id may run (default 1800)")
     args = ap.parse_args()
     log = RawLog(log_file(args.log, f"{platform.node() or 'host'}-test-times"), "w")
     log(f"# test times, {time.strftime('%Y-%m-%d %H:%M:%S')}; {cpu_model()}, {os.cpu_count()} cpus, "
@@ -40,7 +41,7 @@ def main() -> int:
         log(f"$ python -m pytest {' '.join(argv[3:])}")
         load_at = os.getloadavg()[0]
         t0 = time.monotonic()
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=1800)
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=args.timeout)
         wall = time.monotonic() - t0
         for line in [ln for ln in (p.stdout + p.stderr).splitlines() if ln.strip()]:
             log(f"| {line}")

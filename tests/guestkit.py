@@ -196,6 +196,7 @@ def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
             _copy_repo(repo, root / "root/clusterbench")
             _run(["chroot", str(root), "sh", "-c", "cd /root/clusterbench && ./bootstrap.sh install"],
                  log, timeout_s, env=env)
+            t_install = time.monotonic() - t0
             _run(["chroot", str(root), "ssh-keygen", "-A"], log, 60, env=env)
         finally:
             for m in reversed(mounts):
@@ -229,11 +230,13 @@ def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
         used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True,
                                   check=True).stdout.split()[0])
         size_mb = used // 2**20 + 2048  # room for the kernels' builds, the store, a second copy of the repo
+        t_pack = time.monotonic()
         _run(["mke2fs", "-q", "-t", "ext4", "-L", "cbroot", "-d", str(root), str(work / "root.ext4"),
               f"{size_mb}M"], log, 1200)
         shutil.rmtree(root)
         info = {"kernel": version, "packages": pkgs, "debootstrap_s": round(t_debootstrap, 1),
-                "packages_done_s": round(t_packages, 1),
+                "packages_done_s": round(t_packages, 1), "install_done_s": round(t_install, 1),
+                "mke2fs_s": round(time.monotonic() - t_pack, 1), "used_mb": used // 2**20,
                 "build_s": round(time.monotonic() - t0, 1), "disk_mb": size_mb}
         (work / "info.json").write_text(json.dumps(info, indent=1) + "\n")
         (work / "ready").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))

@@ -39,6 +39,7 @@ def vm():
     with guestkit.guest(life_s=float(os.environ.get("CLUSTERBENCH_EMU_LIFE_S", "2400"))) as g:
         t_install = guestkit.install_clusterbench(g)
         times = {"image_s": t_image, "image_cold": cold, "image_build_s": image.info.get("build_s"),
+                 "image_steps": {k: v for k, v in image.info.items() if k.endswith(("_s", "_mb"))},
                  "boot_s": g.boot_s, "install_s": t_install}
         print(f"two-socket guest: {json.dumps(times)}", file=sys.stderr)
         with open(TIMES, "a") as f:
