@@ -271,8 +271,12 @@ def sysfs_snapshot(shared_tree):
 
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own results store; the kernel cache is shared by the session."""
-    cache = os.environ.get("CLUSTERBENCH_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "cache")
+    """Each test gets its own results store; the kernel cache is shared by the session (and by its
+    pytest-xdist workers: a worker's base folder is ``popen-gwN`` inside the session's, and the cache
+    takes concurrent builds of one kernel, each into a temporary name renamed into place)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = os.environ.get("CLUSTERBENCH_TEST_CACHE") or str(shared / "cache")
     monkeypatch.setenv("CLUSTERBENCH_CACHE", cache)
     monkeypatch.setenv("CLUSTERBENCH_DB", str(tmp_path_factory.mktemp("db") / "results.db"))
 
