@@ -85,15 +85,19 @@ case "$ACTION" in
     fi
     # Three tiers, each its own pytest, in this order; every tier runs and the first failure's status
     # is the exit status. unit: pure, both cpus (pytest-xdist: a test or an xdist_group at a time, the
-    # heavy ones first), seconds. integration: real processes,
-    # one at a time (the figures they check need the cpus). slow: the emulated machines (a virtual
+    # heavy ones first), seconds. integration: real processes, in two passes whose failures both count:
+    # one at a time (the figures and time bounds they check need the cpus), then the tests marked
+    # `parallel` (nothing timing-sensitive, no time bound, nothing machine-wide changed: bad input,
+    # faults, the store, validation) on 2 workers. slow: the emulated machines (a virtual
     # cluster of separate machines with their own root and sshd, Slurm across them, run cluster,
     # sweeps of 8 and more nodes), bounded to 45 minutes. The emulated tier is its own action (test-emulated).
     rc=0
     tier() { local name=$1; shift; echo "bootstrap: test tier $name" >&2; "$@" || { r=$?; [ $rc -ne 0 ] || rc=$r; }; }
     tier unit "$VENV/bin/python" -m pytest -q -m "not integration" -n 2 --dist loadgroup tests/unit
     # --durations: the slowest tests are named in every CI log, where the suite's time goes is there to read
-    tier integration "$VENV/bin/python" -m pytest -q -m "integration and not slow" --durations=15
+    tier integration "$VENV/bin/python" -m pytest -q -m "integration and not slow and not parallel" --durations=15
+    tier integration-parallel "$VENV/bin/python" -m pytest -q -m "integration and not slow and parallel" -n 2 \
+      --durations=10
     tier slow timeout --signal=INT --kill-after=60 2700 "$VENV/bin/python" -m pytest -q -m "slow" --durations=10
     exit $rc
     ;;

@@ -35,6 +35,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "Slurm, namespaces, reference tools); deselect with -m 'not integration'")
     config.addinivalue_line("markers", "heavy(seconds): a unit test of about that many seconds of cpu, started "
                                        "first and longest first under --dist loadgroup (pytest_collection_modifyitems)")
+    config.addinivalue_line("markers", "parallel: an integration test that measures nothing timing-sensitive, asserts no "
+                                       "time bound and changes nothing machine-wide (sysctls, links, daemons): "
+                                       "./bootstrap.sh test runs these on 2 pytest-xdist workers, the rest one at a time")
     config.addinivalue_line("markers", "slow: the emulated tier, run last by ./bootstrap.sh test: a virtual cluster of "
                                        "separate machines (own root, sshd, install), Slurm across them, run cluster, "
                                        "sweeps of 8 and more nodes; select with -m slow")
@@ -268,8 +271,12 @@ def sysfs_snapshot(shared_tree):
 
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own results store; the kernel cache is shared by the session."""
-    cache = os.environ.get("CLUSTERBENCH_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "cache")
+    """Each test gets its own results store; the kernel cache is shared by the session (and by its
+    pytest-xdist workers: a worker's base folder is ``popen-gwN`` inside the session's, and the cache
+    takes concurrent builds of one kernel, each into a temporary name renamed into place)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = os.environ.get("CLUSTERBENCH_TEST_CACHE") or str(shared / "cache")
     monkeypatch.setenv("CLUSTERBENCH_CACHE", cache)
     monkeypatch.setenv("CLUSTERBENCH_DB", str(tmp_path_factory.mktemp("db") / "results.db"))
 

@@ -13,6 +13,8 @@ from clusterbench.cli import main
 from clusterbench.errors import EnvironmentProblem
 from clusterbench.probe.blas import check_blas_file, installed_blas
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 LIBM = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6", "/lib64/libm.so.6")
              if os.path.exists(p)), None)
 

@@ -16,7 +16,7 @@ import storekit
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PROBE = """

@@ -81,6 +81,7 @@ def _debug_run(ctx: RunContext, mpi: M.MpiInstall, ranks: int, extra: tuple[str,
                                                           *extra], timeout=120)
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("kind,ranks", [("openmpi", 2), ("openmpi", 3), ("mpich", 2), ("mpich", 3)])
 def test_every_op_validated_and_equal_to_numpy(kind: str, ranks: int, live_probe: dict) -> None:
     mpi = _mpi(kind)
@@ -102,6 +103,7 @@ def test_every_op_validated_and_equal_to_numpy(kind: str, ranks: int, live_probe
     assert p2p["pair"] == [0, ranks - 1] and p2p["size_bytes"] == [0, 1, 2, 4, 8, 16, 32, 64]
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("kind", ["openmpi", "mpich"])
 def test_corruption_is_caught_naming_op_size_and_rank(kind: str, live_probe: dict) -> None:
     mpi = _mpi(kind)
@@ -111,6 +113,7 @@ def test_corruption_is_caught_naming_op_size_and_rank(kind: str, live_probe: dic
         _debug_run(_ctx(live_probe), mpi, 2, ("--corrupt=reduce:3",))  # the 3rd is checked (validate_every 3)
 
 
+@pytest.mark.parallel
 def test_figures_in_the_contract_shape_and_nothing_stored_on_corruption(tmp_path, monkeypatch, live_probe) -> None:
     mpi = _mpi("openmpi")
     store = Store(tmp_path / "r.db")
@@ -151,6 +154,7 @@ def test_nonblocking_overlap(live_probe: dict) -> None:
     assert lat.value >= q["compute_us"] * 0.5
 
 
+@pytest.mark.parallel
 def test_bad_input_one_line_and_nothing_stored(tmp_path) -> None:
     """Issue 26's bad input for `run`: sizes out of range (0, above 1 GiB) or not whole doubles for a
     reduction, too few ranks, an unknown op (no op needs a power-of-two size: OSU's conventions split

@@ -12,6 +12,8 @@ import pytest
 from clusterbench.cli import main
 from clusterbench.probe.blas import choose_coretype, corename_of, installed_blas, openblas_corename
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 OPENBLAS = installed_blas().get("openblas")
 needs_openblas = pytest.mark.skipif(not OPENBLAS, reason="OpenBLAS not installed")

@@ -11,6 +11,8 @@ from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.session import run as session_run
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 def _run(ctx, **given):
     b = get_benchmark("dgemm")

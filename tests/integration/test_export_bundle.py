@@ -16,6 +16,8 @@ import pytest
 import pgkit
 from clikit import run_or_fail
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 pg_shared, pg_url = pgkit.pg_shared, pgkit.pg_url  # the fixtures: a PostgreSQL server of the tests' own
 
 ENV = {**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}

@@ -19,6 +19,8 @@ from clusterbench.launch import mpi as M
 from clusterbench.session import run as session_run
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 def _ranks_or_skip(ctx: RunContext, n: int) -> None:
     if len(allowed_cpus(ctx)) < n:

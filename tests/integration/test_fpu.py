@@ -37,6 +37,7 @@ def test_fpu_quick_runs_and_is_plausible(ctx):
     assert 0.3 < by["latency_cycles", "add"].params["clock_ghz"] < 7
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_fpu_operands_are_not_trivial(ctx):
     """sqrt must not settle at 1.0 (x = sqrt(x) * sqrt(1.7) settles near 1.7) and div must not
@@ -53,6 +54,7 @@ def test_fpu_operands_are_not_trivial(ctx):
         assert (v * 2 ** 40) % 1 != 0
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_fpu_corrupted_result_is_caught(ctx):
     b = build_kernel("fpu")
@@ -60,6 +62,7 @@ def test_fpu_corrupted_result_is_caught(ctx):
         ctx.run_kernel(b, ["--cpu=0", "--ops=add,div", "--samples=2", "--min_time=0.0005", "--corrupt=1"])
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_fpu_hot_loops_are_scalar_and_unfolded():
     """objdump: the latency chain is a run of scalar vaddsd/vsqrtsd, not a folded or packed loop."""

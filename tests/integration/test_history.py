@@ -10,6 +10,8 @@ import pytest
 
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 @pytest.mark.integration
 def test_run_with_tags_and_note_then_select_it(tmp_path: Path) -> None:

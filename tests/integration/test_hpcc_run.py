@@ -64,6 +64,7 @@ def _two_ranks(live_probe: dict) -> None:
         pytest.skip("needs 2 cpus")
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_run_hpcc_quick_on_two_ranks(live_probe, mpi, tmp_path) -> None:
     _two_ranks(live_probe)

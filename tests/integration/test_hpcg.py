@@ -14,6 +14,8 @@ from clusterbench.launch import mpi as M
 from clusterbench.session import run as session_run
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 METRICS = {"rating", "ddot_gflops", "waxpby_gflops", "spmv_gflops", "mg_gflops", "bandwidth_gbs"}
 
 

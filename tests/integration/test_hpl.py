@@ -51,6 +51,7 @@ CASES = [  # n, nb, grid, pmap, topology, ranks
 ]
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 @pytest.mark.parametrize("n,nb,grid,pmap,topology,ranks", CASES)
 def test_solution_agrees_with_lapack_and_passes(mpi, live_probe, tmp_path, n, nb, grid, pmap, topology, ranks):
@@ -106,6 +107,7 @@ def test_hybrid_with_an_openmp_blas_reports_the_rank_cores(mpi, live_probe, tmp_
         assert r.params["placement"][0]["cpus"] == f"{min(r.params['cpus'])}-{max(r.params['cpus'])}"
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_corrupted_run_fails_and_stores_nothing(mpi, live_probe, tmp_path):
     store = Store(tmp_path / "r.db")
@@ -117,6 +119,7 @@ def test_corrupted_run_fails_and_stores_nothing(mpi, live_probe, tmp_path):
     assert store.results(runs[0].id) == []
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_rank_killed_mid_run_fails(mpi, live_probe):
     ctx = _ctx(live_probe, oversubscribe=True)
@@ -129,6 +132,7 @@ def test_rank_killed_mid_run_fails(mpi, live_probe):
     assert ctx.results == []
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("given,match", [
     ({"n": 10_000_000}, r"needs .* GiB .* use --n \d+ or less"),
     ({"n": 500, "nb": 0}, r"--nb 0 is not allowed"),
@@ -153,6 +157,7 @@ def test_bad_input_is_refused_before_running(live_probe, tmp_path, given, match)
     assert store.list_runs() == []
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_n_from_memory_fraction_and_largest_n(live_probe):
     probe = {**live_probe, "memory": {**(live_probe.get("memory") or {}), "available_bytes": 2 << 30}}
@@ -166,6 +171,7 @@ def test_n_from_memory_fraction_and_largest_n(live_probe):
         bench.resolve(ctx, {"n": fit + 1, "nb": 100, "ranks": 1})
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
     import shutil

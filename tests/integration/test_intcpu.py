@@ -13,6 +13,8 @@ from clusterbench.kernels.build import build_kernel
 
 from intcpukit import sysbench_event
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 @pytest.mark.integration
 def test_run_intcpu_prints_its_rate_as_the_whole_runs(capsys: pytest.CaptureFixture) -> None:

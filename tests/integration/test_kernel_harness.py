@@ -13,6 +13,8 @@ import pytest
 
 from clusterbench.kernels import build
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 PROGRAM = r"""
 #include "cb_common.h"

@@ -6,6 +6,8 @@ import pytest
 from clusterbench.benchmarks import get_benchmark
 from clusterbench.errors import KernelFailed
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 SMALL = 500_000
 
 

@@ -48,6 +48,7 @@ def test_memlat_finds_l1d_size_within_factor_2(ctx):
     assert 0.3 < l1r[0].value < 10
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_memlat_hugepages_variant(ctx):
     bench = get_benchmark("memlat")
@@ -58,6 +59,7 @@ def test_memlat_hugepages_variant(ctx):
     assert curve and all("hugepages_obtained" in r.params for r in curve)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_memlat_corrupted_chain_is_caught(ctx):
     b = build_kernel("memlat")
@@ -65,6 +67,7 @@ def test_memlat_corrupted_chain_is_caught(ctx):
         ctx.run_kernel(b, ["--cpu=0", "--sizes=4096,65536", "--samples=1", "--min_time=0.0005", "--corrupt=1"])
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_no_hugepages_note_only_on_the_hugepage_variant(ctx, monkeypatch):
     """THP disabled with hugepages=both: only the 4 KiB variant runs and its results carry no

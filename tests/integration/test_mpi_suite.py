@@ -10,6 +10,7 @@ from clusterbench import session
 pytestmark = pytest.mark.skipif(not shutil.which("mpirun"), reason="no mpirun: install openmpi-bin")
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_suite_runs_its_parts(live_probe, tmp_path):
     from clusterbench.store import Store

@@ -99,6 +99,7 @@ SMALL = {"phold": ["--lps=24", "--remote=0.5", "--lookahead=0.5", "--mean=1.0", 
          "qnet": ["--lps=24", "--remote=0.5", "--lookahead=0.25", "--mean=0.5", "--start-events=3", "--end=30"]}
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 @pytest.mark.parametrize("model", ["phold", "qnet"])
 def test_every_engine_commits_the_python_replays_history(live_probe, mpi, model: str) -> None:
@@ -126,6 +127,7 @@ def test_every_engine_commits_the_python_replays_history(live_probe, mpi, model:
                 assert r["rolled_back"] == 0
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_rollbacks_happen_and_still_commit_the_sequential_history(live_probe, mpi) -> None:
     """A run with many stragglers (one event per GVT interval and batch, 4 ranks on 2 cores, all
@@ -138,6 +140,7 @@ def test_rollbacks_happen_and_still_commit_the_sequential_history(live_probe, mp
     assert sum(r["rollbacks_primary"] for r in recs) > 0
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_a_dropped_anti_message_is_caught_and_nothing_stored(live_probe, mpi, tmp_path) -> None:
     if len(allowed_cpus(RunContext(probe=live_probe))) < 2:
@@ -152,6 +155,7 @@ def test_a_dropped_anti_message_is_caught_and_nothing_stored(live_probe, mpi, tm
     assert len(runs) == 1 and runs[0].results == 0 and store.results(runs[0].id) == []
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_a_run_stores_rates_counts_and_intervals(live_probe, mpi, tmp_path) -> None:
     store = Store(tmp_path / "r.db")
@@ -179,6 +183,7 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, env={**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"})
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_cli_bad_input_exits_2_and_stores_nothing(tmp_path) -> None:
     db = os.environ["CLUSTERBENCH_DB"]
@@ -187,6 +192,7 @@ def test_cli_bad_input_exits_2_and_stores_nothing(tmp_path) -> None:
     assert not os.path.exists(db) or Store(db).list_runs() == []
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_exhausted_event_memory_names_the_option(live_probe, mpi, tmp_path) -> None:
     store = Store(tmp_path / "r.db")

@@ -26,6 +26,7 @@ def _recording(ctx):
     return seen
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_peak_gflops_is_flops_over_time(ctx):
     """The figure is threads x flops/iteration x iterations / sample span, from the raw records;
@@ -97,6 +98,7 @@ def test_peak_forced_scalar_is_slower(ctx):
         assert ga.value > 1.5 * gs.value
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_peak_corrupted_chain_fails_validation(ctx):
     b = ctx.build("peak")
@@ -106,6 +108,7 @@ def test_peak_corrupted_chain_fails_validation(ctx):
     assert any(r["type"] == "validation" and r["ok"] for r in recs)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_peak_corrupted_run_stores_nothing(live_probe, tmp_path):
     store = Store(tmp_path / "r.db")
@@ -117,6 +120,7 @@ def test_peak_corrupted_run_stores_nothing(live_probe, tmp_path):
     assert store.results(runs[0].id) == []
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_peak_pin_failure_is_fatal(ctx):
     b = ctx.build("peak")

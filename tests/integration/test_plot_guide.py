@@ -10,6 +10,8 @@ import plotguidekit
 from clusterbench.report import html as H
 from plotguidekit import _store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 guide_kind = plotguidekit.guide_kind
 
 

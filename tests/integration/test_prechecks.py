@@ -10,6 +10,8 @@ import pytest
 
 from clusterbench.cli import main
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 def _runs(db: str) -> int:
     if not os.path.exists(db):

@@ -10,6 +10,8 @@ from clusterbench.probe import probe
 from clusterbench.probe import hwloc as hw
 from clusterbench.probe.rpeak import dp_rate
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 @pytest.mark.integration
 def test_empty_root_with_hwloc_does_not_crash(tmp_path):

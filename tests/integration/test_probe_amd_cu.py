@@ -17,6 +17,8 @@ from clusterbench.probe import probe
 
 from probeamdcukit import opteron_6276_x4
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 @pytest.mark.integration
 @pytest.mark.skipif(not hw.available(), reason="lstopo-no-graphics not installed")

@@ -15,6 +15,8 @@ from clusterbench.probe import hwloc as hw
 
 import probefixtureskit
 from probefixtureskit import KNOWN_HWLOC_ERRORS
+
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
 snapshot = probefixtureskit.snapshot  # a fixture, shared with the other half of test_probe_fixtures.py
 
 

@@ -15,6 +15,8 @@ from clusterbench.launch import mpi as M
 from clusterbench.session import run as session_run
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 def expected(n: int) -> tuple[float, float]:
     """The kernel's checksums of C = A^T + B, A and B from the kernel's formulas."""

@@ -18,6 +18,8 @@ from clusterbench.report.energy import energy_cost
 from clusterbench.report.html import format_value, write_report
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 COST = '[cost]\ncurrency = "EUR"\nnode_price = 600\nswitch_price = 25\npower_price_kwh = 0.30\nlifetime_years = 4\n'
 
 

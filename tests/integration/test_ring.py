@@ -33,6 +33,7 @@ def two(mpi, live_probe):
     return (ctx, *_run(ctx, ranks=2, seed=7))
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_two_ranks_complete_and_validate(two) -> None:
     ctx, bench, params, res = two
@@ -54,6 +55,7 @@ def test_two_ranks_complete_and_validate(two) -> None:
     assert bw.params["seed"] == 7 and "ring: natural" in ctx.notes[-1]
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_corrupted_data_is_caught(two, mpi) -> None:
     ctx, bench, params, _ = two
@@ -63,6 +65,7 @@ def test_corrupted_data_is_caught(two, mpi) -> None:
                   timeout=60)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_four_ranks_oversubscribed(mpi, live_probe) -> None:
     ctx = RunContext(probe=live_probe, profile="quick", timeout=120)
@@ -102,6 +105,7 @@ def test_ring_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
 # -- message buffers: separate (HPCC/OSU/IMB) by default, shared on request ----------------------
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_shared_buffers_pass_data_on_and_validate(two, mpi) -> None:
     """Default: separate buffers, in the kernel's words. Shared: what arrived from the left goes
@@ -120,6 +124,7 @@ def test_shared_buffers_pass_data_on_and_validate(two, mpi) -> None:
                   timeout=60)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_shared_buffers_three_ranks(mpi, live_probe) -> None:
     """Three ranks (oversubscribed on a 2-core machine): passed-on data comes from the neighbour's

@@ -10,6 +10,8 @@ import pytest
 from clusterbench.cli import main
 
 import rootconsentkit
+
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
 as_root = rootconsentkit.as_root  # a fixture, shared with the other half of test_root_consent.py
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from clusterbench.cli import main
+
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
 
 NODE = ["run", "node", "--quick", "--skip", "dgemm,fpu,membw,memlat,peak"]
 

@@ -8,7 +8,7 @@ import uuid
 from clusterbench import SCHEMA_VERSION, session
 from clusterbench.store import Store
 
-pytestmark = pytest.mark.integration  # every test here starts real processes
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]  # every test here starts real processes
 
 
 def test_no_store_document_has_full_run_record(live_probe):

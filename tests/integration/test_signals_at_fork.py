@@ -15,6 +15,8 @@ import pytest
 
 from clusterbench import process
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 
 @pytest.fixture(autouse=True)
 def _python_s_own_ctrl_c():

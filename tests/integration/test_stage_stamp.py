@@ -14,7 +14,7 @@ import pytest
 
 from clusterbench.kernels import build, stage
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
 
 
 @pytest.fixture

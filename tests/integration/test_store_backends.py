@@ -17,6 +17,8 @@ import storekit
 from clusterbench.session import new_run_record
 from clusterbench.store import Store
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 CLI = [sys.executable, "-m", "clusterbench"]
 CHECKS = ["check_roundtrip", "check_results_are_json", "check_newer_schema_is_refused",
           "check_schema_version_that_is_not_a_number", "check_foreign_tables_are_refused",

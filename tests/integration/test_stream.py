@@ -7,6 +7,8 @@ from clusterbench.benchmarks import get_benchmark
 from clusterbench.benchmarks.node.stream import BYTES_PER_ELEMENT, sweep_counts
 from clusterbench.errors import KernelFailed
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 SMALL = 200_000  # elements per array: fast; in cache, which is fine for correctness tests
 
 

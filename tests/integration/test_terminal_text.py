@@ -25,6 +25,8 @@ from clusterbench.store.names import NOTE_LIMIT
 
 from terminaltextkit import _raw_controls
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound: the integration tier's parallel pass
+
 #: a fast real run (about a second)
 FAST = ("--quick", "--no-sweep", "--time", "0.3", "--samples", "3", "--max-prime", "2000")
 
