@@ -42,13 +42,18 @@ PACKAGES = ("build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-d
             "openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc libfftw3-dev libfftw3-mpi-dev "
             "python3-pip python3-numpy python3-matplotlib python3-rich ca-certificates procps").split()
 
+#: dpkg options of the image: no documentation, manual pages, info or translations (copyrights kept)
+DPKG_EXCLUDE = ("path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright",
+                "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*",
+                "path-exclude=/usr/share/locale/*", "path-include=/usr/share/locale/locale.alias")
+
 STAMP = ".clusterbench-emu.json"
 BASE_STAMP = ".clusterbench-emu-base.json"
 VENV = "/opt/cbvenv"
 
 
 def image_dir(arch: str) -> Path:
-    digest = hashlib.sha256(" ".join([SUITE, arch, *sorted(PACKAGES)]).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(" ".join([SUITE, arch, *sorted(PACKAGES), *DPKG_EXCLUDE]).encode()).hexdigest()[:12]
     return CACHE / f"{arch}-{digest}"
 
 
@@ -132,9 +137,21 @@ def stamp(arch: str) -> dict:
 
 
 def _run(cmd: list[str], timeout: float, log) -> None:
+    """`cmd` with its output in `log`, each line prefixed by the seconds since it started (where a
+    build's time goes: mmdebstrap's download, essential packages, unpacking, configuring)."""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    subprocess.run(cmd, check=True, timeout=timeout, stdout=log, stderr=subprocess.STDOUT)
+    t0 = time.monotonic()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as p:
+        assert p.stdout is not None
+        for line in p.stdout:
+            log.write(f"[{time.monotonic() - t0:7.1f}s] {line}")
+            log.flush()
+            if time.monotonic() - t0 > timeout:
+                p.kill()
+                raise subprocess.TimeoutExpired(cmd, timeout)
+        if p.wait() != 0:
+            raise subprocess.CalledProcessError(p.returncode, cmd)
 
 
 def build(arch: str, timeout: float = 7200) -> Path:
@@ -174,8 +191,9 @@ def _root_filesystem(arch: str, work: Path, timeout: float, log) -> dict[str, fl
     if shutil.which("mmdebstrap") and shutil.which("arch-test"):  # mmdebstrap needs arch-test for foreign arches
         # without Recommends: matplotlib's and numpy's pull sympy, lxml, boost and more, whose emulated
         # byte-compiling and unpacking was most of a 60-minute cold build here
-        _run(["nice", "-n", "10", "mmdebstrap", "--variant=apt", f"--architectures={arch}",
-              "--aptopt=APT::Install-Recommends \"false\"",
+        # and without documentation, manual pages or translations: each file is one more emulated dpkg step
+        _run(["nice", "-n", "10", "mmdebstrap", "--verbose", "--variant=apt", f"--architectures={arch}",
+              "--aptopt=APT::Install-Recommends \"false\"", *(f"--dpkgopt={o}" for o in DPKG_EXCLUDE),
               "--include=" + ",".join(PACKAGES), SUITE, str(work), MIRROR], timeout, log)
         times["mmdebstrap"] = time.monotonic() - t0
         return times
@@ -212,7 +230,8 @@ def _install(root: Path, timeout: float, log) -> None:
         shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
     _run(["nice", "-n", "10", *_chroot_argv(root, "python3 -m venv --system-site-packages " + VENV
                                             + " && cd /src && CLUSTERBENCH_VENV=" + VENV
-                                            + " ./bootstrap.sh install")], timeout, log)
+                                            + " CLUSTERBENCH_WITHOUT=postgresql ./bootstrap.sh install")],
+         timeout, log)
 
 
 def _chroot_argv(root: Path, script: str, env: dict[str, str] | None = None) -> list[str]:
