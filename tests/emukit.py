@@ -234,12 +234,25 @@ def _install(root: Path, timeout: float, log) -> None:
          timeout, log)
 
 
+#: directories a 32-bit guest lists with readdir() compiled without large-file support, per architecture: on
+#: ext4, qemu-user (a 64-bit process) gets 64-bit directory cookies that the 32-bit readdir cannot hold, so it
+#: fails with EOVERFLOW (QEMU's launchpad bug 1805913) and Open MPI finds no components at all (`mpirun:
+#: Error: unknown option "--version"`). Each is copied to a tmpfs (small cookies) in the private namespace.
+READDIR_TMPFS = {"armhf": ("usr/lib/arm-linux-gnueabihf/openmpi/lib/openmpi3",
+                           "usr/lib/arm-linux-gnueabihf/pmix2/lib/pmix")}
+
+
 def _chroot_argv(root: Path, script: str, env: dict[str, str] | None = None) -> list[str]:
-    """argv running `script` (sh) in `root` within a private mount namespace holding /proc, /dev, /sys, /src."""
+    """argv running `script` (sh) in `root` within a private mount namespace holding /proc, /dev, /sys, /src
+    (and, for 32-bit guests, READDIR_TMPFS's directories on a tmpfs)."""
     r = str(root)
     exports = " ".join(f"{k}={_q(v)}" for k, v in (env or {}).items())
+    dirs = [d for d in READDIR_TMPFS.get(root.name.split("-")[0], ()) if (root / d).is_dir()]
+    tmpfs = "".join(f" && mkdir -p {r}/mnt/cb-readdir/{d} && cp -a {r}/{d}/. {r}/mnt/cb-readdir/{d}/"
+                    f" && mount --bind {r}/mnt/cb-readdir/{d} {r}/{d}" for d in dirs)
     inner = (f"mount -t proc proc {r}/proc && mount --rbind /dev {r}/dev && mount --rbind /sys {r}/sys"
-             f" && mount --bind {_q(str(REPO))} {r}/src"
+             + (f" && mount -t tmpfs tmpfs {r}/mnt" + tmpfs if dirs else "")
+             + f" && mount --bind {_q(str(REPO))} {r}/src"
              f" && exec chroot {r} /usr/bin/env -i HOME=/root PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin"
              f" LANG=C.UTF-8 TERM=dumb {exports} /bin/sh -c {_q(script)}")
     return ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "sh", "-c", inner]
