@@ -22,3 +22,7 @@ def test_real_boards_get_their_native_cpu():
 def test_armhf_under_qemu_user_mode_keeps_the_compilers_default():
     assert arch_flags("armv7l", X86) == []
     assert arch_flags("armv7l", "") == []  # no /proc/cpuinfo at all: nothing for -mcpu=native to read
+
+
+def test_ppc64el_under_qemu_user_mode_keeps_the_compilers_default():
+    assert arch_flags("ppc64le", X86) == []  # gcc's -mcpu=native would become 'powerpc': "-m64 requires PowerPC64"

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -137,9 +138,15 @@ def arch_flags(machine: str | None = None, cpuinfo: str | None = None) -> list[s
     On 32-bit Arm, gcc's -mcpu=native reads the core from /proc/cpuinfo's 'CPU implementer' and 'CPU part';
     where it has none (QEMU user mode shows the host's x86 cpuinfo) gcc 12 falls back to an ARMv5TE core,
     whose Thumb-1 cannot use Debian armhf's hard-float ABI ("sorry, unimplemented"): no -mcpu then, the
-    compiler's own default (armv7-a+fp on Debian armhf)."""
+    compiler's own default (armv7-a+fp on Debian armhf). Likewise on POWER, where gcc reads the platform
+    from the auxiliary vector, which QEMU user mode leaves out: -mcpu=native becomes 'powerpc' ("'-m64'
+    requires a PowerPC64 cpu"); no -mcpu there when /proc/cpuinfo names no POWER/PowerPC cpu (ppc64el's
+    default is power8)."""
     machine = (machine if machine is not None else platform.machine()).lower()
-    if machine.startswith("arm") and "cpu implementer" not in _cpuinfo(cpuinfo).lower():
+    text = _cpuinfo(cpuinfo)
+    if machine.startswith("arm") and "cpu implementer" not in text.lower():
+        return []
+    if machine.startswith(("ppc", "powerpc")) and not re.search(r"^cpu\s*:\s*(power|ppc|970)", text, re.I | re.M):
         return []
     if machine.startswith(("aarch64", "arm", "ppc", "powerpc")):
         return ["-mcpu=native"]
