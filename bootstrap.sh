@@ -33,6 +33,18 @@ APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev 
     qemu-user-static binfmt-support debootstrap mmdebstrap arch-test qemu-system-x86)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
+# CLUSTERBENCH_WITHOUT=postgresql: install without the shared store's PostgreSQL parts (the server package
+# and psycopg; the results store stays SQLite), where they cannot be had or are not wanted: psycopg has no
+# binary wheels for armhf or ppc64el (the emulated tier's images, tests/emukit.py). Nothing else is optional.
+extras="[postgresql]"  # psycopg 3, for a shared store on PostgreSQL (docs/results.md)
+case "${CLUSTERBENCH_WITHOUT:-}" in
+  "") ;;
+  postgresql)
+    keep=(); for p in "${APT_PKGS[@]}"; do [ "$p" = postgresql ] || keep+=("$p"); done; APT_PKGS=("${keep[@]}")
+    extras="" ;;
+  *) echo "bootstrap: CLUSTERBENCH_WITHOUT='${CLUSTERBENCH_WITHOUT}' is not something it can leave out; use CLUSTERBENCH_WITHOUT=postgresql or unset it" >&2
+     exit 2 ;;
+esac
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -61,8 +73,9 @@ PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-extras="[postgresql]"  # psycopg 3, for a shared store on PostgreSQL (docs/results.md)
-[ "$ACTION" = test ] || [ "$ACTION" = test-emulated ] || [ "$ACTION" = speed ] && extras="[test,postgresql]"
+if [ "$ACTION" = test ] || [ "$ACTION" = test-emulated ] || [ "$ACTION" = speed ]; then
+  extras="[test${extras:+,postgresql}]"
+fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".$extras"
 # An editable install leaves the sources uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as on

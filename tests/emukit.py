@@ -42,13 +42,18 @@ PACKAGES = ("build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-d
             "openmpi-bin libopenmpi-dev iproute2 iputils-ping ethtool hpcc libfftw3-dev libfftw3-mpi-dev "
             "python3-pip python3-numpy python3-matplotlib python3-rich ca-certificates procps").split()
 
+#: dpkg options of the image: no documentation, manual pages, info or translations (copyrights kept)
+DPKG_EXCLUDE = ("path-exclude=/usr/share/doc/*", "path-include=/usr/share/doc/*/copyright",
+                "path-exclude=/usr/share/man/*", "path-exclude=/usr/share/info/*",
+                "path-exclude=/usr/share/locale/*", "path-include=/usr/share/locale/locale.alias")
+
 STAMP = ".clusterbench-emu.json"
 BASE_STAMP = ".clusterbench-emu-base.json"
 VENV = "/opt/cbvenv"
 
 
 def image_dir(arch: str) -> Path:
-    digest = hashlib.sha256(" ".join([SUITE, arch, *sorted(PACKAGES)]).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(" ".join([SUITE, arch, *sorted(PACKAGES), *DPKG_EXCLUDE]).encode()).hexdigest()[:12]
     return CACHE / f"{arch}-{digest}"
 
 
@@ -132,9 +137,21 @@ def stamp(arch: str) -> dict:
 
 
 def _run(cmd: list[str], timeout: float, log) -> None:
+    """`cmd` with its output in `log`, each line prefixed by the seconds since it started (where a
+    build's time goes: mmdebstrap's download, essential packages, unpacking, configuring)."""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    subprocess.run(cmd, check=True, timeout=timeout, stdout=log, stderr=subprocess.STDOUT)
+    t0 = time.monotonic()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as p:
+        assert p.stdout is not None
+        for line in p.stdout:
+            log.write(f"[{time.monotonic() - t0:7.1f}s] {line}")
+            log.flush()
+            if time.monotonic() - t0 > timeout:
+                p.kill()
+                raise subprocess.TimeoutExpired(cmd, timeout)
+        if p.wait() != 0:
+            raise subprocess.CalledProcessError(p.returncode, cmd)
 
 
 def build(arch: str, timeout: float = 7200) -> Path:
@@ -174,8 +191,9 @@ def _root_filesystem(arch: str, work: Path, timeout: float, log) -> dict[str, fl
     if shutil.which("mmdebstrap") and shutil.which("arch-test"):  # mmdebstrap needs arch-test for foreign arches
         # without Recommends: matplotlib's and numpy's pull sympy, lxml, boost and more, whose emulated
         # byte-compiling and unpacking was most of a 60-minute cold build here
-        _run(["nice", "-n", "10", "mmdebstrap", "--variant=apt", f"--architectures={arch}",
-              "--aptopt=APT::Install-Recommends \"false\"",
+        # and without documentation, manual pages or translations: each file is one more emulated dpkg step
+        _run(["nice", "-n", "10", "mmdebstrap", "--verbose", "--variant=apt", f"--architectures={arch}",
+              "--aptopt=APT::Install-Recommends \"false\"", *(f"--dpkgopt={o}" for o in DPKG_EXCLUDE),
               "--include=" + ",".join(PACKAGES), SUITE, str(work), MIRROR], timeout, log)
         times["mmdebstrap"] = time.monotonic() - t0
         return times
@@ -212,15 +230,29 @@ def _install(root: Path, timeout: float, log) -> None:
         shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
     _run(["nice", "-n", "10", *_chroot_argv(root, "python3 -m venv --system-site-packages " + VENV
                                             + " && cd /src && CLUSTERBENCH_VENV=" + VENV
-                                            + " ./bootstrap.sh install")], timeout, log)
+                                            + " CLUSTERBENCH_WITHOUT=postgresql ./bootstrap.sh install")],
+         timeout, log)
+
+
+#: directories a 32-bit guest lists with readdir() compiled without large-file support, per architecture: on
+#: ext4, qemu-user (a 64-bit process) gets 64-bit directory cookies that the 32-bit readdir cannot hold, so it
+#: fails with EOVERFLOW (QEMU's launchpad bug 1805913) and Open MPI finds no components at all (`mpirun:
+#: Error: unknown option "--version"`). Each is copied to a tmpfs (small cookies) in the private namespace.
+READDIR_TMPFS = {"armhf": ("usr/lib/arm-linux-gnueabihf/openmpi/lib/openmpi3",
+                           "usr/lib/arm-linux-gnueabihf/pmix2/lib/pmix")}
 
 
 def _chroot_argv(root: Path, script: str, env: dict[str, str] | None = None) -> list[str]:
-    """argv running `script` (sh) in `root` within a private mount namespace holding /proc, /dev, /sys, /src."""
+    """argv running `script` (sh) in `root` within a private mount namespace holding /proc, /dev, /sys, /src
+    (and, for 32-bit guests, READDIR_TMPFS's directories on a tmpfs)."""
     r = str(root)
     exports = " ".join(f"{k}={_q(v)}" for k, v in (env or {}).items())
+    dirs = [d for d in READDIR_TMPFS.get(root.name.split("-")[0], ()) if (root / d).is_dir()]
+    tmpfs = "".join(f" && mkdir -p {r}/mnt/cb-readdir/{d} && cp -a {r}/{d}/. {r}/mnt/cb-readdir/{d}/"
+                    f" && mount --bind {r}/mnt/cb-readdir/{d} {r}/{d}" for d in dirs)
     inner = (f"mount -t proc proc {r}/proc && mount --rbind /dev {r}/dev && mount --rbind /sys {r}/sys"
-             f" && mount --bind {_q(str(REPO))} {r}/src"
+             + (f" && mount -t tmpfs tmpfs {r}/mnt" + tmpfs if dirs else "")
+             + f" && mount --bind {_q(str(REPO))} {r}/src"
              f" && exec chroot {r} /usr/bin/env -i HOME=/root PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin"
              f" LANG=C.UTF-8 TERM=dumb {exports} /bin/sh -c {_q(script)}")
     return ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "sh", "-c", inner]

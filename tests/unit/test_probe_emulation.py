@@ -51,6 +51,9 @@ def test_hwcaps_of_arm32_and_power():
     assert emulation.hwcaps("armv7l", auxv([(16, 1 << 12 | 1 << 13 | 1 << 6)], "I")) == ["vfp", "neon", "vfpv3"]
     assert emulation.hwcaps("ppc64le", auxv([(16, 1 << 28 | 1 << 7), (26, 1 << 31 | 1 << 23)])) == \
         ["vsx", "altivec", "arch_3_00", "arch_2_07"]
+    # PPC_FEATURE_HAS_DFP is 0x400 (bit 10); bit 13 is PPC_FEATURE_ICACHE_SNOOP (Linux asm/cputable.h)
+    assert emulation.hwcaps("ppc64le", auxv([(16, 1 << 10)])) == ["dfp"]
+    assert emulation.hwcaps("ppc64le", auxv([(16, 1 << 13)])) == []
     assert emulation.hwcaps("x86_64", auxv([(16, 7)])) == []
 
 

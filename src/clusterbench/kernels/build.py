@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -131,12 +132,34 @@ def _wrapper_identity(cc: str) -> str:
     return real + "\n" + (out.stdout or "").strip()
 
 
-def arch_flags() -> list[str]:
-    """-march=native on x86; -mcpu=native on Arm and POWER, where that is the convention."""
-    machine = platform.machine().lower()
+def arch_flags(machine: str | None = None, cpuinfo: str | None = None) -> list[str]:
+    """-march=native on x86; -mcpu=native on Arm and POWER, where that is the convention.
+
+    On 32-bit Arm, gcc's -mcpu=native reads the core from /proc/cpuinfo's 'CPU implementer' and 'CPU part';
+    where it has none (QEMU user mode shows the host's x86 cpuinfo) gcc 12 falls back to an ARMv5TE core,
+    whose Thumb-1 cannot use Debian armhf's hard-float ABI ("sorry, unimplemented"): no -mcpu then, the
+    compiler's own default (armv7-a+fp on Debian armhf). Likewise on POWER, where gcc reads the platform
+    from the auxiliary vector, which QEMU user mode leaves out: -mcpu=native becomes 'powerpc' ("'-m64'
+    requires a PowerPC64 cpu"); no -mcpu there when /proc/cpuinfo names no POWER/PowerPC cpu (ppc64el's
+    default is power8)."""
+    machine = (machine if machine is not None else platform.machine()).lower()
+    text = _cpuinfo(cpuinfo)
+    if machine.startswith("arm") and "cpu implementer" not in text.lower():
+        return []
+    if machine.startswith(("ppc", "powerpc")) and not re.search(r"^cpu\s*:\s*(power|ppc|970)", text, re.I | re.M):
+        return []
     if machine.startswith(("aarch64", "arm", "ppc", "powerpc")):
         return ["-mcpu=native"]
     return ["-march=native"]
+
+
+def _cpuinfo(text: str | None) -> str:
+    if text is not None:
+        return text
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 @functools.lru_cache(maxsize=1)

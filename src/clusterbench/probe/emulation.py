@@ -27,7 +27,7 @@ HWCAP_BITS: dict[str, tuple[dict[int, str], dict[int, str]]] = {
     "aarch64": ({0: "fp", 1: "asimd", 8: "atomics", 20: "asimddp", 22: "sve"},
                 {1: "sve2", 9: "i8mm", 14: "bf16"}),
     "arm": ({2: "thumb", 6: "vfp", 12: "neon", 13: "vfpv3", 16: "vfpv4", 17: "idiva", 19: "vfpd32"}, {}),
-    "ppc": ({28: "altivec", 7: "vsx", 13: "dfp"},
+    "ppc": ({28: "altivec", 7: "vsx", 10: "dfp"},
             {31: "arch_2_07", 23: "arch_3_00", 18: "arch_3_1", 22: "ieee128"}),
 }
 

@@ -134,7 +134,19 @@ static inline uint64_t draw(lphdr_t *s, uint64_t key) { return mix64(key + (++s-
 static inline double unif(uint64_t x) { return ((double)(x >> 11) + 0.5) * 0x1p-53; }
 static inline double expo(uint64_t x, double m) { return -m * log(unif(x)); }
 
-static inline int rank_of(uint64_t g) { return (int)(((unsigned __int128)g * (unsigned)nranks) / (uint64_t)L); }
+/* g < L <= 4e9 < 2^32 and nranks < 2^31: g x nranks < 2^63, exact in 64 bits (no __int128 on 32-bit targets) */
+static inline int rank_of(uint64_t g) { return (int)((g * (uint64_t)(unsigned)nranks) / (uint64_t)L); }
+/* the high 64 bits of a x b: a 64-bit draw scaled to [0, b) (Lemire's multiply-shift) */
+static inline uint64_t mulhi64(uint64_t a, uint64_t b) {
+#if defined(__SIZEOF_INT128__)
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#else /* armhf: four 32 x 32 -> 64 products, the same value */
+    uint64_t al = (uint32_t)a, ah = a >> 32, bl = (uint32_t)b, bh = b >> 32;
+    uint64_t p0 = al * bl, p1 = al * bh, p2 = ah * bl, p3 = ah * bh;
+    uint64_t mid = (p0 >> 32) + (uint32_t)p1 + (uint32_t)p2;
+    return p3 + (p1 >> 32) + (p2 >> 32) + (mid >> 32);
+#endif
+}
 static inline long long first_of(int r) { return ((long long)r * L + nranks - 1) / nranks; }
 
 /* ---------------------------------------------------------------- event memory */
@@ -419,7 +431,7 @@ static inline void handle(ev_t *e, long long i, uint32_t *dest, double *ts, uint
     s->count++;
     uint64_t g = first_lp + (uint64_t)i;
     if (unif(draw(s, key)) <= remote_p)
-        g = (uint64_t)(((unsigned __int128)draw(s, key) * (uint64_t)L) >> 64);
+        g = mulhi64(draw(s, key), (uint64_t)L);
     *dest = (uint32_t)g;
     *ts = model_qnet ? base + lookahead : base + lookahead + expo(draw(s, key), mean_d);
     *seq = s->seq++;

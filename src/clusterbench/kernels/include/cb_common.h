@@ -76,6 +76,11 @@ static inline void cb_wait_until(double t) {
  * reorder the chain it belongs to. */
 #define CB_KEEPI(v) __asm__ __volatile__("" : "+r"(v))
 
+/* The count a calibration loop doubles (or quadruples) an iteration count of type long up to: 2^40
+ * where long has 64 bits; 2^28 where it has 32 (armhf), so that the last doubling or quadrupling
+ * cannot overflow (1L << 40 there is undefined and folded to 0: the loops stopped at once). */
+#define CB_ITERS_MAX ((long)(sizeof(long) >= 8 ? (1LL << 40) : (1LL << 28)))
+
 /* Seconds for iters x 64 dependent register-register integer adds (1 add per cycle latency on
  * every core we know, whatever the ISA). */
 static inline double cb_clock_chain(long iters, long long seed) {
@@ -99,7 +104,7 @@ static inline double cb_clock_chain(long iters, long long seed) {
  * memlat to turn ns into cycles. */
 static inline double cb_measure_ghz(double min_time, int reps) {
     long iters = 1024;
-    while (cb_clock_chain(iters, 3) < min_time / 4 && iters < (1L << 40)) iters *= 2;
+    while (cb_clock_chain(iters, 3) < min_time / 4 && iters < CB_ITERS_MAX) iters *= 2;
     double best = 0;
     for (int r = 0; r < reps; r++) {
         double t = cb_clock_chain(iters * 4, r + 3);

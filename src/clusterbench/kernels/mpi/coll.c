@@ -302,7 +302,7 @@ static void calibrate(void) {
         double t0 = MPI_Wtime();
         compute_loops(n);
         double t = MPI_Wtime() - t0;
-        if (t > 0.02 || n > (1L << 40)) { loops_per_s = (double)n / t; return; }
+        if (t > 0.02 || n > CB_ITERS_MAX) { loops_per_s = (double)n / t; return; }
         n *= 4;
     }
 }

@@ -167,7 +167,7 @@ static double measure_latency(int op, int samples, double min_time, int corrupt,
     double a, b;
     op_consts(op, &a, &b);
     long it = 64;
-    while (it < (1L << 40)) {
+    while (it < CB_ITERS_MAX) {
         double t0 = cb_now();
         double r = lat_fns[op](it, start_value(op, 0), a, b);
         double dt = cb_now() - t0;
@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
         /* throughput */
         double xs[CHAINS];
         long it = 16;
-        while (it < (1L << 40)) {
+        while (it < CB_ITERS_MAX) {
             for (int c = 0; c < CHAINS; c++) xs[c] = start_value(op, c);
             double t0 = cb_now();
             tput_fns[op](it, xs, a, b);

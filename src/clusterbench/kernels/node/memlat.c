@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
                 double a = cb_now();
                 q = chase(q, it);
                 double dt = cb_now() - a;
-                if (dt >= min_time / 8 || it > (1L << 40)) { est = dt / ((double)it * UNROLL); break; }
+                if (dt >= min_time / 8 || it > CB_ITERS_MAX) { est = dt / ((double)it * UNROLL); break; }
                 it *= 2;
             }
             if (q == NULL) cb_fail("internal: null pointer in the chain");

@@ -388,7 +388,7 @@ int main(int argc, char **argv) {
             init_chains(bb, n, sp);
             double t0 = cb_now();
             run_chains(isa, sp, it, bb);
-            if (cb_now() - t0 > 5e-4 || it > (1L << 40)) break;
+            if (cb_now() - t0 > 5e-4 || it > CB_ITERS_MAX) break;
             it *= 2;
         }
         int_clock_mhz(0.002);
@@ -418,7 +418,7 @@ int main(int argc, char **argv) {
             double t0 = cb_now();
             run_chains(isa, sp, it, cal);
             dt = cb_now() - t0;
-            if (dt > 0.02 || it > (1L << 40)) break;
+            if (dt > 0.02 || it > CB_ITERS_MAX) break;
             it *= 4;
         }
         /* repeat once at the final length: the first pass may have run at a lower clock */
