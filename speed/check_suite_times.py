@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import sys
-import time
 
-from speedkit import RawLog, SimWorld, cpu_model, log_file
+from speedkit import SimWorld
 
 PREFIX = "cbcst-"
 
@@ -32,12 +29,9 @@ def main() -> int:
                     help="virtual nodes for health (default 2; more than the cpus adds --oversubscribe)")
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root (the virtual cluster)")
-    log = RawLog(log_file(args.log, f"{platform.node() or 'host'}-check-suite-times"), "w")
-    log(f"# check's standard suites, wall time of the first baseline and of one check, default repeats, "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {cpu_model()}, {os.cpu_count()} cpus, {platform.release()}")
-    world = SimWorld(PREFIX, log)
+    world = SimWorld.begin(PREFIX, "check-suite-times", args.log,
+                           "check's standard suites, wall time of the first baseline and of one check, default repeats")
+    log = world.log
 
     def first(p) -> str:
         return "; " + next((ln for ln in (p.stdout + p.stderr).splitlines() if ln.strip()), "")[:200]

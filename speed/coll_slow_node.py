@@ -14,13 +14,9 @@ exit status and the load average at its start. Own prefix, state folder and stor
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import subprocess
-import sys
-import time
 
-from speedkit import RawLog, SimWorld, cpu_model, load, log_file
+from speedkit import SimWorld, load
 
 PREFIX = "cbcsn-"
 RATE_BPS, MTU, TBF_LATENCY = 100_000_000, 9000, "20ms"  # as the test (and sim-cluster's own --rate) set it
@@ -31,13 +27,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root (the virtual cluster)")
-    log = RawLog(log_file(args.log, f"{platform.node() or 'host'}-coll-slow-node"), "w")
-    log(f"# run coll on 8 virtual nodes (mtu {MTU}), n4's link at tbf {RATE_BPS // 1_000_000} Mbit/s, "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {cpu_model()}, {os.cpu_count()} cpus, {platform.release()}; "
-        f"load {load()} at the start (other work on the machine)")
-    world = SimWorld(PREFIX, log)
+    world = SimWorld.begin(PREFIX, "coll-slow-node", args.log,
+                           f"run coll on 8 virtual nodes (mtu {MTU}), n4's link at tbf {RATE_BPS // 1_000_000} Mbit/s",
+                           f"; load {load()} at the start (other work on the machine)")
+    log = world.log
     try:
         nodes = world.up(8, "--mtu", str(MTU))
         burst = max(RATE_BPS // 8 // 500, 65536 + MTU)

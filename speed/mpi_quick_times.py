@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import sys
-import time
 
-from speedkit import RawLog, SimWorld, cpu_model, log_file
+from speedkit import SimWorld
 
 PREFIX = "cbmqt-"
 
@@ -29,12 +26,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root (the virtual cluster)")
-    log = RawLog(log_file(args.log, f"{platform.node() or 'host'}-mpi-quick-times"), "w")
-    log(f"# run mpi --quick (2 virtual nodes) and run coll --quick (4), wall time per command, "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {cpu_model()}, {os.cpu_count()} cpus, {platform.release()}")
-    world = SimWorld(PREFIX, log)
+    world = SimWorld.begin(PREFIX, "mpi-quick-times", args.log,
+                           "run mpi --quick (2 virtual nodes) and run coll --quick (4), wall time per command")
+    log = world.log
 
     def failed(p) -> str:
         return "" if p.returncode == 0 else f": {(p.stderr.strip() or p.stdout.strip())[-300:]}"

@@ -64,6 +64,17 @@ class SimWorld:
     (``up``) and taken down (``down``), and a command timed into a raw log (``timed``: its wall time as
     the caller sees it, Python's start included, its exit status and the load average at its start)."""
 
+    @classmethod
+    def begin(cls, prefix: str, name: str, given_log: str | None, header: str, tail: str = "") -> SimWorld:
+        """A script's start: root checked (the virtual cluster needs it), its raw log opened
+        (:func:`log_file` ``given_log``, ``<machine>-name``) and headed ``# HEADER, <time>; <machine><tail>``."""
+        if os.geteuid() != 0:
+            sys.exit("needs root (the virtual cluster)")
+        log = RawLog(log_file(given_log, f"{platform.node() or 'host'}-{name}"), "w")
+        log(f"# {header}, {time.strftime('%Y-%m-%d %H:%M:%S')}; {cpu_model()}, {os.cpu_count()} cpus, "
+            f"{platform.release()}{tail}")
+        return cls(prefix, log)
+
     def __init__(self, prefix: str, log: RawLog) -> None:
         self.prefix, self.log = prefix, log
         self.tmp = Path(tempfile.mkdtemp(prefix=f"cb-{prefix.rstrip('-')}-"))

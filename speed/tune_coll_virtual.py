@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import sys
 import time
 
-from speedkit import RawLog, SimWorld, cpu_model, log_file
+from speedkit import SimWorld
 
 PREFIX = "cbtcv-"
 
@@ -30,12 +28,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root (the virtual cluster)")
-    log = RawLog(log_file(args.log, f"{platform.node() or 'host'}-tune-coll-virtual"), "w")
-    log(f"# tune coll on 4 virtual nodes (mtu 9000, tbf 1gbit), {time.strftime('%Y-%m-%d %H:%M:%S')}; "
-        f"{cpu_model()}, {os.cpu_count()} cpus, {platform.release()}")
-    world = SimWorld(PREFIX, log)
+    world = SimWorld.begin(PREFIX, "tune-coll-virtual", args.log, "tune coll on 4 virtual nodes (mtu 9000, tbf 1gbit)")
+    log = world.log
     try:
         hosts = ",".join(world.up(4, "--mtu", "9000", "--rate", "1gbit"))
         for r in range(args.repeat):
