@@ -260,7 +260,8 @@ def test_thirty_two_nodes_sweep_within_the_bound(mpi, live_probe, sim_cluster, t
                                 for m, v in j.items()))
     for metric in ("latency", "bandwidth"):
         n_flags = sum(1 for f in doc["flags"]["links"] if f["metric"] == metric)
-        assert j[metric]["status"] in ("judged", "too noisy") and n_flags <= 3, (metric, n_flags, j[metric])
+        assert j[metric]["status"] in ("judged", "too noisy") and n_flags <= 3, (
+            metric, n_flags, j[metric], [(f["node"], f["why"]) for f in doc["flags"]["nodes"] if f["metric"] == metric])
     assert not doc["flags"]["nodes"], doc["flags"]["nodes"]
 
 

@@ -34,6 +34,11 @@ round trip), whichever is wider.
   still a slow node), or its NIC is evidence (bandwidth noise is one-sided: a load slows a link and
   nothing makes it faster, so the best measurement is the one to trust once the threshold carries the
   machine's noise); or when more than half of its links, and at least ``MIN_BAD_LINKS`` (3), are slow.
+  When too noisy (below), a node's best link beyond and steady is not enough: its typical link (the
+  median of its links) must also be beyond T against the typical node's (the median of the better half
+  of the nodes' medians). On shared cores each round has a lucky pair or two, x2-x8 the round's median,
+  and a node that drew none has a best link x3-x4 below the reference while its links are as good as
+  anyone's: 32 healthy nodes on 2 cores had 4 such nodes called slow, with their 118 links.
 * a **link is slow** when it is beyond and a link of a slow node or of a node whose NIC is evidence;
   or, between two nodes that are neither (a cable), steady and also an outlier among those links
   (``outliers.flag``: modified z-score; there healthy links are the majority, so median and MAD hold,
@@ -77,7 +82,8 @@ RULE = ("per metric: reference = the median of the better half of the nodes' bes
         f"measurement is x{SLOW['bandwidth']:g} (bandwidth) or x{SLOW['latency']:g} (latency) x typical, and the floor, "
         f"worse than the reference (bandwidth x{EVIDENCE_FACTOR:g} x typical on a node whose NIC MTU or speed is unlike "
         "the others'), steady when also worse by more than its own spread; a node is slow when its best link is beyond "
-        "and steady (or most of its links are steady, or its NIC is unlike the others'), or when more than half of its "
+        "and steady (too noisy: its median link also beyond that against the better half of the nodes' medians), or "
+        "most of its links are steady, or its NIC is unlike the others', or when more than half of its "
         f"links, and at least {MIN_BAD_LINKS}, are slow; a link is slow when beyond and of such a node, or, between "
         "two other nodes, steady and an outlier among those links (median/MAD); suspects (x1.15 from the best pair) "
         f"are measured again; typical >= x{NOISE_TYPICAL:g} or floor >= the slow factor: too noisy to judge below "
@@ -227,25 +233,46 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             L["threshold"], L["evidence"] = thr, ev
             L["beyond"] = L["factor"] >= thr  # worse than the reference and the noise
             L["steady"] = L["beyond"] and L["factor"] > L["spread"]  # ... by more than its own measurements differ
+        noise = max(slow_f * typical, floor)
+        noisy = typical >= NOISE_TYPICAL or floor >= slow_f
         # nodes whose best link is slow: the node is the common cause of all its links
+        def by_links(nd: str) -> tuple[dict, list[dict], int]:
+            B = links[node_best[nd][1]]
+            mine = [L for L in links.values() if nd in L["ends"]]
+            return B, mine, sum(1 for L in mine if L["steady"])
+
+        # every link it has is beyond; the best one by more than its own spread, or most of them
+        cands = {nd for nd in node_best for B, mine, steady in [by_links(nd)]
+                 if B["beyond"] and (B["steady"] or steady * 2 > len(mine))}
+        # too noisy, a node's best link is a lucky draw (the docstring): its typical link must be beyond too, the
+        # median of its links to nodes that are not candidates against the better half of those nodes' medians
+        typical_ok = set(cands)
+        typical_why: dict[str, str] = {}
+        if noisy and cands:
+            clean = {nd: [L["best_g"] for L in links.values() if nd in L["ends"] and not (set(L["ends"]) - {nd}) & cands]
+                     for nd in node_best}
+            peers = sorted((statistics.median(v) for nd, v in clean.items() if v and nd not in cands), reverse=True)
+            if peers:
+                med_ref_g = statistics.median(peers[: math.ceil(len(peers) / 2)])
+                typical_ok = {nd for nd in cands if not clean[nd] or med_ref_g / statistics.median(clean[nd]) >= noise}
+                typical_why = {nd: f"; its typical link {_fx(med_ref_g / statistics.median(clean[nd]))} {worse} the "
+                                   f"typical node's" for nd in typical_ok if clean[nd]}
         slow_nodes: dict[str, str] = {}
         for nd in nodes:
             if nd not in node_best:
                 continue
             best_name = node_best[nd][1]
-            B = links[best_name]
-            mine = [L for L in links.values() if nd in L["ends"]]
-            steady = sum(1 for L in mine if L["steady"])
-            # every link it has is beyond; the best one by more than its own spread, or most of them, or its
-            # NIC is evidence of its own (one-sided noise: a load slows a link, nothing makes it faster, so the
-            # best of its measurements is the one to trust once the threshold carries this machine's noise)
+            B, mine, steady = by_links(nd)
+            # ... or its NIC is evidence of its own (one-sided noise: a load slows a link, nothing makes it faster,
+            # so the best of its measurements is the one to trust once the threshold carries this machine's noise)
             odd = hib and nd in odd_nodes
-            if B["beyond"] and (B["steady"] or steady * 2 > len(mine) or odd):
+            if B["beyond"] and (nd in typical_ok or odd):
                 slow_nodes[nd] = (f"even its best link ({best_name}, {short_num(B['best'])} {unit}) is {_fx(B['factor'])} "
                                   f"{worse} the reference {short_num(ref)} {unit}: every link it has is slow"
                                   + ("" if B["steady"] else f" ({steady} of its {len(mine)} links by more than "
                                      "their own spread)" if steady * 2 > len(mine) else
-                                     " (its own measurements spread as wide, but its NIC is evidence)"))
+                                     " (its own measurements spread as wide, but its NIC is evidence)")
+                                  + typical_why.get(nd, ""))
         # a link is explained by a slow node or, for bandwidth, by a NIC unlike the others' (its links are
         # slow once beyond the reference and the noise); any other link, a
         # cable between two healthy nodes, must also be an outlier among such links (they are the majority
@@ -265,8 +292,6 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             if L["slow"]:
                 slow_links.add(name)
         unexplained = [name for name in cables if links[name]["steady"]]
-        noise = max(slow_f * typical, floor)
-        noisy = typical >= NOISE_TYPICAL or floor >= slow_f
         outlying = {} if noisy else outliers.flag(cables, True)
         for name in unexplained:
             if name in outlying:
