@@ -19,20 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from speedkit import cpu_model, log_file, save_log
+from speedkit import SimWorld
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-CB = [sys.executable, "-m", "clusterbench"]
+PREFIX = "cbvfy-"
 
 
 def main() -> int:
@@ -40,46 +32,40 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root (the virtual cluster)")
-    tmp = Path(tempfile.mkdtemp(prefix="cb-verify-"))
-    env = {**os.environ, "CLUSTERBENCH_SIM_PREFIX": "cbvfy-", "CLUSTERBENCH_SIM_STATE": str(tmp / "sim"),
-           "CLUSTERBENCH_DB": str(tmp / "r.db"), "PYTHONPATH": str(REPO / "src")}
-    lines = ["# doctor --verify jumbo-unused on a 2-node virtual cluster (nodes at MTU 1500, switch 9000, offloads off)",
-             f"# {time.strftime('%Y-%m-%d %H:%M:%S')} on {cpu_model()}, {os.cpu_count()} cpus, {platform.release()}"]
+    world = SimWorld.begin(PREFIX, "doctor-verify", args.log, "doctor --verify jumbo-unused on a 2-node virtual "
+                           "cluster (nodes at MTU 1500, switch 9000, offloads off)")
+    log = world.log
     try:
         # the "switch" (bridge, head) passes jumbo frames; the two nodes use 1500, as doctor's jumbo-unused finds
-        subprocess.run([*CB, "sim-cluster", "up", "--nodes", "2", "--mtu", "9000", "--offload", "off"], env=env,
-                       check=True, capture_output=True, text=True)
-        for ns in ("cbvfy-n1", "cbvfy-n2"):
-            subprocess.run(["ip", "-n", ns, "link", "set", "dev", "cb0", "mtu", "1500"], check=True)
-        hosts = "cbvfy-n1,cbvfy-n2"
+        names = world.up(2, "--mtu", "9000", "--offload", "off")
+        for ns in names:  # the nodes' namespaces are named as the nodes
+            subprocess.run(["ip", "-n", ns, "link", "set", "dev", "cb0", "mtu", "1500"], check=True, timeout=30)
+        hosts = ",".join(names)
         bench = f"run bw --hosts {hosts} --transport tcp --sizes 4194304 --direction uni"
-        cmd = [*CB, "doctor", "--hosts", hosts, "--verify", "jumbo-unused", "--benchmark", bench,
-               "--repeat", str(args.repeat), "--keep", "never", "--yes", "--allow-root", "--json"]
-        lines.append("$ clusterbench " + " ".join(cmd[3:]))
+        argv = ["doctor", "--hosts", hosts, "--verify", "jumbo-unused", "--benchmark", bench,
+                "--repeat", str(args.repeat), "--keep", "never", "--yes", "--allow-root", "--json"]
+        log("$ clusterbench " + " ".join(argv))
         t0 = time.monotonic()
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        lines.append(f"# {time.monotonic() - t0:.0f} s, exit {p.returncode}")
+        p = world.cmd(argv, timeout=3600)
+        log(f"# {time.monotonic() - t0:.0f} s, exit {p.returncode}")
         if p.returncode != 0:
-            lines.append(p.stderr.strip())
-            raise SystemExit("\n".join(lines))
+            log(p.stderr.strip())
+            return 1
         res = json.loads(p.stdout)
-        cmp_ = res["comparison"]
-        for m in cmp_["matches"]:
+        for m in res["comparison"]["matches"]:
             c = m.get("comparison") or {}
-            lines.append(f"{m['benchmark']} {m['metric']} {json.dumps(m.get('params') or {}, sort_keys=True)}: "
-                         f"median A {c.get('median_a'):.1f} -> B {c.get('median_b'):.1f} {m.get('unit', '')}, "
-                         f"ratio {c.get('ratio'):.2f} [95% CI {c.get('ci_low'):.2f}, {c.get('ci_high'):.2f}], "
-                         f"{c.get('verdict')}, p_adj {c.get('p_adjusted')}")
-        lines.append(f"decision: {json.dumps(res['decision'], sort_keys=True)}")
-        txt = subprocess.run([*CB, "compare", res["decision"]["tags"]["before"], res["decision"]["tags"]["after"]],
-                             env=env, capture_output=True, text=True).stdout
-        lines += ["", "$ clusterbench compare BEFORE AFTER", txt.rstrip()]
+            log(f"{m['benchmark']} {m['metric']} {json.dumps(m.get('params') or {}, sort_keys=True)}: "
+                f"median A {c.get('median_a'):.1f} -> B {c.get('median_b'):.1f} {m.get('unit', '')}, "
+                f"ratio {c.get('ratio'):.2f} [95% CI {c.get('ci_low'):.2f}, {c.get('ci_high'):.2f}], "
+                f"{c.get('verdict')}, p_adj {c.get('p_adjusted')}")
+        log(f"decision: {json.dumps(res['decision'], sort_keys=True)}")
+        txt = world.cmd(["compare", res["decision"]["tags"]["before"], res["decision"]["tags"]["after"]]).stdout
+        log()
+        log("$ clusterbench compare BEFORE AFTER")
+        log(txt.rstrip())
     finally:
-        subprocess.run([*CB, "sim-cluster", "down"], env=env, capture_output=True)
-    print("\n".join(lines))
-    save_log(log_file(args.log, f"{platform.node() or 'host'}-doctor-verify"), lines, "log")
+        world.down()
+        log.close()
     return 0
 
 
