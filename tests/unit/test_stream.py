@@ -87,3 +87,25 @@ def test_numa_pages_elsewhere_are_refused():
     check_pages({"type": "validation", "mem_node": 1, "pages_checked": 0, "pages_on_mem_node": 0})
     with pytest.raises(KernelFailed, match="2 of 300 pages .* NUMA node 1"):
         check_pages({"type": "validation", "mem_node": 1, "pages_checked": 300, "pages_on_mem_node": 298})
+
+
+def test_the_winning_variant_is_passed_back_by_the_kernels_name() -> None:
+    """Where non-temporal stores are not native (POWER, 32-bit Arm) the nt figure is stored as
+    "nt-emulated"; when it wins, the quick profile's later thread counts must ask the kernel for
+    --variant=nt (the ppc64el tier's `run node --quick` failed on 'nt-emulated' before)."""
+    from clusterbench.benchmarks.declare import Result
+    from clusterbench.benchmarks.node.stream import Stream
+
+    notes: list[str] = []
+
+    class Ctx:
+        def note(self, text: str) -> None:
+            notes.append(text)
+
+    def triad(variant: str, v: float) -> Result:
+        return Result("stream", "triad", v, "MB/s", True, {"variant": variant}, [v], {})
+
+    assert Stream._note_winner(Ctx(), [triad("regular", 100.0), triad("nt-emulated", 120.0)], 2) == "nt"
+    assert "nt-emulated stores" in notes[-1]
+    assert Stream._note_winner(Ctx(), [triad("regular", 130.0), triad("nt", 120.0)], 2) == "regular"
+    assert Stream._note_winner(Ctx(), [triad("nt", 140.0), triad("regular", 120.0)], 2) == "nt"
