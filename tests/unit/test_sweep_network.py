@@ -347,3 +347,20 @@ def test_thirty_two_nodes_that_drew_no_lucky_pair_are_not_slow_nodes() -> None:
     assert d["judge"]["bandwidth"]["status"] == "too noisy"
     nodes_flagged, links_flagged = _slow(d)
     assert nodes_flagged == {"n13"} and len(links_flagged) == 31 and all("n13" in x for x in links_flagged)
+
+
+def test_eight_nodes_whose_reference_was_two_lucky_pairs_flag_only_the_faulty_node() -> None:
+    """A sweep of speed/results-2026-11-27-amd-epyc-2vcpu-sweep-judge-3.txt ("8 one fault", load 13.8):
+    node 4 at 100 Mbit/s (24 MB/s), the healthy links 104-207 MB/s but two pairs that had a core to
+    themselves at 399 and 340; the reference (the better half of the nodes' best links) was 370 and five
+    healthy nodes' best links x1.8-x2.1 below it, bandwidth judged: every node was flagged. Most nodes
+    under suspicion means the reference was the lucky one; by their typical links only node 4 is slow."""
+    nodes = [f"n{i}" for i in range(1, 9)]
+    row = {(0, 1): 124, (0, 2): 181, (0, 4): 157, (0, 5): 128, (0, 6): 131, (0, 7): 107, (1, 2): 149,
+           (1, 4): 152, (1, 5): 173, (1, 6): 399, (1, 7): 155, (2, 4): 175, (2, 5): 145, (2, 6): 163,
+           (2, 7): 104, (4, 5): 157, (4, 6): 148, (4, 7): 116, (5, 6): 340, (5, 7): 207, (6, 7): 126}
+    bw: dict = {p: [v / 1.12, float(v)] for p, v in row.items()}
+    bw.update({tuple(sorted((3, i))): [23.5, 24.0] for i in range(8) if i != 3})
+    d = _sweep(nodes, bw)
+    assert _slow(d)[0] == {"n4"}, (d["judge"]["bandwidth"], d["flags"]["nodes"])
+    assert _slow(d)[1] == {f"n{min(4, i)}-n{max(4, i)}" for i in range(1, 9) if i != 4}

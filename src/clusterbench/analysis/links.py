@@ -34,11 +34,14 @@ round trip), whichever is wider.
   still a slow node), or its NIC is evidence (bandwidth noise is one-sided: a load slows a link and
   nothing makes it faster, so the best measurement is the one to trust once the threshold carries the
   machine's noise); or when more than half of its links, and at least ``MIN_BAD_LINKS`` (3), are slow.
-  When too noisy (below), a node's best link beyond and steady is not enough: its typical link (the
-  median of its links) must also be beyond T against the typical node's (the median of the better half
-  of the nodes' medians). On shared cores each round has a lucky pair or two, x2-x8 the round's median,
-  and a node that drew none has a best link x3-x4 below the reference while its links are as good as
-  anyone's: 32 healthy nodes on 2 cores had 4 such nodes called slow, with their 118 links.
+  A node's best link beyond is not enough (unless its NIC is evidence): its typical link must be beyond
+  the same threshold too, the median of its links to nodes that are not under suspicion against the
+  better half of those nodes' medians (when most nodes are under suspicion, the reference itself was a
+  lucky figure: every link counts then). On shared cores each round has a lucky pair or two, x2-x8 the
+  round's median, and a node that drew none has a best link x2-x4 below the reference while its links
+  are as good as anyone's: 32 healthy nodes on 2 cores had 4 such nodes called slow with their 118
+  links (too noisy), and 8 nodes, one of them at 100 Mbit/s, all 8 (judged; the reference was two lucky
+  pairs, 399 and 340 MB/s against healthy links of 104-207).
 * a **link is slow** when it is beyond and a link of a slow node or of a node whose NIC is evidence;
   or, between two nodes that are neither (a cable), steady and also an outlier among those links
   (``outliers.flag``: modified z-score; there healthy links are the majority, so median and MAD hold,
@@ -82,7 +85,7 @@ RULE = ("per metric: reference = the median of the better half of the nodes' bes
         f"measurement is x{SLOW['bandwidth']:g} (bandwidth) or x{SLOW['latency']:g} (latency) x typical, and the floor, "
         f"worse than the reference (bandwidth x{EVIDENCE_FACTOR:g} x typical on a node whose NIC MTU or speed is unlike "
         "the others'), steady when also worse by more than its own spread; a node is slow when its best link is beyond "
-        "and steady (too noisy: its median link also beyond that against the better half of the nodes' medians), or "
+        "and steady and its median link too (against the better half of the nodes' medians), or "
         "most of its links are steady, or its NIC is unlike the others', or when more than half of its "
         f"links, and at least {MIN_BAD_LINKS}, are slow; a link is slow when beyond and of such a node, or, between "
         "two other nodes, steady and an outlier among those links (median/MAD); suspects (x1.15 from the best pair) "
@@ -244,14 +247,17 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
         # every link it has is beyond; the best one by more than its own spread, or most of them
         cands = {nd for nd in node_best for B, mine, steady in [by_links(nd)]
                  if B["beyond"] and (B["steady"] or steady * 2 > len(mine))}
-        # too noisy, a node's best link is a lucky draw (the docstring): its typical link must be beyond too, the
-        # median of its links to nodes that are not candidates against the better half of those nodes' medians
+        # a node's best link can be a lucky draw (the docstring): its typical link must be beyond too, the median of
+        # its links to nodes that are not candidates against the better half of those nodes' medians; when most
+        # nodes are candidates, the reference was the lucky one: every link counts then
         typical_ok = set(cands)
         typical_why: dict[str, str] = {}
-        if noisy and cands:
-            clean = {nd: [L["best_g"] for L in links.values() if nd in L["ends"] and not (set(L["ends"]) - {nd}) & cands]
-                     for nd in node_best}
-            peers = sorted((statistics.median(v) for nd, v in clean.items() if v and nd not in cands), reverse=True)
+        if cands:
+            lucky_ref = len(cands) * 2 > len(node_best)
+            clean = {nd: [L["best_g"] for L in links.values() if nd in L["ends"]
+                          and (lucky_ref or not (set(L["ends"]) - {nd}) & cands)] for nd in node_best}
+            peers = sorted((statistics.median(v) for nd, v in clean.items() if v and (lucky_ref or nd not in cands)),
+                           reverse=True)
             if peers:
                 med_ref_g = statistics.median(peers[: math.ceil(len(peers) / 2)])
                 typical_ok = {nd for nd in cands if not clean[nd] or med_ref_g / statistics.median(clean[nd]) >= noise}
