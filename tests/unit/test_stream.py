@@ -105,7 +105,7 @@ def test_the_winning_variant_is_passed_back_by_the_kernels_name() -> None:
     def triad(variant: str, v: float) -> Result:
         return Result("stream", "triad", v, "MB/s", True, {"variant": variant}, [v], {})
 
-    assert Stream._note_winner(Ctx(), [triad("regular", 100.0), triad("nt-emulated", 120.0)], 2) == "nt"
+    assert Stream.note_winner(Ctx(), [triad("regular", 100.0), triad("nt-emulated", 120.0)], 2) == "nt"
     assert "nt-emulated stores" in notes[-1]
-    assert Stream._note_winner(Ctx(), [triad("regular", 130.0), triad("nt", 120.0)], 2) == "regular"
-    assert Stream._note_winner(Ctx(), [triad("nt", 140.0), triad("regular", 120.0)], 2) == "nt"
+    assert Stream.note_winner(Ctx(), [triad("regular", 130.0), triad("nt", 120.0)], 2) == "regular"
+    assert Stream.note_winner(Ctx(), [triad("nt", 140.0), triad("regular", 120.0)], 2) == "nt"

@@ -271,7 +271,7 @@ class Stream(KernelBenchmark):
             out.extend(res)
             if i == 0:
                 info_main = info
-            winner = self._note_winner(ctx, res, t) or winner
+            winner = self.note_winner(ctx, res, t) or winner
         if params["numa"]:
             out.extend(self._numa(ctx, b, params, info_main, warn))
         return out
@@ -309,7 +309,7 @@ class Stream(KernelBenchmark):
         return out, info
 
     @staticmethod
-    def _note_winner(ctx: RunContext, res: list[Result], threads: int) -> str | None:
+    def note_winner(ctx: RunContext, res: list[Result], threads: int) -> str | None:
         triad = {r.params["variant"]: r.value for r in res if r.metric == "triad"}
         if len(triad) < 2:
             return None
