@@ -90,6 +90,22 @@ def plan(names: Sequence[str], given: dict[str, dict], ctx: RunContext) -> list[
 
 #: Seconds before a kernel is killed, unless the caller says otherwise.
 DEFAULT_TIMEOUT = 900.0
+#: under QEMU user mode (probe ``environment.emulation``) the default timeout is this many times longer: a
+#: quick dgemm of order 1200 on ppc64el's emulated VSX took over 900 s on 2 loaded cores
+EMULATED_TIMEOUT_FACTOR = 4
+
+
+def kernel_timeout(probe_data: dict, given: float | None) -> tuple[float, str | None]:
+    """A kernel's timeout: the one given, else :data:`DEFAULT_TIMEOUT`, or under QEMU user mode (the
+    probe's ``environment.emulation``) :data:`EMULATED_TIMEOUT_FACTOR` times it; and a note saying so."""
+    if given is not None:
+        return given, None
+    emulated = (probe_data.get("environment") or {}).get("emulation")
+    if not emulated:
+        return DEFAULT_TIMEOUT, None
+    t = DEFAULT_TIMEOUT * EMULATED_TIMEOUT_FACTOR
+    return t, (f"emulated CPU ({emulated.get('mode') or 'emulator'}): a kernel's default timeout is {t:.0f} s, "
+               f"{EMULATED_TIMEOUT_FACTOR} x the native {DEFAULT_TIMEOUT:.0f} s (--timeout sets it)")
 
 
 def run(
@@ -141,9 +157,12 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     if not timeout > 0:
         raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
     probe_data = probe_data if probe_data is not None else do_probe()
+    timeout, why = kernel_timeout(probe_data, timeout if timeout_given else None)
     ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, timeout_given=timeout_given,
                      oversubscribe=oversubscribe,
                      progress=progress or Progress())
+    if why:
+        ctx.note(why)
     steps = plan(names, given, ctx)
     for bench, params in steps:
         bench.prepare(ctx, params)

@@ -62,3 +62,17 @@ def test_probe_output_says_it_first():
     text = format_probe({"environment": env, "cpu": {"arch": "aarch64"}})
     assert text.splitlines()[0].startswith("EMULATED    emulated: QEMU user mode")
     assert "EMULATED" not in format_probe({"environment": {"emulation": None}})
+
+
+def test_the_default_kernel_timeout_is_longer_under_emulation_and_says_so() -> None:
+    """Under QEMU user mode a quick dgemm of order 1200 on ppc64el took over the native 900 s on 2
+    loaded cores: the default timeout is EMULATED_TIMEOUT_FACTOR times longer there, with a note; a
+    --timeout given is kept as it is, and a native probe keeps 900 s."""
+    from clusterbench.session import DEFAULT_TIMEOUT, EMULATED_TIMEOUT_FACTOR, kernel_timeout
+
+    emulated = {"environment": {"emulation": {"mode": "qemu-user", "guest_arch": "ppc64le"}}}
+    t, why = kernel_timeout(emulated, None)
+    assert t == DEFAULT_TIMEOUT * EMULATED_TIMEOUT_FACTOR > DEFAULT_TIMEOUT and "qemu-user" in why and "--timeout" in why
+    assert kernel_timeout(emulated, 120.0) == (120.0, None)
+    assert kernel_timeout({"environment": {"emulation": None}}, None) == (DEFAULT_TIMEOUT, None)
+    assert kernel_timeout({}, None) == (DEFAULT_TIMEOUT, None)

@@ -164,7 +164,8 @@ NOT_STORED = "nothing was stored (--no-store)"
 
 def common_run_options(sub: argparse.ArgumentParser) -> None:
     """What every `run BENCHMARK` takes besides its own parameters."""
-    from clusterbench.session import DEFAULT_TIMEOUT  # the session's machinery only for a command that runs
+    from clusterbench.session import (  # the session's machinery only for a command that runs
+        DEFAULT_TIMEOUT, EMULATED_TIMEOUT_FACTOR)
 
     prof = sub.add_mutually_exclusive_group()
     prof.add_argument("--quick", dest="profile", action="store_const", const="quick", help="short run (node: under a minute)")
@@ -172,8 +173,8 @@ def common_run_options(sub: argparse.ArgumentParser) -> None:
     json_option(sub, f"print one JSON document (schema {SCHEMA_VERSION})")
     sub.add_argument("--oversubscribe", action="store_true", help="allow more threads than PUs")
     sub.add_argument("--timeout", type=float, default=None,
-                     help=f"seconds before a kernel is killed (default {DEFAULT_TIMEOUT:.0f}, or longer when a "
-                     "benchmark such as a large hpl needs it)")
+                     help=f"seconds before a kernel is killed (default {DEFAULT_TIMEOUT:.0f}, {EMULATED_TIMEOUT_FACTOR} x that "
+                     "under QEMU user mode, or longer when a benchmark such as a large hpl needs it)")
     sub.add_argument("--no-store", action="store_true", help="do not write the results store")
     sub.add_argument("-v", "--verbose", action="store_true",
                      help="a suite (node, mpi, hpcc) prints every figure's row too, not only its summary")
