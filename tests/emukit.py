@@ -255,7 +255,8 @@ def _chroot_argv(root: Path, script: str, env: dict[str, str] | None = None) -> 
              + f" && mount --bind {_q(str(REPO))} {r}/src"
              f" && exec chroot {r} /usr/bin/env -i HOME=/root PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin"
              f" LANG=C.UTF-8 TERM=dumb {exports} /bin/sh -c {_q(script)}")
-    return ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "sh", "-c", inner]
+    # --kill-child: when unshare dies (a timeout, an interrupt) the namespace's first process, and so all of it, dies too
+    return ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "sh", "-c", inner]
 
 
 def _q(s: str) -> str:
