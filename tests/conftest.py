@@ -81,6 +81,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # elsewhere (a file just added to tests/ by a branch made before the split): its own marks decide
     if errors:
         pytest.exit("\n".join(errors), returncode=pytest.ExitCode.USAGE_ERROR)
+    if _loadgroup(config) and hasattr(config, "workerinput"):
+        for item in items:
+            _join_its_group(item)
     if _loadgroup(config):
         # the tests marked heavy first, longest first (the rest keep their order): --dist loadgroup hands
         # out one test (or one xdist_group) at a time as a worker frees up, so each worker starts on its
@@ -89,6 +92,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # worker as a block: there this order would put every long test on it, so it is left alone.)
         weight = {id(i): -float(m.args[0]) for i in items if (m := i.get_closest_marker("heavy"))}
         items.sort(key=lambda i: weight.get(id(i), 0.0))
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The group name pytest-xdist's ``--dist loadgroup`` gives ``item`` (its ``xdist_group`` marks), or None."""
+    names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    return "_".join(sorted(names)) if names else None
+
+
+def _join_its_group(item: pytest.Item) -> None:
+    """Put ``item`` in its xdist_group: pytest-xdist's scheduler reads the group from ``NODEID@GROUP``, and
+    xdist 3.8 writes that suffix to ``item._nodeid``, which pytest 9 no longer reads (it keeps the id in
+    ``item._id``): the groups were silently ignored, and every worker paid what a group is there to pay once
+    (parsing the source, reading the speed logs). Written here where pytest keeps it; xdist's own suffix
+    (older pytest) is left alone."""
+    group = xdist_group_of(item)
+    if group is None or "@" in item.nodeid or not hasattr(item, "_id"):
+        return
+    item._id = type(item._id).parse(f"{item.nodeid}@{group}")
 
 
 def _unit_tier(config: pytest.Config) -> bool:
