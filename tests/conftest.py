@@ -43,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "sweeps of 8 and more nodes; select with -m slow")
     _shared_home(config)
     if _xdist_controller(config):
+        _compile_once()
         return  # it runs no test: each worker builds the font cache below, before its first guard
     # matplotlib builds its font cache on first use by running fc-list; on a fresh machine that would
     # happen inside the first unit test that draws a plot, where processes are refused, and the plot
@@ -51,6 +52,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.font_manager  # noqa: F401
+
+
+def _compile_once() -> None:
+    """clusterbench's bytecode written before the pytest-xdist workers start: on a fresh clone each worker
+    otherwise compiled every module it imports itself, both at once (about 3 s of cpu each on 2 cores),
+    and the first to finish wrote the .pyc the other had no use for. Compiled here once, on 2 processes;
+    on a tree already compiled it only compares times (milliseconds). Not when Python is told to write no
+    bytecode (PYTHONDONTWRITEBYTECODE, -B)."""
+    import sys
+
+    if sys.dont_write_bytecode:
+        return
+    import compileall
+
+    import clusterbench
+
+    compileall.compile_dir(Path(clusterbench.__file__).parent, quiet=1, workers=2)
+    compileall.compile_dir(Path(__file__).resolve().parent, maxlevels=0, quiet=1, workers=2)  # the kits
 
 
 def _xdist_controller(config: pytest.Config) -> bool:

@@ -3,11 +3,10 @@
 pure: reads files, starts nothing)."""
 from __future__ import annotations
 
-
 import pytest
 from speedscriptkit import speed_script
 
-#: beside speed/validation.py's tests: the quotes' patterns it compiles are then compiled once for both (re's cache)
+#: beside speed/validation.py's tests, on one worker: the module (speedscriptkit) and what it compiled are shared
 pytestmark = pytest.mark.xdist_group("validation-docs")
 
 
