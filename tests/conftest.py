@@ -113,7 +113,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda i: weight.get(id(i), 0.0))
 
 
-def xdist_group_of(item: pytest.Item) -> str | None:
+def _xdist_group_of(item: pytest.Item) -> str | None:
     """The group name pytest-xdist's ``--dist loadgroup`` gives ``item`` (its ``xdist_group`` marks), or None."""
     names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
     return "_".join(sorted(names)) if names else None
@@ -123,10 +123,10 @@ def _join_its_group(item: pytest.Item) -> None:
     """Put ``item`` in its xdist_group: pytest-xdist's scheduler reads the group from ``NODEID@GROUP``, and
     xdist 3.8 writes that suffix to ``item._nodeid``, which pytest 9 no longer reads (it keeps the id in
     ``item._id``): the groups were silently ignored, and every worker paid what a group is there to pay once
-    (parsing the source, reading the speed logs). Written here where pytest keeps it; xdist's own suffix
-    (older pytest) is left alone."""
-    group = xdist_group_of(item)
-    if group is None or "@" in item.nodeid or not hasattr(item, "_id"):
+    (parsing the source, reading the speed logs). Written here where pytest keeps it; an id that already
+    has the suffix (xdist's own, under older pytest: its rule, an '@' after any ']') is left alone."""
+    group = _xdist_group_of(item)
+    if group is None or item.nodeid.rfind("@") > item.nodeid.rfind("]") or not hasattr(item, "_id"):
         return
     item._id = type(item._id).parse(f"{item.nodeid}@{group}")
 
