@@ -43,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "sweeps of 8 and more nodes; select with -m slow")
     _shared_home(config)
     if _xdist_controller(config):
+        _compile_once()
         return  # it runs no test: each worker builds the font cache below, before its first guard
     # matplotlib builds its font cache on first use by running fc-list; on a fresh machine that would
     # happen inside the first unit test that draws a plot, where processes are refused, and the plot
@@ -51,6 +52,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.font_manager  # noqa: F401
+
+
+def _compile_once() -> None:
+    """clusterbench's bytecode written before the pytest-xdist workers start: on a fresh clone each worker
+    otherwise compiled every module it imports itself, both at once (about 3 s of cpu each on 2 cores),
+    and the first to finish wrote the .pyc the other had no use for. Compiled here once, on 2 processes;
+    on a tree already compiled it only compares times (milliseconds). Not when Python is told to write no
+    bytecode (PYTHONDONTWRITEBYTECODE, -B)."""
+    import sys
+
+    if sys.dont_write_bytecode:
+        return
+    import compileall
+
+    import clusterbench
+
+    compileall.compile_dir(Path(clusterbench.__file__).parent, quiet=1, workers=2)
+    compileall.compile_dir(Path(__file__).resolve().parent, maxlevels=0, quiet=1, workers=2)  # the kits
 
 
 def _xdist_controller(config: pytest.Config) -> bool:
@@ -81,6 +100,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # elsewhere (a file just added to tests/ by a branch made before the split): its own marks decide
     if errors:
         pytest.exit("\n".join(errors), returncode=pytest.ExitCode.USAGE_ERROR)
+    if _loadgroup(config) and hasattr(config, "workerinput"):
+        for item in items:
+            _join_its_group(item)
     if _loadgroup(config):
         # the tests marked heavy first, longest first (the rest keep their order): --dist loadgroup hands
         # out one test (or one xdist_group) at a time as a worker frees up, so each worker starts on its
@@ -89,6 +111,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # worker as a block: there this order would put every long test on it, so it is left alone.)
         weight = {id(i): -float(m.args[0]) for i in items if (m := i.get_closest_marker("heavy"))}
         items.sort(key=lambda i: weight.get(id(i), 0.0))
+
+
+def _xdist_group_of(item: pytest.Item) -> str | None:
+    """The group name pytest-xdist's ``--dist loadgroup`` gives ``item`` (its ``xdist_group`` marks), or None."""
+    names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    return "_".join(sorted(names)) if names else None
+
+
+def _join_its_group(item: pytest.Item) -> None:
+    """Put ``item`` in its xdist_group: pytest-xdist's scheduler reads the group from ``NODEID@GROUP``, and
+    xdist 3.8 writes that suffix to ``item._nodeid``, which pytest 9 no longer reads (it keeps the id in
+    ``item._id``): the groups were silently ignored, and every worker paid what a group is there to pay once
+    (parsing the source, reading the speed logs). Written here where pytest keeps it; an id that already
+    has the suffix (xdist's own, under older pytest: its rule, an '@' after any ']') is left alone."""
+    group = _xdist_group_of(item)
+    if group is None or item.nodeid.rfind("@") > item.nodeid.rfind("]") or not hasattr(item, "_id"):
+        return
+    item._id = type(item._id).parse(f"{item.nodeid}@{group}")
 
 
 def _unit_tier(config: pytest.Config) -> bool:

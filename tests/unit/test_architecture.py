@@ -43,6 +43,15 @@ def _tree(p: Path) -> ast.Module:
     return ast.parse(p.read_text(), str(p))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _trees_dropped_after():
+    """The parsed source dropped when this module's tests are done: some 400,000 objects that would
+    otherwise live as long as the worker, and every full garbage collection after (pytest makes two as the
+    session ends) walked them all, a second each on a loaded machine."""
+    yield
+    _tree.cache_clear()
+
+
 def _statements(tree: ast.AST):
     """Every statement of ``tree``, nested ones included: ast.walk without the expressions (an import
     is a statement, and only statements, handlers and match cases hold statements), a tenth of the nodes."""

@@ -3,31 +3,21 @@
 pure: reads files, starts nothing)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from speedscriptkit import speed_script
 
-ROOT = Path(__file__).resolve().parents[2]
-#: beside speed/validation.py's tests: the quotes' patterns it compiles are then compiled once for both (re's cache)
+#: beside speed/validation.py's tests, on one worker: the module (speedscriptkit) and what it compiled are shared
 pytestmark = pytest.mark.xdist_group("validation-docs")
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"speed_{name}", ROOT / "speed" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def audit():
-    return _load("figure_audit")
+    return speed_script("figure_audit")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def validation():
-    return _load("validation")
+    return speed_script("validation")
 
 
 def test_every_figure_in_the_docs_is_bound_or_listed(audit):

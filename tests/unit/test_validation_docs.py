@@ -3,23 +3,21 @@ tables from speed/results-*.txt through the claims in speed/claims.toml, and che
 of README.md and docs/ (``[[figure]]``) and the log excerpts the pages mark (pure: reads files, starts nothing)."""
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+from speedscriptkit import speed_script
 
 ROOT = Path(__file__).resolve().parents[2]
-#: one worker runs them all: speed/validation.py memoises what it reads of the logs, and every test re-reads them
+#: one worker runs them all (and test_figure_audit.py's): speed/validation.py memoises what it reads of the
+#: logs, and every test re-reads them
 pytestmark = pytest.mark.xdist_group("validation-docs")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def validation():
-    spec = importlib.util.spec_from_file_location("speed_validation", ROOT / "speed" / "validation.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return speed_script("validation")  # one per process: its memo outlives this module's tests
 
 
 @pytest.mark.heavy(0.7)
