@@ -143,7 +143,7 @@ def _cli(db: Path, env: dict, *args: str, timeout: float = 300) -> None:
 
 @pytest.fixture(scope="module")
 def real_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """`run node --quick` (without membw), `run mpi --quick` and the shortest `tune hpl` into a fresh store (once),
+    """`run node --quick`, `run mpi --quick` and the shortest `tune hpl` into a fresh store (once),
     then the report of all three with a hand-made comparison."""
     if not shutil.which("mpirun"):
         pytest.skip("no mpirun: install openmpi-bin and libopenmpi-dev")
@@ -155,8 +155,7 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
            "CLUSTERBENCH_CACHE": os.environ.get("CLUSTERBENCH_TEST_CACHE")
            or str(tmp_path_factory.getbasetemp() / "cache")}
     t0 = time.monotonic()
-    # membw (read bandwidth) adds no plot of its own (the roofline reads stream's figures): left out
-    _cli(db, env, "run", "node", "--quick", "--skip", "membw")
+    _cli(db, env, "run", "node", "--quick")
     # the parts the report plots (pingpong, multipair, the collectives): bw, ring, placement and tcp add
     # no plot of their own and took half of the 111 s at a load of 7
     _cli(db, env, "run", "mpi", "--quick", "--skip", "bw,ring,placement,tcp")
