@@ -112,6 +112,7 @@ def test_multipair_local_one_and_two_pairs(mpi, live_probe) -> None:
                 assert any(w["code"] == "shared-cpu" for w in r.warnings) == shared
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_multipair_and_bw_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     """Two sim-cluster nodes: one pair spans both nodes, TCP is proven, the aggregate reported."""

@@ -177,6 +177,7 @@ def test_bad_input_one_line_and_nothing_stored(tmp_path) -> None:
         assert all(store.count_results(r.id) == 0 for r in store.list_runs())
 
 
+@pytest.mark.parallel
 def test_quick_set_on_a_two_node_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     c = sim_cluster(2)
     ctx = _ctx(live_probe)

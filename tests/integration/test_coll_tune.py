@@ -197,6 +197,7 @@ def _mpich_or_skip():
     return detect({"mpi": "mpich"})
 
 
+@pytest.mark.parallel
 def test_mpich_runs_the_selection_file_the_tuner_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default tree read from the libmpich the run uses, allreduce's intra branch replaced by
     size ranges (and bcast's, in a second file): MPICH reads it (a file naming an algorithm it lacks

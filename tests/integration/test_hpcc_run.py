@@ -76,6 +76,7 @@ def test_run_hpcc_quick_on_two_ranks(live_probe, mpi, tmp_path) -> None:
     assert [m for m in get_benchmark("hpcc").members()][-1] == "hpcg"
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_run_hpcc_quick_across_a_two_node_virtual_cluster(live_probe, mpi, sim_cluster, tmp_path) -> None:
     _two_ranks(live_probe)

@@ -189,6 +189,7 @@ def test_hpcc_engine_through_the_same_benchmark(mpi, live_probe):
     assert r.value > 0 and r.params["gflops"] == r.value  # HPL's own figure (its time is printed rounded)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_mem_counts_one_machine_once_on_the_virtual_cluster(mpi, live_probe, sim_cluster):
     """The virtual cluster's nodes share this machine's memory: N from --mem must not count it

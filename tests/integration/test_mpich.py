@@ -109,6 +109,7 @@ def test_local_pingpong(mpich: M.MpiInstall, two_cpus: list[int], tmp_path: Path
     assert {res.params["mpi"]["name"] for res in store.results(rep.run.id)} == {"mpich"}
 
 
+@pytest.mark.parallel
 def test_inter_node_on_the_virtual_cluster(mpich: M.MpiInstall, sim_cluster, tmp_path: Path) -> None:
     """Hydra starts its proxies in the nodes' namespaces through the sim-cluster's agent
     (-launcher-exec); rank 0 on node 1, rank 1 on node 2, each on its cpu, TCP over the cluster

@@ -227,6 +227,7 @@ def test_a_hung_rank_is_bounded_and_leaves_nothing(live_probe, mpi, tmp_path) ->
     assert not set(_pdes_processes()) - before
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_two_node_virtual_cluster_over_tcp(live_probe, mpi, sim_cluster, tmp_path) -> None:
     """One rank per node of a 2-node virtual cluster over TCP: the same history, the messages

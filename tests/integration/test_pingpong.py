@@ -77,6 +77,7 @@ def test_auto_records_what_was_chosen(mpi, ctx) -> None:
     assert r.params["transport_proof"]["pml"]
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_inter_node_on_the_virtual_cluster(mpi, live_probe, sim_cluster, tmp_path) -> None:
     """Two sim-cluster nodes, through a whole session: ranks land on different nodes, TCP is

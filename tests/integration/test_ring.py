@@ -85,6 +85,7 @@ def test_four_ranks_oversubscribed(mpi, live_probe) -> None:
     assert len(rings) == 3 and all(sorted(r) == [0, 1, 2, 3] for r in rings)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_ring_on_the_virtual_cluster(mpi, live_probe, sim_cluster) -> None:
     pass

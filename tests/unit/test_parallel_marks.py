@@ -1,7 +1,10 @@
 """The integration tier's parallel pass (``./bootstrap.sh test`` runs the tests marked ``parallel`` on 2
 pytest-xdist workers, after the rest ran one at a time) holds only tests that another test beside
-them cannot break: no time bound, no virtual cluster, nothing machine-wide. Read from the source: a
-test marked ``parallel`` (or a file whose ``pytestmark`` says so) must not use any of these words."""
+them cannot break: no time bound, nothing machine-wide, no virtual cluster shared by a module's tests
+(the workers split a module) or shaped by ``tc`` (its figures are checked against the shaping). A test's
+own ``sim_cluster`` is allowed: each worker is its own test session with its own prefix (``t<pid>-``,
+tests/conftest.py's _sim_prefix), namespaces, bridge and state folder. Read from the source: a test
+marked ``parallel`` (or a file whose ``pytestmark`` says so) must not use any of these words."""
 from __future__ import annotations
 
 import ast
@@ -14,7 +17,9 @@ FORBIDDEN = {
     "monotonic": "a time bound (an elapsed time asserted or waited for)",
     "perf_counter": "a time bound (an elapsed time asserted or waited for)",
     "time.time(": "a time bound (an elapsed time asserted or waited for)",
-    "sim_cluster": "a virtual cluster",
+    "module_sim_cluster": "a virtual cluster shared by the module's tests (the two workers split a module)",
+    ", rate=": "a link shaped by tc (figures checked against its rate)",
+    ", delay=": "a link shaped by tc (figures checked against its delay)",
     "mount": "a mount (machine-wide)",
     "sysctl": "a sysctl (machine-wide)",
     "doctor": "`doctor`, whose fixes change the machine",
@@ -54,7 +59,9 @@ def test_parallel_tests_exist_and_do_nothing_a_neighbour_could_break() -> None:
 
 
 def test_the_check_sees_a_forbidden_word() -> None:
-    src = "@pytest.mark.parallel\ndef test_x(sim_cluster):\n    t = time.monotonic()\n"
+    src = "@pytest.mark.parallel\ndef test_x(module_sim_cluster):\n    t = time.monotonic()\n"
     fn = ast.parse(src).body[0]
     assert _marked(fn.decorator_list[0])
-    assert [w for w in FORBIDDEN if w in src] == ["monotonic", "sim_cluster"]
+    assert [w for w in FORBIDDEN if w in src] == ["monotonic", "module_sim_cluster"]
+    shaped = "def test_y(sim_cluster):\n    c = sim_cluster(2, rate='100mbit')\n"
+    assert [w for w in FORBIDDEN if w in shaped] == [", rate="]
