@@ -256,13 +256,13 @@ def judge(nodes: Sequence[str], pairs: Sequence[Mapping[str, Any]],
             lucky_ref = len(cands) * 2 > len(node_best)
             clean = {nd: [L["best_g"] for L in links.values() if nd in L["ends"]
                           and (lucky_ref or not (set(L["ends"]) - {nd}) & cands)] for nd in node_best}
-            peers = sorted((statistics.median(v) for nd, v in clean.items() if v and (lucky_ref or nd not in cands)),
-                           reverse=True)
+            med = {nd: statistics.median(v) for nd, v in clean.items() if v}
+            peers = sorted((m for nd, m in med.items() if lucky_ref or nd not in cands), reverse=True)
             if peers:
                 med_ref_g = statistics.median(peers[: math.ceil(len(peers) / 2)])
-                typical_ok = {nd for nd in cands if not clean[nd] or med_ref_g / statistics.median(clean[nd]) >= noise}
-                typical_why = {nd: f"; its typical link {_fx(med_ref_g / statistics.median(clean[nd]))} {worse} the "
-                                   f"typical node's" for nd in typical_ok if clean[nd]}
+                typical_ok = {nd for nd in cands if nd not in med or med_ref_g / med[nd] >= noise}
+                typical_why = {nd: f"; its typical link {_fx(med_ref_g / med[nd])} {worse} the typical node's"
+                               for nd in typical_ok if nd in med}
         slow_nodes: dict[str, str] = {}
         for nd in nodes:
             if nd not in node_best:
