@@ -97,8 +97,8 @@ case "$ACTION" in
       exec "$VENV/bin/python" -m pytest -q "$@"
     fi
     # Three tiers, each its own pytest, in this order; every tier runs and the first failure's status
-    # is the exit status. unit: pure, both cpus (pytest-xdist: a test or an xdist_group at a time, the
-    # heavy ones first), seconds. integration: real processes, in two passes whose failures both count:
+    # is the exit status. unit: pure, both cpus (pytest-xdist: a test module or an xdist_group at a
+    # time, the heavy ones first), seconds. integration: real processes, in two passes whose failures both count:
     # one at a time (the figures and time bounds they check need the cpus), then the tests marked
     # `parallel` (nothing timing-sensitive, no time bound, nothing machine-wide changed: bad input,
     # faults, the store, validation) on 2 workers. slow: the emulated machines (a virtual

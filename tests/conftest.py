@@ -44,6 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _shared_home(config)
     if _xdist_controller(config):
         _compile_once()
+        _rewrite_tests_once(config)
         return  # it runs no test: each worker builds the font cache below, before its first guard
     # matplotlib builds its font cache on first use by running fc-list; on a fresh machine that would
     # happen inside the first unit test that draws a plot, where processes are refused, and the plot
@@ -70,6 +71,57 @@ def _compile_once() -> None:
 
     compileall.compile_dir(Path(clusterbench.__file__).parent, quiet=1, workers=2)
     compileall.compile_dir(Path(__file__).resolve().parent, maxlevels=0, quiet=1, workers=2)  # the kits
+
+
+def _rewrite_tests_once(config: pytest.Config) -> None:
+    """The test modules' asserts rewritten before the pytest-xdist workers start. pytest rewrites a test
+    module's asserts when it imports it and keeps the result (a pyc in its __pycache__, checked against
+    the source's hash); in a fresh clone both workers collect every module and rewrite all of them at once
+    (about 3 s of cpu each on 2 cores, measured in speed/logs/suite-times.txt). Done here once on 2
+    processes (this one and a fork), with pytest's own functions; they are private, so any change in them
+    skips this step and the workers rewrite as before."""
+    import sys
+
+    if sys.dont_write_bytecode:
+        return
+    try:
+        from _pytest.assertion import rewrite as rw
+
+        rewrite_test, read_pyc, write_pyc = rw._rewrite_test, rw._read_pyc, rw._write_pyc_fp
+        cache_dir, tail = rw.get_cache_dir, rw.PYC_TAIL
+    except (ImportError, AttributeError):
+        return
+    files: list[Path] = []
+    for arg in config.args or [str(TESTS)]:
+        path = Path(arg.split("::", 1)[0]).resolve()
+        files += [path] if path.is_file() else sorted(path.rglob("test_*.py")) if path.is_dir() else []
+    todo = [f for f in files if f.name.startswith("test_")
+            and read_pyc(f, cache_dir(f) / (f.name[:-3] + tail)) is None]
+
+    def rewrite(chunk: list[Path]) -> None:
+        for fn in chunk:
+            try:
+                source_hash, co = rewrite_test(fn, config)
+                pyc = cache_dir(fn) / (fn.name[:-3] + tail)
+                pyc.parent.mkdir(exist_ok=True)
+                part = pyc.with_name(f"{pyc.name}.{os.getpid()}")
+                with open(part, "wb") as out:
+                    write_pyc(out, source_hash, co)
+                os.replace(part, pyc)
+            except Exception:  # noqa: BLE001 (a module that does not parse: its worker reports it)
+                continue
+
+    if len(todo) < 2:
+        rewrite(todo)
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: the second half, then out without pytest's exit handlers
+        try:
+            rewrite(todo[1::2])
+        finally:
+            os._exit(0)
+    rewrite(todo[::2])
+    os.waitpid(pid, 0)
 
 
 def _xdist_controller(config: pytest.Config) -> bool:
@@ -105,12 +157,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _join_its_group(item)
     if _loadgroup(config):
         # the tests marked heavy first, longest first (the rest keep their order): --dist loadgroup hands
-        # out one test (or one xdist_group) at a time as a worker frees up, so each worker starts on its
-        # share of the long ones and both end on short ones together, instead of one worker finishing a
-        # long test alone at the end. (Under --dist load the first quarter of the tests goes to one
+        # out one module (or one xdist_group) at a time as a worker frees up (pytest_xdist_make_scheduler),
+        # in the order of their first test, so each worker starts on its share of the long ones and both
+        # end on short ones together, instead of one worker finishing a long module alone at the end. (Under --dist load the first quarter of the tests goes to one
         # worker as a block: there this order would put every long test on it, so it is left alone.)
         weight = {id(i): -float(m.args[0]) for i in items if (m := i.get_closest_marker("heavy"))}
         items.sort(key=lambda i: weight.get(id(i), 0.0))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001 (xdist's Producer)
+    """``--dist loadgroup`` with a test module as the unit of work where a test has no group: xdist's own
+    loadgroup makes every other test its own unit and hands them out one by one, so each module's tests
+    (and the modules they import: scipy, matplotlib, the store) land on both workers and both pay for
+    them. A module or a group at a time keeps them on one worker and still balances (the heavy modules
+    go first); measured in speed/logs/suite-times.txt. None (xdist's own scheduler) for any other mode."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleOrGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return nodeid.split("::", 1)[0] if scope == nodeid else "@" + scope
+
+    return ModuleOrGroupScheduling(config, log)
 
 
 def _xdist_group_of(item: pytest.Item) -> str | None:

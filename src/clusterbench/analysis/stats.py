@@ -319,15 +319,63 @@ def _resample_picks(seed: int, resamples: int, sizes_a: tuple[int, ...], sizes_b
     return tuple(picks)
 
 
+@functools.lru_cache(maxsize=16)
+def _resample_positions(seed: int, resamples: int, sizes_a: tuple[int, ...], sizes_b: tuple[int, ...]) -> tuple:
+    """:func:`_resample_picks`'s draws as two arrays of positions (resamples x side A's samples, resamples
+    x side B's): the same uniforms in the same order (numpy's Mersenne Twister started from the state of
+    Python's random.Random(seed), whose random() it computes the same way), each times its run's size and
+    truncated as int() does, so the same positions."""
+    import numpy as np
+
+    state = random.Random(seed).getstate()[1]
+    twister = np.random.RandomState()
+    twister.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))
+    slots = [(start, n) for sizes in (sizes_a, sizes_b)
+             for start, n in zip([sum(sizes[:i]) for i in range(len(sizes))], sizes) for _ in range(n)]
+    u = twister.random_sample((resamples, len(slots)))
+    scale = np.array([float(n) for _, n in slots])
+    start = np.array([st for st, _ in slots], dtype=np.int64)
+    pos = ((u * scale).astype(np.int64) + start).astype(np.int32)
+    na = sum(sizes_a)
+    return pos[:, :na], pos[:, na:]
+
+
+def _vectorised_ratios(flat_a: list[float], flat_b: list[float], seed: int, resamples: int,
+                       sizes_a: tuple[int, ...], sizes_b: tuple[int, ...]) -> list[float] | None:
+    """The resampled ratios of medians with numpy (a hundred times fewer Python steps), the same numbers as
+    the loop in :func:`bootstrap_ratio`: the same positions, the same sort, the median's same arithmetic,
+    :func:`ratio_of`'s rule. None where numpy is missing (a node's install has no numpy) or a value is
+    not finite (numpy and Python order a NaN differently)."""
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    a, b = np.asarray(flat_a, dtype=np.float64), np.asarray(flat_b, dtype=np.float64)
+    if not (a.size and b.size and np.isfinite(a).all() and np.isfinite(b).all()):
+        return None
+    pos_a, pos_b = _resample_positions(seed, resamples, sizes_a, sizes_b)
+
+    def medians(values, pos):
+        x = np.sort(values[pos], axis=1)
+        i = x.shape[1] // 2
+        return x[:, i] if x.shape[1] % 2 else (x[:, i - 1] + x[:, i]) / 2
+
+    ma, mb = medians(a, pos_a), medians(b, pos_b)
+    zero = ma == 0.0
+    ratios = np.where(zero, np.where(mb == 0.0, 1.0, math.inf), mb / np.where(zero, 1.0, ma))
+    return ratios.tolist()
+
+
 def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequence[float]], *,
                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED) -> tuple[float, float]:
+                    seed: int = DEFAULT_SEED, vectorised: bool = True) -> tuple[float, float]:
     """Percentile bootstrap interval of median(B) / median(A). Each run's samples are resampled
     with replacement within that run (its size kept), so a side keeps its mix of runs; a run of more
     than :data:`BOOTSTRAP_MAX_PER_RUN` samples is resampled from that many of its quantiles. When a
     side holds more than :data:`BOOTSTRAP_SIMULATE_MAX` samples, each side's resampled median is drawn
     from its computed distribution (:func:`median_distribution`) instead of resampling every sample:
-    the same interval within the noise of the resampling, in milliseconds."""
+    the same interval within the noise of the resampling, in milliseconds. ``vectorised``: the resampling
+    done with numpy where it is installed (the same interval to the last bit; False: the Python loop)."""
     rng = random.Random(seed)
     groups_a, groups_b = [_thin(g) for g in groups_a], [_thin(g) for g in groups_b]
     ratios = []
@@ -343,8 +391,13 @@ def bootstrap_ratio(groups_a: Sequence[Sequence[float]], groups_b: Sequence[Sequ
         # samples laid end to end; statistics.median's arithmetic on a list sorted in place
         flat_a = [x for g in groups_a for x in g]
         flat_b = [x for g in groups_b for x in g]
-        for pick_a, pick_b in _resample_picks(seed, resamples, tuple(map(len, groups_a)), tuple(map(len, groups_b))):
-            ratios.append(ratio_of(_median_in_place(pick_b(flat_b)), _median_in_place(pick_a(flat_a))))
+        shape = (seed, resamples, tuple(map(len, groups_a)), tuple(map(len, groups_b)))
+        fast = _vectorised_ratios(flat_a, flat_b, *shape) if vectorised else None
+        if fast is not None:
+            ratios = fast
+        else:
+            for pick_a, pick_b in _resample_picks(*shape):
+                ratios.append(ratio_of(_median_in_place(pick_b(flat_b)), _median_in_place(pick_a(flat_a))))
     ratios.sort()
     tail = (1.0 - confidence) / 2.0
     return _quantile(ratios, tail), _quantile(ratios, 1.0 - tail)
