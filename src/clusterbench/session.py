@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from clusterbench import SCHEMA_VERSION, __version__
 from clusterbench.probe import clock
@@ -142,7 +141,7 @@ def run(
 
 
 def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Store | None, use_store: bool,
-         argv: Sequence[str] | None, timeout: float, oversubscribe: bool, progress: Progress | None,
+         argv: Sequence[str] | None, timeout: float | None, oversubscribe: bool, progress: Progress | None,
          probe_data: dict | None, tags: Sequence[str] = (), note: str | None = None,
          power: Sequence[str] = (), watts: float | None = None, power_interval: float | None = None) -> RunReport:
     from clusterbench.probe import probe as do_probe
@@ -153,11 +152,10 @@ def _run(names: Sequence[str], given: dict[str, dict], profile: str, store: Stor
     energy.check_options(power, watts, power_interval)  # so are bad power options
 
     timeout_given = timeout is not None
-    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    if not timeout > 0:
+    if timeout_given and not timeout > 0:
         raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
     probe_data = probe_data if probe_data is not None else do_probe()
-    timeout, why = kernel_timeout(probe_data, timeout if timeout_given else None)
+    timeout, why = kernel_timeout(probe_data, timeout)  # the given one, else the default (longer when emulated)
     ctx = RunContext(probe=probe_data, profile=profile, timeout=timeout, timeout_given=timeout_given,
                      oversubscribe=oversubscribe,
                      progress=progress or Progress())

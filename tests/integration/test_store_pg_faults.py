@@ -44,6 +44,7 @@ def _store_with_a_run(url: str) -> str:
     return rid
 
 
+@pytest.mark.parallel
 def test_server_down_wrong_password_and_read_only_user(pg_own: pgkit.PgServer) -> None:
     db = pg_own.new_database()
     url = pg_own.url("cb", db)
@@ -88,6 +89,7 @@ except StoreError as e:
 """
 
 
+@pytest.mark.parallel
 def test_server_stopped_while_writing(pg_own: pgkit.PgServer) -> None:
     """The server killed (immediate stop) under a writer: the writer fails at once with one line, and after
     the restart every acknowledged run is whole; the one in flight reads as incomplete, never half a figure."""
