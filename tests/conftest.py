@@ -159,8 +159,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # the tests marked heavy first, longest first (the rest keep their order): --dist loadgroup hands
         # out one module (or one xdist_group) at a time as a worker frees up (pytest_xdist_make_scheduler),
         # in the order of their first test, so each worker starts on its share of the long ones and both
-        # end on short ones together, instead of one worker finishing a long module alone at the end. (Under --dist load the first quarter of the tests goes to one
-        # worker as a block: there this order would put every long test on it, so it is left alone.)
+        # end on short ones together, instead of one worker finishing a long module alone at the end.
+        # (Under --dist load the first quarter of the tests goes to one worker as a block: there this
+        # order would put every long test on it, so it is left alone.)
         weight = {id(i): -float(m.args[0]) for i in items if (m := i.get_closest_marker("heavy"))}
         items.sort(key=lambda i: weight.get(id(i), 0.0))
 
