@@ -191,6 +191,17 @@ def test_steal() -> None:
     assert isinstance(run_rule("steal-time", with_items(steal=bad("no steal column"))), D.CannotTell)
 
 
+def test_only_a_rule_that_reads_stolen_time_waits_for_it() -> None:
+    """--fix, --undo and --verify judge one rule: gathering waits the stolen-time interval (a second on
+    every node, each time) only when that rule reads it; the node's snippet carries the interval."""
+    from clusterbench.doctor import fixes
+
+    assert E.snippet() == E.SNIPPET and "steal_interval" not in E.SNIPPET
+    assert "gather(steal_interval=0.0)" in E.snippet(0)
+    assert fixes._steal_interval(D.rule("steal-time")) is None
+    assert {fixes._steal_interval(r) for r in D.RULES if "steal" not in r.reads} == {0.0}
+
+
 def test_thermal() -> None:
     zones = [{"zone": "thermal_zone0", "type": "cpu-thermal", "temp_c": 83.2},
              {"zone": "thermal_zone1", "type": "gpu", "temp_c": 60.0}]

@@ -53,6 +53,14 @@ SNIPPET = ("import json; from clusterbench.doctor.evidence import gather; "
            "print(json.dumps(gather()))")
 
 
+def snippet(steal_interval: float = STEAL_INTERVAL) -> str:
+    """:data:`SNIPPET` with stolen time read over ``steal_interval`` seconds (0: since boot, no wait)."""
+    if steal_interval == STEAL_INTERVAL:
+        return SNIPPET
+    return ("import json; from clusterbench.doctor.evidence import gather; "
+            f"print(json.dumps(gather(steal_interval={float(steal_interval)!r})))")
+
+
 def item(value: Any, source: str, readable: bool = True, why: str | None = None) -> dict[str, Any]:
     """One piece of evidence."""
     return {"value": value, "source": source, "readable": bool(readable), "why": why}

@@ -23,7 +23,9 @@ from clusterbench.errors import EnvironmentProblem, UsageError
 
 #: the loads of ``--during`` (``{hosts}``: the first two hosts for mpi, all of them for hpl)
 LOADS = {
-    "mpi": "run bw --transport tcp --direction bi --max-size 4194304 --time-budget 0.3",
+    # three large sizes: they carry nearly all the packets of a full sweep in a third of its time (the
+    # small ones add seconds, not softirqs)
+    "mpi": "run bw --transport tcp --direction bi --sizes 65536,1048576,4194304 --time-budget 0.5",
     "hpl": "run hpl --n 6000",
 }
 
@@ -47,21 +49,24 @@ def hosts_from(hosts: str | None, hostfile: str | None) -> list[str] | None:
 
 def diagnose(hosts: Sequence[str] | None = None, root: str = "/", *, timeout: float = 60.0,
              python: str | None = None, during: str | None = None, allow_root: bool = False,
-             db: str | None = None) -> dict[str, Any]:
+             db: str | None = None, steal_interval: float | None = None) -> dict[str, Any]:
     """Evidence of this machine (``hosts`` None) or of every host, and the rules' verdicts.
+    ``steal_interval``: seconds over which stolen time is read (None: evidence.STEAL_INTERVAL; 0 reads
+    it since boot without waiting, for a caller that judges one rule that does not read it).
 
     Returns ``{"doctor_schema": 1, "hosts": [...], "findings": [...], "cannot_tell": [...],
     "passed": [...], "rules": [rule descriptions], "evidence": {node: evidence document}}``.
     An unreachable host raises a one-line :class:`EnvironmentProblem` naming it (as ``cluster check``)."""
     from clusterbench.doctor import evidence as ev
 
+    interval = ev.STEAL_INTERVAL if steal_interval is None else steal_interval
     if hosts:
         from clusterbench.launch import remote
 
-        gathered = remote.gather(list(hosts), ev.SNIPPET, timeout=timeout, python=python)
+        gathered = remote.gather(list(hosts), ev.snippet(interval), timeout=timeout, python=python)
         nodes = {h: d for h, d in gathered.items()}
     else:
-        doc = ev.gather(root)
+        doc = ev.gather(root, steal_interval=interval)
         nodes = {doc.get("host") or "localhost": doc}
     load = None
     if during and during != "none":
