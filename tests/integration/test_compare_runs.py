@@ -28,7 +28,7 @@ the figures match as one). (This
     store = Store(tmp_path / "s.db")
     for _ in range(4):  # alternating, as a user should: A B A B ...
         for n, tag in ((large, "memory"), (small, "cache")):
-            session.run(["stream"], {"stream": {"threads": 1, "sweep": False, "ntimes": 20, "array_elements": n}},
+            session.run(["stream"], {"stream": {"threads": 1, "sweep": False, "ntimes": 10, "array_elements": n}},
                         store=store, probe_data=live_probe, tags=[tag])
     doc = compare_sides(store, "memory", "cache")
     triad = [m for m in doc["matches"] if m["metric"] == "triad"]
@@ -90,8 +90,8 @@ def test_a_run_still_running_then_killed_is_not_pooled(tmp_path: Path) -> None:
         done = _cb(db, "run", "fpu", "--quick", "--ops", "add", "--tag", tag)
         assert done.returncode == 0, done.stderr
     env = {**os.environ, "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}
-    slow = subprocess.Popen([sys.executable, "-m", "clusterbench", "--db", str(db), "run", "fpu", "--samples", "10",
-                             "--min-time", "0.2", "--tag", "new"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    slow = subprocess.Popen([sys.executable, "-m", "clusterbench", "--db", str(db), "run", "fpu", "--samples", "5",
+                             "--min-time", "0.1", "--tag", "new"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env)
     try:
         end = time.monotonic() + 120
