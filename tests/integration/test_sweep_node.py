@@ -174,6 +174,8 @@ def test_failures_are_one_line_and_leave_nothing(four_nodes, tmp_path, live_prob
         sw.sweep_node([*names[:2], "nosuchnode"], "fpu", **kw)
     with pytest.raises(UsageError, match="no parameter 'nosuch'"):
         sw.sweep_node(names, "peak", given={"nosuch": 1}, **kw)
+    with pytest.raises(UsageError, match=r"--lost-after 1 is not allowed.*at least 2 seconds"):
+        sw.sweep_node(names, "peak", lost_after=1, **kw)
     # the agents' Python does not exist on the nodes: the launcher's own words, one line
     with pytest.raises(ClusterbenchError, match="no report from|started no sweep agent") as exc:
         sw.sweep_node(names, "fpu", python="/nonexistent/python3", **kw)
@@ -262,8 +264,8 @@ def test_killed_agents_lose_only_their_nodes(four_nodes):
     c, _, _ = four_nodes
     names = [n.name for n in c.nodes]
     t0 = time.monotonic()
-    proc = _cli("sweep", "node", "--hosts", ",".join(names), "--benchmark", "peak --seconds 0.5 --samples 8",
-                "--allow-root", "--oversubscribe", "--json", "--tag", "killed")
+    proc = _cli("sweep", "node", "--hosts", ",".join(names), "--benchmark", "peak --seconds 0.5 --samples 4",
+                "--allow-root", "--oversubscribe", "--json", "--tag", "killed", "--lost-after", "3")
     try:
         seen = _wait_measuring(c, names, proc)
         os.kill(seen[names[1]][1] or seen[names[1]][0], signal.SIGKILL)  # node 2: the agent running the benchmarks
@@ -279,7 +281,7 @@ def test_killed_agents_lose_only_their_nodes(four_nodes):
     assert set(doc["failed"]) == {names[1], names[3]}, doc["failed"]
     assert "was killed by SIGKILL from outside" in doc["failed"][names[1]], doc["failed"]
     assert "smaller size" not in doc["failed"][names[1]]
-    assert "stopped answering" in doc["failed"][names[3]]
+    assert "stopped answering (nothing from it for 3 s)" in doc["failed"][names[3]]  # --lost-after 3
     peak = next(f for f in doc["metrics"] if f["metric"] == "gflops")
     assert set(peak["values"]) == {names[0], names[2]}
     run = Store().get_run(doc["run_id"])

@@ -198,8 +198,8 @@ def test_only_a_rule_that_reads_stolen_time_waits_for_it() -> None:
 
     assert E.snippet() == E.SNIPPET and "steal_interval" not in E.SNIPPET
     assert "gather(steal_interval=0.0)" in E.snippet(0)
-    assert fixes._steal_interval(D.rule("steal-time")) is None
-    assert {fixes._steal_interval(r) for r in D.RULES if "steal" not in r.reads} == {0.0}
+    assert fixes.steal_interval_for(D.rule("steal-time")) is None
+    assert {fixes.steal_interval_for(r) for r in D.RULES if "steal" not in r.reads} == {0.0}
 
 
 def test_thermal() -> None:

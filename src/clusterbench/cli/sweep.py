@@ -38,6 +38,10 @@ def add_parser(cmds: Any) -> None:
                      help="virtual cluster: allow more nodes than cpus (the nodes share cpus, busy loops even the "
                      "shares out, figures are per share; refused without it)")
     swn.add_argument("--timeout", type=float, default=None, help="seconds for the whole sweep (default 900)")
+    swn.add_argument("--lost-after", type=float, default=None, metavar="S",
+                     help="seconds a node's agent may send nothing (its figures, its beat every second) before "
+                     "the node is taken for lost and the others go on (default 10; raise it on a network "
+                     "that stalls)")
     swn.add_argument("--no-store", action="store_true", help="do not store the figures")
     json_option(swn, "print one JSON document (sweep_schema 1)")
     tag_options(swn)
@@ -106,7 +110,7 @@ def node(args: argparse.Namespace) -> int:
     kwargs = dict(given=given, profile=profile, mpi=args.mpi, allow_root=args.allow_root, timeout=args.timeout,
                   store=store, use_store=not args.no_store, python=args.remote_python,
                   node_cpus=node_cpus, tags=args.tags, note=args.note, oversubscribe=args.oversubscribe,
-                  argv=["clusterbench", *sys.argv[1:]], progress=progress)
+                  lost_after=args.lost_after, argv=["clusterbench", *sys.argv[1:]], progress=progress)
     if progress is not None:
         with progress:
             doc = sweep_node.sweep_node(hosts, name, **kwargs)  # type: ignore[arg-type]

@@ -43,7 +43,7 @@ def plan_fix(rule_id: str, hosts: Sequence[str] | None = None, *, timeout: float
     "findings", "actions": {node: {"do": [...], "undo": [...]}}}`` (``actions`` empty: nothing to fix).
     A rule that cannot tell, or whose fix is advice, is a one-line error."""
     r = _rule(rule_id)
-    doc = doc or diagnose(hosts, timeout=timeout, python=python, steal_interval=_steal_interval(r))
+    doc = doc or diagnose(hosts, timeout=timeout, python=python, steal_interval=steal_interval_for(r))
     findings = [f for f in doc["findings"] if f["rule"] == r.id]
     cannot = [c for c in doc["cannot_tell"] if c["rule"] == r.id]
     if cannot and not findings:
@@ -125,14 +125,14 @@ def apply_fix(plan: dict[str, Any], store: Any, *, timeout: float = FIX_TIMEOUT)
     return {**store.get_fix(fix_id), "after": after, "advice": plan.get("advice") or []}
 
 
-def _steal_interval(r: Rule) -> float | None:
+def steal_interval_for(r: Rule) -> float | None:
     """Wait the stolen-time interval only for a rule that reads stolen time (it is a second per gather)."""
     return None if "steal" in r.reads else 0.0
 
 
 def plan_after(rule_id: str, hosts: Sequence[str] | None) -> list[dict[str, Any]]:
     """The rule's findings read again (after a fix or an undo)."""
-    doc = diagnose(hosts, steal_interval=_steal_interval(_rule(rule_id)))
+    doc = diagnose(hosts, steal_interval=steal_interval_for(_rule(rule_id)))
     return [f for f in doc["findings"] if f["rule"] == rule_id]
 
 

@@ -23,8 +23,8 @@ A node that fails
     loses that node only: the launcher runs in recovery mode (``--enable-recovery``,
     ``-disable-auto-cleanup``, srun ``--kill-on-bad-exit=0``), each agent's supervisor reports its
     worker's death (the signal and its likely cause) and beats every second, a node silent for
-    :data:`LOST_S` seconds is failed as lost, and when the launcher ends early the nodes that reported
-    are kept (:func:`run_job`). The figures of the others are judged and stored; the run is incomplete.
+    :data:`LOST_S` seconds (``--lost-after``) is failed as lost, and when the launcher ends early the
+    nodes that reported are kept (:func:`run_job`). The figures of the others are judged and stored; the run is incomplete.
 
 What real clusters need
     The agent runs ``python -m clusterbench.sweep.agent`` with this Python (``sys.executable``; on
@@ -130,7 +130,8 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
                use_store: bool = True, python: str | None = None, node_cpus: dict[str, list[int]] | None = None,
                diagnose: bool = True, tags: Sequence[str] = (), note: str | None = None,
                argv: Sequence[str] | None = None, progress: Progress | None = None,
-               probe_data: dict | None = None, oversubscribe: bool = False) -> dict:
+               probe_data: dict | None = None, oversubscribe: bool = False,
+               lost_after: float | None = None) -> dict:
     """Run ``benchmark`` (default: the quick node profile) on every host at once as one launcher job,
     gather the figures, flag outlier nodes per figure and store the run; returns the ``--json``
     document (``sweep_schema`` 1; see :func:`format_sweep_node`). ``hosts`` None: the Slurm allocation
@@ -152,6 +153,10 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
     timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
     if not timeout > 0:
         raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
+    lost_s = LOST_S if lost_after is None else float(lost_after)
+    if not lost_s >= 2 * agent_mod.BEAT_S:
+        raise UsageError(f"--lost-after {lost_s:g} is not allowed",
+                         f"give at least {2 * agent_mod.BEAT_S:g} seconds (an agent beats every {agent_mod.BEAT_S:g} s)")
     for h in names:
         check_name(h, f"host '{h}'")
     sim = sim_cluster_of([mpimod.Host(h, 1) for h in names])
@@ -238,7 +243,7 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
             job = build_job(names, program, wd, slurm=use_srun, sim=sim, mpi=mpi, allow_root=allow_root)
             try:
                 gathered, wall, _ = run_job(job, names, timeout=timeout, launch_timeout=lt, sync_dir=sync_dir,
-                                            progress=progress, fillers=fillers)
+                                            progress=progress, fillers=fillers, lost_s=lost_s)
                 break
             except mpimod.LaunchHung:
                 if attempt + 1 >= attempts:

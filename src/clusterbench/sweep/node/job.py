@@ -254,14 +254,14 @@ def build_job(hosts: Sequence[str], program: Sequence[str], workdir: str, *, slu
 # --------------------------------------------------------------------------- running the job
 
 def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: float,
-            sync_dir: str | None, progress: Progress, fillers: dict[int, int] | None = None
-            ) -> tuple[Gather, float, str]:
+            sync_dir: str | None, progress: Progress, fillers: dict[int, int] | None = None,
+            lost_s: float = LOST_S) -> tuple[Gather, float, str]:
     """Run the job until every node has reported (or failed) and the launcher has exited; returns
     (what was gathered, wall seconds from launch to exit, the launcher's stderr tail). The whole job
     (launcher, daemons, agents) is ended on timeout, failure or Ctrl-C. ``fillers``: busy loops per cpu
     (:func:`filler_loops`) run from the start barrier to the release.
 
-    A node whose agent is killed, or that goes silent for :data:`LOST_S` seconds, is marked failed and
+    A node whose agent is killed, or that goes silent for ``lost_s`` seconds, is marked failed and
     the others go on; when the launcher itself ends early, the nodes that reported are kept and the
     others failed with the reason (a rank killed and by what, the virtual cluster taken down, a node
     lost)."""
@@ -292,10 +292,10 @@ def run_job(job: Job, hosts: Sequence[str], *, timeout: float, launch_timeout: f
             if kind in ("ready", "done", "error"):
                 progress.advance(1)
         seen = len(g.events)
-        for h in g.lost(now, LOST_S):  # its agent and supervisor killed, or its node gone: the others go on
+        for h in g.lost(now, lost_s):  # its agent and supervisor killed, or its node gone: the others go on
             pid = (g.nodes[h].hello or {}).get("pid")
             g.fail(h, f"its agent{f' (pid {pid})' if pid else ''} stopped answering (nothing from it for "
-                      f"{LOST_S:g} s): it was killed with its supervisor, or the node or its network went down")
+                      f"{lost_s:g} s): it was killed with its supervisor, or the node or its network went down")
         alive = [h for h in hosts if not (h in g.nodes and g.nodes[h].error is not None)]
         if sync_dir and not go and alive and all(h in g.nodes and g.nodes[h].ready_s is not None for h in alive):
             loops.extend(start_fillers(fillers or {}, max(1.0, deadline - now)))
