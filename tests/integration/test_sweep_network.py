@@ -179,7 +179,8 @@ def test_four_nodes_two_faults_at_once(mpi, live_probe, module_sim_cluster, tmp_
     db = tmp_path / "r.db"
     _limit(c, names[1], 50_000_000)
     _mtu(c, names[2], 1500)
-    doc = _sweep_once(capsys, names, db, "two-faults")
+    # 1 MiB messages: a 4 MiB one takes 0.7 s each way over the 50 Mbit/s link (the sweep took 10 s, now 6)
+    doc = _sweep_once(capsys, names, db, "two-faults", "--bw-size", "1048576")
     _assert_faults(doc, {names[1], names[2]}, limited=names[1], hidden_ok=frozenset({names[2]}))
     # 50 Mbit/s = 6.25 MB/s out of the limited node, unlimited into it: a ping-pong's half round trip
     # carries about 2 x 6.25 MB/s
