@@ -24,7 +24,8 @@ A node that fails
     ``-disable-auto-cleanup``, srun ``--kill-on-bad-exit=0``), each agent's supervisor reports its
     worker's death (the signal and its likely cause) and beats every second, a node silent for
     :data:`LOST_S` seconds (``--lost-after``) is failed as lost, and when the launcher ends early the
-    nodes that reported are kept (:func:`run_job`). The figures of the others are judged and stored; the run is incomplete.
+    nodes that reported are kept (:func:`run_job`). The figures of the others are judged and stored;
+    the run is incomplete.
 
 What real clusters need
     The agent runs ``python -m clusterbench.sweep.agent`` with this Python (``sys.executable``; on
@@ -155,8 +156,9 @@ def sweep_node(hosts: Sequence[str] | None = None, benchmark: str | None = None,
         raise UsageError(f"--timeout {timeout:g} is not allowed", "give a number of seconds above 0")
     lost_s = LOST_S if lost_after is None else float(lost_after)
     if not lost_s >= 2 * agent_mod.BEAT_S:
+        beat = agent_mod.BEAT_S
         raise UsageError(f"--lost-after {lost_s:g} is not allowed",
-                         f"give at least {2 * agent_mod.BEAT_S:g} seconds (an agent beats every {agent_mod.BEAT_S:g} s)")
+                         f"give at least {2 * beat:g} seconds (an agent beats every {beat:g} s)")
     for h in names:
         check_name(h, f"host '{h}'")
     sim = sim_cluster_of([mpimod.Host(h, 1) for h in names])
