@@ -103,6 +103,13 @@ def test_no_test_or_speed_script_is_over_the_line_limit():
     assert not over, f"files over {MAX_LINES} lines (split them by concern): {over}"
 
 
+def test_the_readme_fits_about_300_lines():
+    """The front door stays short: the quick start, the commands, a first look and the way to a cluster;
+    the rest lives in docs/, one page per command family."""
+    n = len((ROOT / "README.md").read_text().splitlines())
+    assert n <= 300, f"README.md has {n} lines: move the detail into docs/ and link to it"
+
+
 def test_analysis_does_no_io():
     bad = [f"{_rel(p)}:{line} imports {mod}" for p in _modules() if _rel(p).startswith("analysis/")
            for mod, _name, line in _imports(p) if mod.startswith(IO_MODULES)]
