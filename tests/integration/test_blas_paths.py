@@ -58,6 +58,28 @@ def test_check_blas_file_tells_the_cases_apart(text_file: str) -> None:
         check_blas_file(path)
 
 
+@pytest.mark.integration  # installed_blas() asks ldconfig
+def test_a_blas_checked_once_is_read_again_only_when_it_changes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import clusterbench.files as files
+
+    real = next(iter(installed_blas().values()), None)
+    if real is None:
+        pytest.skip("no BLAS installed")
+    copy = tmp_path / "libcopy.so"
+    shutil.copyfile(real, copy)
+    check_blas_file(str(copy))
+    reads: list[str] = []
+    read_bytes = files.read_bytes
+    monkeypatch.setattr(files, "read_bytes", lambda path, *a, **k: reads.append(str(path)) or read_bytes(path, *a, **k))
+    check_blas_file(str(copy))
+    assert reads == []  # the same file: not read again
+    copy.write_text("not a library any more\n")  # the same inode, another size and mtime
+    with pytest.raises(EnvironmentProblem, match="not an ELF file"):
+        check_blas_file(str(copy))
+    assert reads == [str(copy)]
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("bench", ["dgemm", "hpl"])
 @pytest.mark.parametrize("which", ["/bin/ls", "text", "libm"])

@@ -121,14 +121,27 @@ _ET_DYN = 3
 DGEMM_SYMBOLS = (b"cblas_dgemm", b"dgemm_")
 
 
+#: the files check_blas_file found to be a BLAS in this process, as (device, inode, size, mtime): a tuner
+#: resolves its BLAS for every trial, and reading a 30 MB library each time took a sixth of a small tune
+_CHECKED: set[tuple[int, int, int, int]] = set()
+
+
 def check_blas_file(path: str) -> None:
     """EnvironmentProblem unless ``path`` is an ELF shared library that exports a DGEMM.
 
     The symbol names are looked for in the file's bytes (its dynamic string table holds them):
-    cheap, process-free, and enough to tell a BLAS from /bin/ls, a text file or libm."""
+    cheap, process-free, and enough to tell a BLAS from /bin/ls, a text file or libm. A file found to
+    be one is not read again while it stays the same file (device, inode, size, mtime)."""
     from clusterbench.errors import UsageError
     from clusterbench.files import read_bytes
 
+    try:
+        st = os.stat(path)
+        key: tuple[int, int, int, int] | None = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None  # read_bytes below says why
+    if key in _CHECKED:
+        return
     try:
         data = read_bytes(path, "shared library", fix="give the path of a BLAS .so, e.g. libopenblas.so.0, or a "
                           "name: --blas openblas")
@@ -148,6 +161,8 @@ def check_blas_file(path: str) -> None:
         raise EnvironmentProblem(f"--blas {path} is an ELF file without cblas_dgemm or dgemm_: not a BLAS",
                                  "give the path of a BLAS library (OpenBLAS, BLIS, MKL, netlib libblas.so.3) "
                                  "or a name: --blas openblas")
+    if key is not None:
+        _CHECKED.add(key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,9 +229,29 @@ _REPORT = ("import ctypes, sys\n"
            "print((f() or b'').decode() if f is not None else '')\n")
 
 
+#: openblas_corename's answers in this process, by (device, inode, size, mtime of the library, coretype):
+#: a tuner settles the core for every trial (a Python started each time)
+_CORENAMES: dict[tuple[Any, ...], str | None] = {}
+
+
 def openblas_corename(path: str, coretype: str | None = None) -> str | None:
     """The core name the OpenBLAS at ``path`` reports when loaded (with OPENBLAS_CORETYPE set to
-    ``coretype``, or unset): asked in a child process, so this one never loads the library."""
+    ``coretype``, or unset): asked in a child process, so this one never loads the library; asked once
+    per process while the library stays the same file."""
+    try:
+        st = os.stat(path)
+        key: tuple[Any, ...] | None = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, coretype)
+    except OSError:
+        key = None
+    if key is not None and key in _CORENAMES:
+        return _CORENAMES[key]
+    name = _ask_corename(path, coretype)
+    if key is not None:
+        _CORENAMES[key] = name
+    return name
+
+
+def _ask_corename(path: str, coretype: str | None) -> str | None:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     if coretype:
