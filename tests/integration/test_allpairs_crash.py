@@ -10,6 +10,8 @@ import pytest
 
 from clusterbench.launch.mpi import run as M
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound, nothing machine-wide: the parallel pass
+
 
 @pytest.mark.integration
 @pytest.mark.parametrize("crash_rank", [0, 2])

@@ -13,6 +13,8 @@ from clusterbench.launch import mpi as M
 
 from pingpongkit import _cpus
 
+pytestmark = pytest.mark.parallel  # nothing timing-sensitive, no time bound, nothing machine-wide: the parallel pass
+
 #: rank 0 dies of SIGSEGV before it starts the kernel while the file $1 holds fewer than $2 lines
 #: (one line per launch), then execs the kernel; the other ranks wait, as they would in MPI_Init
 WRAPPER = r'''
