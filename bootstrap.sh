@@ -100,8 +100,8 @@ case "$ACTION" in
     # is the exit status. unit: pure, both cpus (pytest-xdist: a test module or an xdist_group at a
     # time, the heavy ones first), seconds. integration: real processes, in two passes whose failures both count:
     # one at a time (the figures and time bounds they check need the cpus), then the tests marked
-    # `parallel` (nothing timing-sensitive, no time bound, nothing machine-wide changed: bad input,
-    # faults, the store, validation) on 2 workers. slow: the emulated machines (a virtual
+    # `parallel` (nothing timing-sensitive, a time bound only with room to spare, only its own processes
+    # looked for, nothing machine-wide changed: bad input, faults, hangs, the store, validation) on 2 workers. slow: the emulated machines (a virtual
     # cluster of separate machines with their own root and sshd, Slurm across them, run cluster,
     # sweeps of 8 and more nodes), bounded to 45 minutes. The emulated tier is its own action (test-emulated).
     rc=0

@@ -35,9 +35,11 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "Slurm, namespaces, reference tools); deselect with -m 'not integration'")
     config.addinivalue_line("markers", "heavy(seconds): a unit test of about that many seconds of cpu, started "
                                        "first and longest first under --dist loadgroup (pytest_collection_modifyitems)")
-    config.addinivalue_line("markers", "parallel: an integration test that measures nothing timing-sensitive, asserts no "
-                                       "time bound and changes nothing machine-wide (sysctls, links, daemons): "
-                                       "./bootstrap.sh test runs these on 2 pytest-xdist workers, the rest one at a time")
+    config.addinivalue_line("markers", "parallel: an integration test that measures nothing timing-sensitive, bounds "
+                                       "time only with room for a busy machine (seconds to spare, not a figure), "
+                                       "looks only for its own processes (tests/prockit.py) and changes nothing "
+                                       "machine-wide (sysctls, links, daemons): ./bootstrap.sh test runs these on 2 "
+                                       "pytest-xdist workers, the rest one at a time")
     config.addinivalue_line("markers", "slow: the emulated tier, run last by ./bootstrap.sh test: a virtual cluster of "
                                        "separate machines (own root, sshd, install), Slurm across them, run cluster, "
                                        "sweeps of 8 and more nodes; select with -m slow")

@@ -8,17 +8,17 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration  # every test here starts real processes
+import prockit
 
-REPO = Path(__file__).resolve().parents[2]
-
+# every test here starts real processes, finds only its own (prockit) and bounds nothing tightly: the
+# parallel pass runs them two at a time
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return dict(os.environ)  # clusterbench as the test session imports it (installed in its environment)
 
 
 def _default_sigint() -> None:
@@ -51,18 +51,8 @@ def _wait_results(db: str, n: int, proc: subprocess.Popen, limit: float = 120) -
 
 
 def _kernel_pids() -> list[int]:
-    cache = os.environ["CLUSTERBENCH_CACHE"]
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
-            continue
-        if exe.startswith(cache):
-            out.append(int(pid))
-    return out
+    """This test's kernel processes (tests/prockit.py: never another test's, which may run beside it)."""
+    return prockit.kernels()
 
 
 def _run_row(db: str) -> tuple[str, str | None, int]:
@@ -164,23 +154,9 @@ def _rank_pids(proc: subprocess.Popen, want: int = 2, limit: float = 60) -> list
     return sorted(pids)
 
 
-def _ours(pid: str) -> bool:
-    """A process started by this test (it carries this test's CLUSTERBENCH_DB)."""
-    try:
-        return os.environ["CLUSTERBENCH_DB"].encode() in Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-
-
 def _no_mpi_left() -> bool:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        launchers = subprocess.run(["pgrep", "-x", "orted|mpirun|prterun"], capture_output=True, text=True).stdout
-        left = _kernel_pids() + [int(p) for p in launchers.split() if _ours(p)]
-        if not left:
-            return True
-        time.sleep(0.1)
-    return False
+    """Neither a rank nor mpirun nor an Open MPI daemon of this test is left (after up to 5 s)."""
+    return not prockit.gone_within(lambda: _kernel_pids() + prockit.named({"orted", "mpirun", "prterun"}))
 
 
 def test_mpi_rank_killed_mid_run_keeps_results():

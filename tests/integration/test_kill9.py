@@ -11,28 +11,16 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+import prockit
+
+# each test finds its own processes by its own marker: the parallel pass runs them beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 IS_ROOT = os.geteuid() == 0
 
 
-def _ours(marker: str) -> list[int]:
-    """Pids of processes that carry ``marker`` in their environment (everything clusterbench started
-    in this test inherits it), clusterbench itself excluded by the caller."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (d / "environ").read_bytes():
-                pids.append(int(d.name))
-        except OSError:
-            continue
-    return pids
-
-
 def _kernel_running(marker: str, names: tuple[str, ...]) -> bool:
-    for pid in _ours(marker):
+    for pid in prockit.carrying(marker):
         try:
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
@@ -62,13 +50,13 @@ def test_kill_9_leaves_no_process_and_no_folder(argv, kernels, tmp_path) -> None
             assert cb.poll() is None, f"clusterbench ended before its ranks ran: {cb.stderr.read()[-400:]!r}"
             assert time.monotonic() < deadline, "the ranks never started"
             time.sleep(0.2)
-        assert [p for p in _ours(marker) if p != cb.pid]  # mpirun and the ranks are running now
+        assert [p for p in prockit.carrying(marker) if p != cb.pid]  # mpirun and the ranks are running now
         assert list(tmp.glob("cb-*")), "the run's temporary folder exists while it runs"
         cb.send_signal(signal.SIGKILL)
         cb.wait()
         left: list[int] = []
         for _ in range(50):  # 5 s
-            left = _ours(marker)
+            left = prockit.carrying(marker)
             if not left and not list(tmp.glob("cb-*")):
                 break
             time.sleep(0.1)
@@ -76,7 +64,7 @@ def test_kill_9_leaves_no_process_and_no_folder(argv, kernels, tmp_path) -> None
         assert not left, f"left running 5 s after kill -9: {names}"
         assert not list(tmp.glob("cb-*")), "temporary folders left behind"
     finally:
-        for p in _ours(marker):
+        for p in prockit.carrying(marker):
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:

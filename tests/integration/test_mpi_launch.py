@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+import prockit
 from clusterbench.errors import EnvironmentProblem, KernelFailed, UsageError
 from clusterbench.kernels.build import build_kernel
 from clusterbench.launch import mpi as M
+
+# every real run here looks only for its own processes (tests/prockit.py) and bounds its time with room for
+# a busy machine: the parallel pass runs these beside another test
+pytestmark = pytest.mark.parallel
 
 IS_ROOT = os.geteuid() == 0
 
@@ -33,7 +38,7 @@ def mpi() -> M.MpiInstall:
 
 @pytest.fixture(scope="module")
 def kernel(mpi: M.MpiInstall, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The pingpong kernel, copied under a unique name so pgrep finds only this test's processes."""
+    """The pingpong kernel, copied under a name of its own (a test's leftovers are named by it)."""
     old = os.environ.get("CLUSTERBENCH_CACHE")
     os.environ["CLUSTERBENCH_CACHE"] = (os.environ.get("CLUSTERBENCH_TEST_CACHE")
                                         or str(tmp_path_factory.getbasetemp() / "cache"))
@@ -44,7 +49,7 @@ def kernel(mpi: M.MpiInstall, tmp_path_factory: pytest.TempPathFactory) -> Path:
             os.environ.pop("CLUSTERBENCH_CACHE", None)
         else:
             os.environ["CLUSTERBENCH_CACHE"] = old
-    dst = tmp_path_factory.mktemp("bin") / f"cbpp_{os.getpid()}_{int(time.time())}"
+    dst = tmp_path_factory.mktemp("bin") / f"cbpp_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     shutil.copy(b.path, dst)
     return dst
 
@@ -54,8 +59,10 @@ def _local_spec(**kw) -> M.LaunchSpec:
 
 
 def _leftovers(tag: str) -> str:
-    out = subprocess.run(["pgrep", "-af", tag], capture_output=True, text=True)
-    return "\n".join(ln for ln in out.stdout.splitlines() if "pgrep" not in ln)
+    """This test's processes still running (tests/prockit.py), those whose command line names ``tag``
+    first: "" when nothing is left."""
+    left = prockit.gone_within(prockit.carrying)
+    return "\n".join(sorted((f"{p} {prockit.cmdline(p)}" for p in left), key=lambda ln: tag not in ln))
 
 
 # -- detection -------------------------------------------------------------------------------------
@@ -193,8 +200,7 @@ def test_a_rank_killed_from_outside_is_named(mpi: M.MpiInstall, kernel: Path) ->
         deadline = time.monotonic() + 30
         started.wait(30)
         while time.monotonic() < deadline:
-            pids = [int(p) for p in subprocess.run(["pgrep", "-f", f"^{kernel}"], capture_output=True,
-                                                     text=True).stdout.split()]
+            pids = [p for p in prockit.carrying() if prockit.exe(p) == str(kernel)]
             if len(pids) >= 2:
                 os.kill(max(pids), signal.SIGKILL)  # the later-started rank
                 return
