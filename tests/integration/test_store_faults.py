@@ -55,6 +55,7 @@ class _Locker:
         self.proc.wait(timeout=10)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 @pytest.mark.parametrize("command", [("results", "list"), ("run", "fpu", "--quick")])
 def test_a_locked_store_is_reported_as_locked_not_corrupted(store_file: Path, command: tuple) -> None:
@@ -75,6 +76,7 @@ def test_a_locked_store_is_reported_as_locked_not_corrupted(store_file: Path, co
         assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_a_lock_taken_after_opening_is_named_in_writes_and_reads(store_file: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,6 +99,7 @@ def test_a_lock_taken_after_opening_is_named_in_writes_and_reads(store_file: Pat
     assert len(st.list_runs()) == 2
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_a_commit_refused_by_a_reader_is_rolled_back_and_the_store_stays_usable(
         store_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,6 +119,7 @@ def test_a_commit_refused_by_a_reader_is_rolled_back_and_the_store_stays_usable(
     assert len(st.list_runs()) == 2
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_the_wait_for_a_lock_is_bounded_and_then_succeeds(store_file: Path) -> None:
     """Within the timeout a lock that is released in time is simply waited for."""
@@ -149,6 +153,7 @@ def _as_nobody(*args: str, hidepid: bool = False) -> subprocess.CompletedProcess
                           timeout=120, user=65534, group=65534, extra_groups=[], env=env, cwd="/")
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_an_unwritable_folder_or_file_is_named_as_such() -> None:
     """As an ordinary user: a store in a folder it cannot write, and a store file it cannot write,
@@ -215,6 +220,7 @@ def test_a_store_on_a_read_only_mount_says_so() -> None:
         shutil.rmtree(top)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
     """'running' means: that very process (pid and start time) is alive on this host. A live process
@@ -276,6 +282,7 @@ def test_a_run_of_another_user_hidden_by_hidepid_still_reads_as_running() -> Non
         shutil.rmtree(top)
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_process_start_reads_past_a_command_name_with_spaces_and_parentheses(tmp_path: Path) -> None:
     """A process named 'x) 1 (2 3' started just now: its start time (field 22, counted after the
@@ -359,6 +366,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_a_writer_killed_mid_transaction_does_not_block_reading() -> None:
     """kill -9 inside a write leaves a hot journal, which read-only SQLite refuses ('readonly database').
@@ -399,6 +407,8 @@ Store(sys.argv[1]).close()
 """
 
 
+# the two races below stay in the serial pass: beside another test the four processes may not all be
+# waiting within the 0.6 s, and the race would then go untested while the test still passed
 @pytest.mark.integration
 def test_concurrent_writers_upgrade_an_old_store_once(tmp_path: Path) -> None:
     """Four processes open the same schema-2 store for writing at once: every one succeeds (the loser
@@ -447,6 +457,7 @@ def test_concurrent_writers_create_a_new_store_once(tmp_path: Path) -> None:
 
 
 
+@pytest.mark.parallel
 @pytest.mark.integration
 def test_a_fifo_as_the_store_is_refused_at_once_not_a_hang(tmp_path: Path) -> None:
     """``--db FIFO results list`` hung in SQLite's first read and ignored SIGTERM (kill -9 needed);

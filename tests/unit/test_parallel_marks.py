@@ -43,21 +43,23 @@ def _has_monotonic(node: ast.AST) -> bool:
 
 
 def tight_bounds(src: str) -> list[str]:
-    """The numbers under ROOM_S added to, subtracted from or compared with an expression of
-    ``time.monotonic()`` in ``src`` (a deadline ``monotonic() + 5``, a bound ``monotonic() - t0 < 5``)."""
+    """The numbers under ROOM_S added to an expression of ``time.monotonic()`` (a deadline
+    ``monotonic() + 5``) or that such an expression is asserted to stay under (``monotonic() - t0 < 5``,
+    also in a chain); a lower bound (``0.25 < monotonic() - t0``: it did wait) has no such limit."""
+    def small(x: ast.AST) -> bool:
+        return isinstance(x, ast.Constant) and isinstance(x.value, (int, float)) and x.value < ROOM_S
+
     out = []
     for n in ast.walk(ast.parse(src)):
         if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)):
-            sides = [n.left, n.right]
-        elif isinstance(n, ast.Compare) and len(n.comparators) == 1:
-            sides = [n.left, n.comparators[0]]
-        else:
-            continue
-        if not any(_has_monotonic(x) for x in sides):
-            continue
-        for x in sides:
-            if isinstance(x, ast.Constant) and isinstance(x.value, (int, float)) and x.value < ROOM_S:
+            if any(_has_monotonic(x) for x in (n.left, n.right)) and any(small(x) for x in (n.left, n.right)):
                 out.append(ast.unparse(n))
+        elif isinstance(n, ast.Compare):
+            terms = [n.left, *n.comparators]
+            for op, a, b in zip(n.ops, terms, terms[1:]):
+                below, above = (a, b) if isinstance(op, (ast.Lt, ast.LtE)) else (b, a)
+                if isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) and _has_monotonic(below) and small(above):
+                    out.append(ast.unparse(n))
     return out
 
 
@@ -109,5 +111,6 @@ def test_the_check_sees_a_forbidden_word() -> None:
 
 def test_the_check_sees_a_tight_time_bound() -> None:
     src = ("t0 = time.monotonic()\nrun(timeout=3)\nassert time.monotonic() - t0 < 5\n"
-           "deadline = time.monotonic() + 2.5\nassert time.monotonic() - t0 < 15\nend = monotonic() + limit\n")
-    assert tight_bounds(src) == ["time.monotonic() - t0 < 5", "time.monotonic() + 2.5"]
+           "deadline = time.monotonic() + 2.5\nassert time.monotonic() - t0 < 15\nend = monotonic() + limit\n"
+           "assert 0.25 < time.monotonic() - t0 < 10\nassert 3 > time.monotonic() - t0\n")
+    assert tight_bounds(src) == ["time.monotonic() - t0 < 5", "time.monotonic() + 2.5", "3 > time.monotonic() - t0"]
