@@ -17,6 +17,7 @@ import prockit
 # parallel pass runs them two at a time
 pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
+
 def _env() -> dict[str, str]:
     return dict(os.environ)  # clusterbench as the test session imports it (installed in its environment)
 
