@@ -27,7 +27,7 @@ ARCHES = [a for a in os.environ.get("CLUSTERBENCH_EMU_ARCHES", "arm64,armhf,ppc6
 ENV = {"CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1", "CLUSTERBENCH_DB": "/root/emu-tier/results.db",
        "CLUSTERBENCH_CACHE": "/root/emu-tier/cache"}
 #: the path peak (kernels/node/peak.c) must take on each architecture: NEON where it has one, else scalar
-PEAK_PATH = {"arm64": "neon", "armhf": "scalar", "ppc64el": "scalar"}
+PEAK_PATH = {"arm64": "neon", "armhf": "scalar", "ppc64el": "vsx"}
 #: what QEMU's default CPU of each architecture declares in AT_HWCAP (the probe's emulated isa)
 HWCAP = {"arm64": {"fp", "asimd"}, "armhf": {"neon", "vfpv3"}, "ppc64el": {"altivec", "vsx"}}
 TIMES: dict[str, float] = {}

@@ -21,9 +21,9 @@ from clusterbench.benchmarks import register
 from clusterbench.benchmarks.base import (KernelBenchmark, CPUS, ORDER, SMT, THREADS, Metric, Param, Result, RunContext, check_placement,
                    cpulist, resolve_threads)
 
-ISAS = ("auto", "avx512", "avx2", "sve", "neon", "scalar")
+ISAS = ("auto", "avx512", "avx2", "sve", "neon", "vsx", "scalar")
 #: DP lanes per vector (SVE: reported by the kernel)
-DP_LANES = {"avx512": 8, "avx2": 4, "neon": 2, "scalar": 1}
+DP_LANES = {"avx512": 8, "avx2": 4, "neon": 2, "vsx": 2, "scalar": 1}
 
 
 def _probe_fpc(probe: dict, cpus: list[int]) -> float | None:
@@ -126,8 +126,9 @@ class Peak(KernelBenchmark):
             raise UsageError(f"--seconds {params['seconds']} is out of range", "use a value in (0, 600]")
         isa = params["isa"]
         machine = platform.machine().lower()
-        arm_isa, x86_isa = isa in ("sve", "neon"), isa in ("avx512", "avx2")
-        if (arm_isa and not machine.startswith(("aarch64", "arm"))) or (x86_isa and machine not in ("x86_64", "amd64", "i686")):
+        arm_isa, x86_isa, power_isa = isa in ("sve", "neon"), isa in ("avx512", "avx2"), isa == "vsx"
+        if ((arm_isa and not machine.startswith(("aarch64", "arm"))) or (power_isa and not machine.startswith("ppc"))
+                or (x86_isa and machine not in ("x86_64", "amd64", "i686"))):
             raise UsageError(f"--isa {isa} does not exist on {machine}", "use --isa auto")
         flags = set((ctx.probe.get("cpu") or {}).get("isa") or [])
         need = {"avx512": "avx512f", "avx2": "fma", "sve": "sve"}.get(isa)

@@ -13,7 +13,7 @@
  * together, runs one untimed warm-up sample first, so the clock ramp and the AVX-512 licence
  * transition (tens of microseconds to milliseconds) stay out of the timed samples.
  *
- * Args: --isa=auto|avx512|avx2|neon|sve|scalar  --precision=dp|sp  --cpus=0,1,...
+ * Args: --isa=auto|avx512|avx2|neon|sve|vsx|scalar  --precision=dp|sp  --cpus=0,1,...
  *       --seconds=S (per sample)  --samples=K  --corrupt=1 (test hook: damage a lane)
  * Prints: info (with cpus_actual: sched_getcpu() of each thread, in thread order), validation,
  *         then the result "gflops" (dp) or "sp_gflops" (sp): aggregate per sample = threads x
@@ -32,6 +32,13 @@
 #if defined(__ARM_FEATURE_SVE)
 #include <arm_sve.h>
 #endif
+#if defined(__VSX__)
+#include <altivec.h>
+/* altivec.h may define these as macros (strict ISO modes); __vector is used below, stdbool keeps bool */
+#undef vector
+#undef pixel
+#undef bool
+#endif
 
 #define MAXT 4096
 #define MAXLANES 16
@@ -41,8 +48,8 @@
 #define R12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define R24(X) R12(X) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 
-enum isa { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_NEON, ISA_SVE, ISA_COUNT };
-static const char *isa_names[ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "sve"};
+enum isa { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_NEON, ISA_SVE, ISA_VSX, ISA_COUNT };
+static const char *isa_names[ISA_COUNT] = {"scalar", "avx2", "avx512", "neon", "sve", "vsx"};
 
 static int isa_compiled(enum isa i) {
     switch (i) {
@@ -59,12 +66,15 @@ static int isa_compiled(enum isa i) {
 #if defined(__ARM_FEATURE_SVE)
     case ISA_SVE: return 1;
 #endif
+#if defined(__VSX__)
+    case ISA_VSX: return 1;
+#endif
     default: return 0;
     }
 }
 
 static enum isa isa_best(void) {
-    static const enum isa pref[] = {ISA_AVX512, ISA_SVE, ISA_AVX2, ISA_NEON, ISA_SCALAR};
+    static const enum isa pref[] = {ISA_AVX512, ISA_SVE, ISA_AVX2, ISA_NEON, ISA_VSX, ISA_SCALAR};
     for (size_t i = 0; i < sizeof pref / sizeof pref[0]; i++)
         if (isa_compiled(pref[i])) return pref[i];
     return ISA_SCALAR;
@@ -75,7 +85,7 @@ static int isa_lanes(enum isa i, int sp) {
     switch (i) {
     case ISA_AVX512: return sp ? 16 : 8;
     case ISA_AVX2: return sp ? 8 : 4;
-    case ISA_NEON: return sp ? 4 : 2;
+    case ISA_NEON: case ISA_VSX: return sp ? 4 : 2;
 #if defined(__ARM_FEATURE_SVE)
     case ISA_SVE: return sp ? (int)svcntw() : (int)svcntd();
 #endif
@@ -198,6 +208,28 @@ static NOINLINE void k_sve_sp(long iters, float m, float c, float *x) {
 }
 #endif
 
+#if defined(__VSX__)
+/* POWER7 and later: 128-bit VSX FMA (xvmaddadp / xvmaddasp), two pipes on POWER8/9 */
+#define DV(k) __vector double a##k = vec_xl(0, x + 2 * k);
+#define UV(k) a##k = vec_madd(a##k, vm, vc);
+#define SV(k) vec_xst(a##k, 0, x + 2 * k);
+static NOINLINE void k_vsx_dp(long iters, double m, double c, double *x) {
+    const __vector double vm = vec_splats(m), vc = vec_splats(c);
+    R24(DV)
+    for (long i = 0; i < iters; i++) { R24(UV) }
+    R24(SV)
+}
+#define DVF(k) __vector float a##k = vec_xl(0, x + 4 * k);
+#define UVF(k) a##k = vec_madd(a##k, vm, vc);
+#define SVF(k) vec_xst(a##k, 0, x + 4 * k);
+static NOINLINE void k_vsx_sp(long iters, float m, float c, float *x) {
+    const __vector float vm = vec_splats(m), vc = vec_splats(c);
+    R24(DVF)
+    for (long i = 0; i < iters; i++) { R24(UVF) }
+    R24(SVF)
+}
+#endif
+
 /* ---- constants, closed form ----------------------------------------------------------- */
 /* dp: m = 1 - 2^-30, f = 0.25; sp: m = 1 - 2^-14 (float has 24 bits), f = 0.25. */
 static double rec_m(int sp) { return sp ? 1.0 - ldexp(1.0, -14) : 1.0 - ldexp(1.0, -30); }
@@ -293,6 +325,9 @@ static void run_chains(enum isa isa, int sp, long iters, void *buf) {
 #if defined(__ARM_FEATURE_SVE)
     case ISA_SVE: if (sp) k_sve_sp(iters, (float)m, (float)c, buf); else k_sve_dp(iters, m, c, buf); return;
 #endif
+#if defined(__VSX__)
+    case ISA_VSX: if (sp) k_vsx_sp(iters, (float)m, (float)c, buf); else k_vsx_dp(iters, m, c, buf); return;
+#endif
     default: if (sp) k_scalar_sp(iters, (float)m, (float)c, buf); else k_scalar_dp(iters, m, c, buf); return;
     }
 }
@@ -362,7 +397,7 @@ int main(int argc, char **argv) {
     else {
         for (int i = 0; i < ISA_COUNT; i++)
             if (!strcmp(isa_s, isa_names[i])) isa = (enum isa)i;
-        if (isa == ISA_COUNT) cb_fail("unknown --isa '%s' (auto, avx512, avx2, sve, neon, scalar)", isa_s);
+        if (isa == ISA_COUNT) cb_fail("unknown --isa '%s' (auto, avx512, avx2, sve, neon, vsx, scalar)", isa_s);
         if (!isa_compiled(isa))
             cb_fail("--isa %s is not available in this build (this CPU/compiler supports: best is %s)",
                     isa_s, isa_names[isa_best()]);
