@@ -28,9 +28,10 @@ APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev 
                                   prometheus)
 # the emulated tier (./bootstrap.sh test-emulated; not yet part of `test`: its cold image builds take longer
 # than CI's bound): Debian root filesystems of arm64, armhf and ppc64el under QEMU user mode through
-# binfmt_misc (tests/emukit.py) and a two-socket x86-64 guest under QEMU full-system emulation (tests/guestkit.py)
+# binfmt_misc (tests/emukit.py), a two-socket x86-64 guest and Arm and POWER guests under QEMU full-system
+# emulation (tests/guestkit.py)
 [ "$ACTION" = test-emulated ] && APT_PKGS+=(mpich libmpich-dev openssh-server openssh-client
-    qemu-user-static binfmt-support debootstrap mmdebstrap arch-test qemu-system-x86)
+    qemu-user-static binfmt-support debootstrap mmdebstrap arch-test qemu-system-x86 qemu-system-arm qemu-system-ppc)
 [ "$ACTION" = speed ] && APT_PKGS+=(likwid netpipe-openmpi)
 VENV="${CLUSTERBENCH_VENV:-.venv}"
 # CLUSTERBENCH_WITHOUT=postgresql: install without the shared store's PostgreSQL parts (the server package

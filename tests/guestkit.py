@@ -1,4 +1,4 @@
-"""A full-system Debian 12 amd64 guest under QEMU (TCG), for the emulated tier (issue 27).
+"""A full-system Debian 12 guest under QEMU (TCG), for the emulated tier (issue 27).
 
 The guest is the two-socket node of seed 002 by default: ``-smp 4`` as 2 sockets x 2 cores and 2 GiB
 split into two NUMA nodes (one per socket), booted on Debian's own kernel and initramfs (the
@@ -20,6 +20,14 @@ this was written on); the figures a TCG guest gives mean nothing, the mechanics 
 
 :func:`missing` says in one line what this machine lacks (qemu, debootstrap, root, the registry), for a
 test to skip with.
+
+The other architectures (``arch="arm64"``, ``"armhf"``, ``"ppc64el"``: :data:`ARCHES`) boot the same way on
+QEMU's own machine for each (``virt``, ``pseries``) with the emulated CPU set to the seed's core where QEMU
+has it, so the guest's /proc/cpuinfo and /sys are that CPU's (under user mode they are the host's). Their
+image is the user-mode tier's (tests/emukit.py: Debian with bootstrap.sh's packages and clusterbench
+installed the README's way, editable from /src, venv /opt/cbvenv) plus Debian's kernel for the machine,
+kmod, initramfs-tools and sshd, installed in it under user-mode emulation; the repository share is bound at
+/src, so the guest runs the checkout's code.
 """
 from __future__ import annotations
 
@@ -59,6 +67,38 @@ USER_MAC = "52:54:00:12:34:56"
 QEMU = "qemu-system-x86_64"
 
 
+@dataclass(frozen=True)
+class Arch:
+    """How QEMU runs one architecture's guest, and which of the seeds' machines it stands for."""
+    name: str  # Debian's architecture
+    qemu: str
+    machine: str
+    cpu: str
+    console: str  # the kernel's console device on that machine
+    kernel_pkg: str
+    stands_for: str
+
+
+ARCHES = {
+    "amd64": Arch("amd64", QEMU, "pc", "max", "ttyS0", "linux-image-amd64", "seed 002's two-socket node"),
+    "arm64": Arch("arm64", "qemu-system-aarch64", "virt", "cortex-a72", "ttyAMA0", "linux-image-arm64",
+                  "seed 000's Raspberry Pi 4 (Cortex-A72)"),
+    "armhf": Arch("armhf", "qemu-system-arm", "virt,highmem=off", "cortex-a15", "ttyAMA0", "linux-image-armmp-lpae",
+                  "seed 003's ODROID-XU (Exynos 5410: Cortex-A15, 32-bit)"),
+    # JULI's PowerPC 970MP is big-endian and 64-bit only as ppc64; Debian's ppc64el needs POWER8 or later, and
+    # QEMU's pseries emulates POWER8, 9 and 10: POWER9 is the nearest it boots Debian 12 on
+    "ppc64el": Arch("ppc64el", "qemu-system-ppc64", "pseries", "power9", "hvc0", "linux-image-powerpc64le",
+                    "seed 001's JULI (PowerPC 970MP) as the nearest QEMU runs Debian ppc64el on: POWER9"),
+}
+#: bump when the foreign images' recipe changes (part of their cache key, with the user-mode image's name)
+FOREIGN_RECIPE = 1
+#: what a foreign guest adds to the user-mode tier's image (plus ARCHES[arch].kernel_pkg)
+FOREIGN_PKGS = ("initramfs-tools", "kmod", "openssh-server", "util-linux", "mount", "iproute2", "procps")
+#: the initramfs holds these and their dependencies only (MODULES=list: every module's emulated modinfo
+#: under MODULES=most took minutes); the rest load from the root filesystem
+INITRAMFS_MODULES = ("virtio_pci", "virtio_mmio", "virtio_blk", "ext4")
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("CLUSTERBENCH_EMU_CACHE", "/var/cache/clusterbench/emu"))
 
@@ -81,12 +121,19 @@ def image_key(repo: Path = REPO) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def missing() -> str | None:
-    """One line saying what this machine lacks for a full-system guest, or None."""
-    cached = (image_dir() / "ready").exists()
-    for tool in (QEMU, "ssh", *(() if cached else ("debootstrap", "mke2fs", "ssh-keygen"))):
+def missing(arch: str = "amd64") -> str | None:
+    """One line saying what this machine lacks for a full-system guest of ``arch``, or None."""
+    cached = (image_dir(arch=arch) / "ready").exists()
+    qemu = ARCHES[arch].qemu
+    for tool in (qemu, "ssh", *(() if cached else ("debootstrap", "mke2fs", "ssh-keygen"))):
         if not shutil.which(tool):
-            return f"no {tool} on PATH (./bootstrap.sh test-emulated installs qemu-system-x86, debootstrap, openssh-client)"
+            return (f"no {tool} on PATH (./bootstrap.sh test-emulated installs qemu-system-x86, -arm, -ppc, "
+                    "debootstrap, openssh-client)")
+    if arch != "amd64" and not cached:
+        why = emukit.machine_forbids(arch)  # the user-mode image it starts from, and emulated dpkg to add to it
+        if why:
+            return f"the {arch} guest's image is not cached and cannot be built: {why}"
+        return None
     if os.geteuid() != 0 and not (image_dir() / "ready").exists():
         return "building the guest image needs root (debootstrap, chroot) and it is not cached"
     if not (image_dir() / "ready").exists():
@@ -98,8 +145,17 @@ def missing() -> str | None:
     return None
 
 
-def image_dir(repo: Path = REPO) -> Path:
-    return cache_root() / f"guest-amd64-{image_key(repo)}"
+def image_dir(repo: Path = REPO, arch: str = "amd64") -> Path:
+    if arch == "amd64":
+        return cache_root() / f"guest-amd64-{image_key(repo)}"
+    return cache_root() / f"guest-{arch}-{foreign_key(arch)}"
+
+
+def foreign_key(arch: str) -> str:
+    """A foreign guest's cache key: its recipe, packages, init, and the user-mode image it starts from."""
+    blob = json.dumps([FOREIGN_RECIPE, emukit.image_dir(arch).name, ARCHES[arch].kernel_pkg, sorted(FOREIGN_PKGS),
+                       INITRAMFS_MODULES, foreign_init(arch)])
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -110,6 +166,7 @@ class Image:
     disk: Path
     key: Path
     info: dict = field(default_factory=dict)
+    arch: str = "amd64"
 
 
 def _run(cmd: list[str], log, timeout: float, **kw) -> None:
@@ -140,16 +197,20 @@ while true; do wait; sleep 3600; done
 """
 
 
-def build_image(repo: Path = REPO, log_path: Path | None = None, timeout_s: float = 3600) -> Image:
+def build_image(repo: Path = REPO, log_path: Path | None = None, timeout_s: float = 3600,
+                arch: str = "amd64") -> Image:
     """The cached image, built first if it is not there (under a lock: one builder, the others wait)."""
-    d = image_dir(repo)
+    d = image_dir(repo, arch)
     d.parent.mkdir(parents=True, exist_ok=True)
     with open(d.parent / f"{d.name}.lock", "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
         if not (d / "ready").exists():
-            _build(d, repo, log_path or d.parent / f"{d.name}.log", timeout_s)
+            if arch == "amd64":
+                _build(d, repo, log_path or d.parent / f"{d.name}.log", timeout_s)
+            else:
+                _build_foreign(d, arch, log_path or d.parent / f"{d.name}.log", timeout_s)
     return Image(d, d / "vmlinuz", d / "initrd.img", d / "root.ext4", d / "id_ed25519",
-                 json.loads((d / "info.json").read_text()))
+                 json.loads((d / "info.json").read_text()), arch)
 
 
 def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
@@ -243,6 +304,76 @@ def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
     work.rename(d)
 
 
+def foreign_init(arch: str) -> str:
+    """A foreign guest's PID 1: the amd64 guest's, its messages on the machine's console, and the
+    repository share bound over /src, where the user-mode image's editable install looks for the package."""
+    return (INIT.replace("/dev/ttyS0", "/dev/console")
+            .replace("\n# the user-network NIC", "\nmount --bind /mnt/repo /src\n# the user-network NIC"))
+
+
+def _build_foreign(d: Path, arch: str, log_path: Path, timeout_s: float) -> None:
+    """The user-mode tier's image of ``arch`` (built first if needed), copied, with Debian's kernel for the
+    machine, an initramfs, sshd and the guest's init added under user-mode emulation, packed as ext4."""
+    t0 = time.monotonic()
+    base = emukit.build(arch, timeout_s)
+    t_base = time.monotonic() - t0
+    work = d.with_name(d.name + ".building")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(d, ignore_errors=True)
+    work.mkdir(parents=True)
+    root = work / "rootfs"
+    with open(log_path, "a") as log:
+        _run(["cp", "-a", str(base), str(root)], log, 1200)
+        t_copy = time.monotonic() - t0
+        conf = root / "etc/initramfs-tools"
+        (conf / "conf.d").mkdir(parents=True, exist_ok=True)
+        (conf / "conf.d/cb-guest").write_text("MODULES=list\nCOMPRESS=gzip\n")
+        (conf / "modules").write_text("\n".join(INITRAMFS_MODULES) + "\n")
+        shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
+        (root / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")  # start no service in the chroot
+        (root / "usr/sbin/policy-rc.d").chmod(0o755)
+        pkgs = " ".join([ARCHES[arch].kernel_pkg, *FOREIGN_PKGS])
+        # emukit's chroot: a private mount namespace with /proc, /dev, /sys; foreign binaries by binfmt
+        _run(["nice", "-n", "10", *emukit._chroot_argv(root, "apt-get update -qq && apt-get install -y -q "
+                                                       "--no-install-recommends -o Dpkg::Options::=--force-confold "
+                                                       + pkgs, {"DEBIAN_FRONTEND": "noninteractive"})],
+             log, timeout_s)
+        t_packages = time.monotonic() - t0
+        (root / "usr/sbin/policy-rc.d").unlink()
+        _run(["ssh-keygen", "-A", "-f", str(root)], log, 60)  # the host's ssh-keygen, the guest's host keys
+        (root / "sbin/cb-guest-init").write_text(foreign_init(arch))
+        (root / "sbin/cb-guest-init").chmod(0o755)
+        (root / "etc/hostname").write_text("cbguest\n")
+        (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 cbguest\n")
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "id_ed25519")], log, 60)
+        ssh = root / "root/.ssh"
+        ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copy(work / "id_ed25519.pub", ssh / "authorized_keys")
+        boot = root / "boot"
+        kernels = sorted([*boot.glob("vmlinuz-*"), *boot.glob("vmlinux-*")])  # POWER's is an uncompressed vmlinux
+        version = kernels[-1].name.split("-", 1)[1] if kernels else ""
+        if not kernels or not (boot / f"initrd.img-{version}").exists():
+            raise RuntimeError(f"no kernel and initramfs in {boot}: {sorted(p.name for p in boot.iterdir())}")
+        shutil.copy(kernels[-1], work / "vmlinuz")
+        shutil.copy(boot / f"initrd.img-{version}", work / "initrd.img")
+        subprocess.run(["rm", "-rf", str(root / "var/cache/apt/archives"), str(root / "var/lib/apt/lists")],
+                       check=False)
+        used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True,
+                                  check=True).stdout.split()[0])
+        size_mb = used // 2**20 + 1024  # room for the kernels' builds and the store
+        t_pack = time.monotonic()
+        _run(["mke2fs", "-q", "-t", "ext4", "-L", "cbroot", "-d", str(root), str(work / "root.ext4"),
+              f"{size_mb}M"], log, 1200)
+        shutil.rmtree(root)
+        info = {"arch": arch, "kernel": version, "base": base.name, "packages": pkgs.split(),
+                "base_s": round(t_base, 1), "copy_done_s": round(t_copy, 1), "packages_done_s": round(t_packages, 1),
+                "mke2fs_s": round(time.monotonic() - t_pack, 1), "used_mb": used // 2**20,
+                "build_s": round(time.monotonic() - t0, 1), "disk_mb": size_mb}
+        (work / "info.json").write_text(json.dumps(info, indent=1) + "\n")
+        (work / "ready").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+    work.rename(d)
+
+
 def _copy_repo(repo: Path, dest: Path) -> None:
     """The working tree without .venv, .git and caches."""
     ignore = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info", ".pytest_cache", "build")
@@ -327,9 +458,10 @@ class Guest:
 def qemu_command(image: Image, topo: Topology, port: int, console: Path, repo: Path,
                  extra: Sequence[str] = ()) -> list[str]:
     """qemu's command line; ``extra`` adds devices (e.g. a second NIC on a guest-to-guest link)."""
-    return ["nice", "-n", "10", QEMU, "-machine", "pc", "-accel", "tcg,thread=multi", "-cpu", "max",
+    a = ARCHES[image.arch]
+    return ["nice", "-n", "10", a.qemu, "-machine", a.machine, "-accel", "tcg,thread=multi", "-cpu", a.cpu,
             *topo.args(), "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-            "-append", "root=/dev/vda rw console=ttyS0 init=/sbin/cb-guest-init quiet loglevel=3",
+            "-append", f"root=/dev/vda rw console={a.console} init=/sbin/cb-guest-init quiet loglevel=3",
             "-drive", f"file={image.disk},format=raw,if=virtio,snapshot=on",
             "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
             "-device", f"virtio-net-pci,netdev=n0,mac={USER_MAC}",
@@ -392,9 +524,9 @@ def boot_timeout(boot_timeout_s: float | None = None) -> float:
 
 @contextlib.contextmanager
 def guest(topo: Topology | None = None, repo: Path = REPO, life_s: float = 1800,
-          boot_timeout_s: float | None = None, workdir: Path | None = None) -> Iterator[Guest]:
+          boot_timeout_s: float | None = None, workdir: Path | None = None, arch: str = "amd64") -> Iterator[Guest]:
     """Boot the guest (building its image first if needed), wait for its sshd, yield it; always kill it."""
-    image = build_image(repo)
+    image = build_image(repo, arch=arch)
     workdir = Path(workdir or os.environ.get("TMPDIR", "/tmp"))
     g = start(image, topo or Topology(), repo, workdir, life_s)
     keep = True
