@@ -77,14 +77,15 @@ def test_guest_is_the_emulated_core(vm):
 
 
 def test_probe_names_the_core_and_its_rpeak_inputs(vm):
-    """Not EMULATED (the guest's cpuinfo is the emulated CPU's own): the core by name, its DP rate, four
-    cores; Rpeak from cores x clock x rate where the guest states a clock (pseries' device tree does), else
+    """Not EMULATED (the guest's cpuinfo is the emulated CPU's own) but a QEMU virtual machine: the core by
+    name, its DP rate, four cores; Rpeak from cores x clock x rate where the guest states a clock (pseries' device tree does), else
     unknown with the reason (QEMU's Arm machine has no cpufreq and its cpuinfo no MHz): never the host's."""
     machine, name, rate = CORE[vm.arch]
     text = cb(vm, "probe", 600)
     assert not text.startswith("EMULATED"), text[:300]
     doc = json.loads(cb(vm, "probe --json", 600))
     assert not doc["environment"].get("emulation"), doc["environment"].get("emulation")
+    assert doc["environment"]["hypervisor"] == "qemu"  # a virtual machine, said so (virt's device tree, pseries' cpuinfo)
     cpu, rp = doc["cpu"], doc["rpeak"]
     assert cpu["arch"] == machine and cpu["microarchitecture"] == name, cpu
     assert rp["dp_flops_per_cycle_per_core"] == {name: rate}, rp

@@ -2,6 +2,8 @@
 processes; its docstring describes the whole."""
 from __future__ import annotations
 
+import platform
+
 import pytest
 
 from clusterbench.benchmarks import get_benchmark
@@ -15,6 +17,19 @@ from clusterbench.errors import UsageError
 def test_peak_bad_input(ctx, given):
     with pytest.raises(UsageError):
         get_benchmark("peak").resolve(ctx, given)
+
+
+@pytest.mark.parametrize("isa,family", [("vsx", ("ppc",)), ("neon", ("aarch64", "arm")), ("avx2", ("x86_64",))])
+def test_peak_refuses_another_architectures_isa(ctx, isa, family):
+    """Each architecture's own paths only (VSX on POWER, NEON and SVE on Arm, AVX on x86), in one line."""
+    if not platform.machine().lower().startswith(family):
+        with pytest.raises(UsageError, match=f"--isa {isa} does not exist on"):
+            get_benchmark("peak").resolve(ctx, {"isa": isa})
+        return
+    try:  # this machine's own: taken, or refused only for this CPU's lack of it
+        get_benchmark("peak").resolve(ctx, {"isa": isa})
+    except UsageError as e:
+        assert "not supported by this CPU" in str(e), e
 
 
 def test_peak_threads_cpus_mismatch_message(ctx):

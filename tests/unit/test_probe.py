@@ -63,6 +63,22 @@ def test_rpeak_a72_pi4(tmp_path):
     assert any("nominal" in n for n in p["rpeak"]["notes"])  # only max clock known: said so
 
 
+def test_qemu_arm_virt_and_pseries_are_named_as_qemu(tmp_path):
+    """QEMU's Arm 'virt' machine (no DMI) by its device tree, its pseries by cpuinfo; a board (a Pi's own
+    compatible string) is not a VM."""
+    virt = _fake_arm(tmp_path / "virt", "0xd08", max_khz=None)
+    _write(virt, "sys/firmware/devicetree/base/compatible", "linux,dummy-virt\0")
+    assert probe(sysfs_root=str(virt), use_hwloc=False)["environment"]["hypervisor"] == "qemu"
+    pi = _fake_arm(tmp_path / "pi", "0xd08")
+    _write(pi, "sys/firmware/devicetree/base/compatible", "raspberrypi,4-model-b\0brcm,bcm2711\0")
+    assert probe(sysfs_root=str(pi), use_hwloc=False)["environment"]["hypervisor"] is None
+    ps = tmp_path / "pseries"
+    _write(ps, "proc/cpuinfo", "processor\t: 0\ncpu\t\t: POWER9 (architected), altivec supported\nclock\t\t: "
+           "1000.000000MHz\nrevision\t: 2.2 (pvr 004e 1202)\n\ntimebase\t: 512000000\nplatform\t: pSeries\n"
+           "model\t\t: IBM pSeries (emulated by qemu)\nmachine\t\t: CHRP IBM pSeries (emulated by qemu)\n")
+    assert probe(sysfs_root=str(ps), use_hwloc=False)["environment"]["hypervisor"] == "qemu"
+
+
 def test_unknown_arm_part_gives_none_with_reason(tmp_path):
     p = probe(sysfs_root=str(_fake_arm(tmp_path, "0xfff")), use_hwloc=False)
     assert p["cpu"]["microarchitecture"] is None

@@ -122,6 +122,11 @@ def _hypervisor(fs: FsRoot, flags: set[str], live: bool) -> str | None:
                       ("Microsoft", "microsoft"), ("Xen", "xen"), ("Amazon EC2", "amazon"), ("Google", "google")):
         if key.lower() in vendor.lower():
             return name
+    # QEMU's Arm 'virt' machine has no DMI, its device tree says so; its pseries machine says so in cpuinfo
+    if "linux,dummy-virt" in (fs.read("/sys/firmware/devicetree/base/compatible") or ""):
+        return "qemu"
+    if "emulated by qemu" in (fs.read("/proc/cpuinfo") or "").lower():
+        return "qemu"
     return "unknown hypervisor" if "hypervisor" in flags else None
 
 
