@@ -55,13 +55,13 @@ def test_kill_9_leaves_no_process_and_no_folder(argv, kernels, tmp_path) -> None
         cb.send_signal(signal.SIGKILL)
         cb.wait()
         left: list[int] = []
-        for _ in range(50):  # 5 s
+        for _ in range(100):  # 10 s: the parallel pass's room for a time bound (test_parallel_marks.ROOM_S)
             left = prockit.carrying(marker)
             if not left and not list(tmp.glob("cb-*")):
                 break
             time.sleep(0.1)
         names = [Path(f"/proc/{p}/comm").read_text().strip() for p in left if Path(f"/proc/{p}/comm").exists()]
-        assert not left, f"left running 5 s after kill -9: {names}"
+        assert not left, f"left running 10 s after kill -9: {names}"
         assert not list(tmp.glob("cb-*")), "temporary folders left behind"
     finally:
         for p in prockit.carrying(marker):
