@@ -24,8 +24,9 @@ APT_PKGS=(build-essential hwloc numactl libnuma-dev libopenblas-dev libblis-dev 
 # the HTML report is checked in headless Chromium (tests/integration/test_report.py); the virtual cluster of
 # machines runs an sshd per node and reaches it with ssh (tests/integration/test_machines.py); prometheus
 # brings promtool, which checks `results export --format openmetrics` (tests/integration/test_export_bundle.py)
+# qemu-system-x86 and debootstrap: the x86-64 guests of the last tier (the two-socket node, the soft-RoCE pair)
 [ "$ACTION" = test ] && APT_PKGS+=(mpich libmpich-dev slurm-wlm munge chromium fonts-dejavu-core openssh-server openssh-client
-                                  prometheus)
+                                  prometheus qemu-system-x86 debootstrap)
 # the emulated tier (./bootstrap.sh test-emulated; not yet part of `test`: its cold image builds take longer
 # than CI's bound): Debian root filesystems of arm64, armhf and ppc64el under QEMU user mode through
 # binfmt_misc (tests/emukit.py), a two-socket x86-64 guest and Arm and POWER guests under QEMU full-system
@@ -97,14 +98,17 @@ case "$ACTION" in
     if [ $# -gt 0 ]; then  # a developer's own selection: one pytest, as given
       exec "$VENV/bin/python" -m pytest -q "$@"
     fi
-    # Three tiers, each its own pytest, in this order; every tier runs and the first failure's status
+    # Four tiers, each its own pytest, in this order; every tier runs and the first failure's status
     # is the exit status. unit: pure, both cpus (pytest-xdist: a test module or an xdist_group at a
     # time, the heavy ones first), seconds. integration: real processes, in two passes whose failures both count:
     # one at a time (the figures and time bounds they check need the cpus), then the tests marked
     # `parallel` (nothing timing-sensitive, a time bound only with room to spare, only its own processes
     # looked for, nothing machine-wide changed: bad input, faults, hangs, the store, validation) on 2 workers. slow: the emulated machines (a virtual
     # cluster of separate machines with their own root and sshd, Slurm across them, run cluster,
-    # sweeps of 8 and more nodes), bounded to 45 minutes. The emulated tier is its own action (test-emulated).
+    # sweeps of 8 and more nodes), bounded to 45 minutes. emulated: the full-system x86-64 guests of the emulated
+    # tier (seed 002's two-socket node, seed 003's soft-RoCE pair; their image is debootstrap's, native: about 4
+    # minutes cold), bounded to 40 minutes. The whole emulated tier, with the Arm and POWER images built under
+    # user-mode emulation (40-70 minutes each cold), is its own action (test-emulated).
     rc=0
     tier() { local name=$1; shift; echo "bootstrap: test tier $name" >&2; "$@" || { r=$?; [ $rc -ne 0 ] || rc=$r; }; }
     tier unit "$VENV/bin/python" -m pytest -q -m "not integration" -n 2 --dist loadgroup tests/unit
@@ -113,13 +117,15 @@ case "$ACTION" in
     tier integration-parallel "$VENV/bin/python" -m pytest -q -m "integration and not slow and parallel" -n 2 \
       --durations=10
     tier slow timeout --signal=INT --kill-after=60 2700 "$VENV/bin/python" -m pytest -q -m "slow" --durations=10
+    tier emulated timeout --signal=INT --kill-after=60 2400 "$VENV/bin/python" -m pytest -q -m emulated \
+      tests/emulated/test_numa_guest.py tests/emulated/test_rxe_pair.py --durations=10
     exit $rc
     ;;
   test-emulated)
     # the emulated tier: foreign architectures under QEMU user mode and a two-socket guest under QEMU
     # full-system emulation (tests/emulated/, docs/emulation.md), images cached in /var/cache/clusterbench/emu;
-    # says in one line what it skipped and why. Not yet in `test`: a cold image takes 17 min (the guest) to
-    # over an hour (arm64, emulated dpkg) on 2 cores.
+    # says in one line what it skipped and why. `test` runs its x86-64 guests only: a cold Arm or POWER image
+    # takes 40 min to over an hour (emulated dpkg) on 2 cores.
     exec timeout --signal=INT --kill-after=60 3600 "$VENV/bin/python" -m pytest -q -m emulated tests/emulated "$@"
     ;;
   speed)

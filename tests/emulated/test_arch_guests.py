@@ -113,3 +113,4 @@ def test_native_build_is_the_cores_and_peak_validates(vm):
     assert "-mcpu=native" in flags, flags
     paths = {str(r["params"].get("isa")) for r in doc["results"] if r["benchmark"] == "peak"}
     assert paths == {PEAK_PATH[vm.arch]}, paths  # a complete run: every record passed the kernel's own check
+    print(f"{vm.arch}: gcc {' '.join(resolved.split())}; peak built with {flags}, ran its {sorted(paths)} path")
