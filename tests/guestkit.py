@@ -263,15 +263,7 @@ def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
             for m in reversed(mounts):
                 subprocess.run(["umount", "-l", str(m)], check=False)
         (root / "usr/sbin/policy-rc.d").unlink()
-        # the guest's own init, ssh access for the tests, names
-        (root / "sbin/cb-guest-init").write_text(INIT)
-        (root / "sbin/cb-guest-init").chmod(0o755)
-        (root / "etc/hostname").write_text("cbguest\n")
-        (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 cbguest\n")
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "id_ed25519")], log, 60)
-        ssh = root / "root/.ssh"
-        ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
-        shutil.copy(work / "id_ed25519.pub", ssh / "authorized_keys")
+        ssh = _guest_access(root, work, INIT, log)
         # the same key in the guest, so one guest reaches another (mpirun from A starts B's daemon by ssh)
         shutil.copy(work / "id_ed25519", ssh / "id_ed25519")
         (ssh / "id_ed25519").chmod(0o600)
@@ -286,22 +278,45 @@ def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
             _run(["chroot", str(root), "update-initramfs", "-c", "-k", version], log, 600)
         shutil.copy(kernels[-1], work / "vmlinuz")
         shutil.copy(boot / f"initrd.img-{version}", work / "initrd.img")
-        subprocess.run(["rm", "-rf", str(root / "var/cache/apt/archives"), str(root / "var/lib/apt/lists")],
-                       check=False)
-        used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True,
-                                  check=True).stdout.split()[0])
-        size_mb = used // 2**20 + 2048  # room for the kernels' builds, the store, a second copy of the repo
-        t_pack = time.monotonic()
-        _run(["mke2fs", "-q", "-t", "ext4", "-L", "cbroot", "-d", str(root), str(work / "root.ext4"),
-              f"{size_mb}M"], log, 1200)
-        shutil.rmtree(root)
-        info = {"kernel": version, "packages": pkgs, "debootstrap_s": round(t_debootstrap, 1),
-                "packages_done_s": round(t_packages, 1), "install_done_s": round(t_install, 1),
-                "mke2fs_s": round(time.monotonic() - t_pack, 1), "used_mb": used // 2**20,
-                "build_s": round(time.monotonic() - t0, 1), "disk_mb": size_mb}
-        (work / "info.json").write_text(json.dumps(info, indent=1) + "\n")
-        (work / "ready").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+        # room for the kernels' builds, the store, a second copy of the repo
+        packed = _pack(root, work, 2048, log)
+        _finish(work, {"kernel": version, "packages": pkgs, "debootstrap_s": round(t_debootstrap, 1),
+                       "packages_done_s": round(t_packages, 1), "install_done_s": round(t_install, 1), **packed}, t0)
     work.rename(d)
+
+
+def _guest_access(root: Path, work: Path, init: str, log) -> Path:
+    """The guest's own init, its names, and a test key (kept in ``work``) it accepts for root; the ssh folder."""
+    (root / "sbin/cb-guest-init").write_text(init)
+    (root / "sbin/cb-guest-init").chmod(0o755)
+    (root / "etc/hostname").write_text("cbguest\n")
+    (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 cbguest\n")
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "id_ed25519")], log, 60)
+    ssh = root / "root/.ssh"
+    ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.copy(work / "id_ed25519.pub", ssh / "authorized_keys")
+    return ssh
+
+
+def _pack(root: Path, work: Path, room_mb: int, log) -> dict:
+    """``root`` without apt's caches into ``work``/root.ext4 with ``room_mb`` free; the root folder removed."""
+    subprocess.run(["rm", "-rf", str(root / "var/cache/apt/archives"), str(root / "var/lib/apt/lists")],
+                   check=False)
+    used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True,
+                              check=True).stdout.split()[0])
+    size_mb = used // 2**20 + room_mb
+    t_pack = time.monotonic()
+    _run(["mke2fs", "-q", "-t", "ext4", "-L", "cbroot", "-d", str(root), str(work / "root.ext4"),
+          f"{size_mb}M"], log, 1200)
+    shutil.rmtree(root)
+    return {"mke2fs_s": round(time.monotonic() - t_pack, 1), "used_mb": used // 2**20, "disk_mb": size_mb}
+
+
+def _finish(work: Path, info: dict, t0: float) -> None:
+    """The image's info.json (its steps' times) and its ready stamp."""
+    info = {**info, "build_s": round(time.monotonic() - t0, 1)}
+    (work / "info.json").write_text(json.dumps(info, indent=1) + "\n")
+    (work / "ready").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
 
 
 def foreign_init(arch: str) -> str:
@@ -341,14 +356,7 @@ def _build_foreign(d: Path, arch: str, log_path: Path, timeout_s: float) -> None
         t_packages = time.monotonic() - t0
         (root / "usr/sbin/policy-rc.d").unlink()
         _run(["ssh-keygen", "-A", "-f", str(root)], log, 60)  # the host's ssh-keygen, the guest's host keys
-        (root / "sbin/cb-guest-init").write_text(foreign_init(arch))
-        (root / "sbin/cb-guest-init").chmod(0o755)
-        (root / "etc/hostname").write_text("cbguest\n")
-        (root / "etc/hosts").write_text("127.0.0.1 localhost\n127.0.1.1 cbguest\n")
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "id_ed25519")], log, 60)
-        ssh = root / "root/.ssh"
-        ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
-        shutil.copy(work / "id_ed25519.pub", ssh / "authorized_keys")
+        _guest_access(root, work, foreign_init(arch), log)
         boot = root / "boot"
         kernels = sorted([*boot.glob("vmlinuz-*"), *boot.glob("vmlinux-*")])  # POWER's is an uncompressed vmlinux
         version = kernels[-1].name.split("-", 1)[1] if kernels else ""
@@ -356,21 +364,10 @@ def _build_foreign(d: Path, arch: str, log_path: Path, timeout_s: float) -> None
             raise RuntimeError(f"no kernel and initramfs in {boot}: {sorted(p.name for p in boot.iterdir())}")
         shutil.copy(kernels[-1], work / "vmlinuz")
         shutil.copy(boot / f"initrd.img-{version}", work / "initrd.img")
-        subprocess.run(["rm", "-rf", str(root / "var/cache/apt/archives"), str(root / "var/lib/apt/lists")],
-                       check=False)
-        used = int(subprocess.run(["du", "-sb", str(root)], capture_output=True, text=True,
-                                  check=True).stdout.split()[0])
-        size_mb = used // 2**20 + 1024  # room for the kernels' builds and the store
-        t_pack = time.monotonic()
-        _run(["mke2fs", "-q", "-t", "ext4", "-L", "cbroot", "-d", str(root), str(work / "root.ext4"),
-              f"{size_mb}M"], log, 1200)
-        shutil.rmtree(root)
-        info = {"arch": arch, "kernel": version, "base": base.name, "packages": pkgs.split(),
-                "base_s": round(t_base, 1), "copy_done_s": round(t_copy, 1), "packages_done_s": round(t_packages, 1),
-                "mke2fs_s": round(time.monotonic() - t_pack, 1), "used_mb": used // 2**20,
-                "build_s": round(time.monotonic() - t0, 1), "disk_mb": size_mb}
-        (work / "info.json").write_text(json.dumps(info, indent=1) + "\n")
-        (work / "ready").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+        packed = _pack(root, work, 1024, log)  # room for the kernels' builds and the store
+        _finish(work, {"arch": arch, "kernel": version, "base": base.name, "packages": pkgs.split(),
+                       "base_s": round(t_base, 1), "copy_done_s": round(t_copy, 1),
+                       "packages_done_s": round(t_packages, 1), **packed}, t0)
     work.rename(d)
 
 
