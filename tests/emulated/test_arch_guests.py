@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+import emukit
 import guestkit
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated]
@@ -36,6 +37,14 @@ CPUS = 4  # a Pi 4 and an ODROID-XU's big cluster have four cores
 CB = ("cd /root && CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1 CLUSTERBENCH_DB=/root/cbt/results.db "
       "CLUSTERBENCH_CACHE=/root/cbt/cache /opt/cbvenv/bin/clusterbench")
 TIMES = guestkit.cache_root() / "arch-guest-times.json"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _binfmt_restored():
+    """A cold guest image is built in the user-mode image under binfmt (guestkit.missing enables the entry
+    it needs): the machine's binfmt entries as the module found them."""
+    yield
+    emukit.restore_binfmt()
 
 
 @pytest.fixture(scope="module", params=ARCHES)
