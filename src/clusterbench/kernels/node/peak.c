@@ -34,7 +34,7 @@
 #endif
 #if defined(__VSX__)
 #include <altivec.h>
-/* altivec.h may define these as macros (strict ISO modes); __vector is used below, stdbool keeps bool */
+/* altivec.h defines these as macros in strict ISO modes; this file spells __vector out and uses none of them */
 #undef vector
 #undef pixel
 #undef bool
