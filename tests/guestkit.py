@@ -127,8 +127,8 @@ def missing(arch: str = "amd64") -> str | None:
     qemu = ARCHES[arch].qemu
     for tool in (qemu, "ssh", *(() if cached else ("debootstrap", "mke2fs", "ssh-keygen"))):
         if not shutil.which(tool):
-            return (f"no {tool} on PATH (./bootstrap.sh test-emulated installs qemu-system-x86, -arm, -ppc, "
-                    "debootstrap, openssh-client)")
+            return (f"no {tool} on PATH (./bootstrap.sh test installs qemu-system-x86, -arm, debootstrap and "
+                    "openssh-client; test-emulated qemu-system-ppc too)")
     if arch != "amd64" and not cached:
         why = emukit.machine_forbids(arch)  # the user-mode image it starts from, and emulated dpkg to add to it
         if why:
