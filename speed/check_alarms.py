@@ -25,7 +25,7 @@ slow hour on this shared machine falls on both. Every night's outcome, exit code
 p are logged; the slowdown the injection really caused is the median ratio of the slowed nights.
 
     .venv/bin/python speed/check_alarms.py [--inject cpu|net] [--nights 20] [--slow 0.05] [--min-effect 3]
-        [--seconds S] [--rate 100mbit] [--size 1048576] [--log FILE]
+        [--seconds S] [--rate 100mbit] [--size 1048576] [--repeat N] [--baseline-repeat N] [--log FILE]
 
 Uses a temporary store (--db), never the user's. The log goes to
 speed/results-<date>-<machine>-check-alarms.txt (cpu) or ...-check-alarms-net.txt (net) unless --log
@@ -227,6 +227,8 @@ def main() -> int:
     ap.add_argument("--rate", default="100mbit", help="net: the virtual links' tbf rate (default 100mbit)")
     ap.add_argument("--size", type=int, default=1 << 20, help="net: bw's message size in bytes (default 1 MiB)")
     ap.add_argument("--repeat", type=int, default=None, help="runs a check (default: the suite's, 3)")
+    ap.add_argument("--baseline-repeat", type=int, default=None,
+                    help="runs of the baseline (check --update-baseline --repeat N; default: as --repeat)")
     ap.add_argument("--log", default=None)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # an injection in place is undone on the way out
@@ -243,14 +245,16 @@ def main() -> int:
     try:
         say(f"# speed/check_alarms.py --inject {args.inject} {time.strftime('%Y-%m-%dT%H:%M:%S%z')} on "
             f"{platform.node()} ({os.cpu_count()} cpus); nights {args.nights}, slowdown {args.slow:.0%}, "
-            f"--min-effect {args.min_effect:g}%, {inj.describe()}")
+            f"--min-effect {args.min_effect:g}%, {inj.describe()}, runs a night {args.repeat or 'as the suite'}, "
+            f"baseline runs {args.baseline_repeat or args.repeat or 'as the suite'}")
         with tempfile.TemporaryDirectory(prefix="cb-check-alarms-") as tmp:
             db = str(Path(tmp) / "r.db")
             suite = Path(tmp) / "alarms.toml"
             suite.write_text(inj.suite())
             t0 = time.monotonic()
             rep = [] if args.repeat is None else ["--repeat", str(args.repeat)]
-            base = check(db, suite, ["--baseline", "base", "--update-baseline", *inj.hosts(), *rep])
+            brep = rep if args.baseline_repeat is None else ["--repeat", str(args.baseline_repeat)]
+            base = check(db, suite, ["--baseline", "base", "--update-baseline", *inj.hosts(), *brep])
             say(f"baseline: {len(base['runs'])} runs, outcome {base['outcome']} (nothing to judge) "
                 f"({time.monotonic() - t0:.0f} s); run medians {run_medians(db, base['runs'], metric)}")
             opts = ["--baseline", "base", "--min-effect", str(args.min_effect), *inj.hosts(), *rep]
