@@ -53,7 +53,7 @@ Usage::
 
     .venv/bin/python speed/coll_vs_osu.py [--mpi openmpi|mpich] [--ranks 2] [--hosts H1,H2,...]
         [--oversubscribe] [--rounds 3] [--ops allreduce,bcast,alltoall,allgather,reduce]
-        [--sizes 8,16,...] [--median] [--quick-wall] [--log FILE]
+        [--sizes 8,16,...] [--median] [--c2c] [--quick-wall] [--log FILE]
 
 The raw log goes to speed/results-<date>-<machine>-coll-osu.txt unless --log is given; every line the
 summary prints is computed from the round lines above it (speed/claims.toml reads the round lines).
@@ -79,6 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed_mpi import PROBE, REPO  # noqa: E402
 from speed_peers import machine_name, ratio_text  # noqa: E402
 from speedkit import RawLog, log_file  # noqa: E402
+from osu_why import C2C_SRC  # noqa: E402
 from osu_why import patch as patch_source  # noqa: E402
 
 from clusterbench.benchmarks import get_benchmark  # noqa: E402
@@ -251,11 +252,21 @@ def counts(args: argparse.Namespace, regime: str) -> tuple[int, int]:
 
 # -- a round, the summary ----------------------------------------------------------------------------
 
-def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
+def c2c_ns(exe: Path | None) -> float | None:
+    """``--c2c``: one cache line's round trip between cpu 0 and cpu 1 now, ns (speed/osu_why.py's probe)."""
+    return float(bounded([str(exe)], 60).stdout) if exe else None
+
+
+def level(ns: float, split: float) -> str:
+    return "near" if ns < split else "far"
+
+
+def one_round(setup: Setup, exes: dict[str, Path], i: int, out, c2c: Path | None = None) -> dict:
     args = setup.args
     got: dict = {"ours": {}, "osu": {}}
     walls = {"ours": 0.0, "osu": 0.0}
     info: dict = {}
+    lines: dict[str, tuple] = {}  # --c2c: side -> (ns before, ns after)
 
     def run_ours() -> None:
         t0 = time.monotonic()
@@ -279,9 +290,16 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
             info.setdefault("binds", binds)
         walls["osu"] = time.monotonic() - t0
 
-    order = [run_ours, run_osu] if i % 2 == 0 else [run_osu, run_ours]
-    for step in order:
+    order = [("ours", run_ours), ("osu", run_osu)] if i % 2 == 0 else [("osu", run_osu), ("ours", run_ours)]
+    for side, step in order:
+        before = c2c_ns(c2c)
         step()
+        lines[side] = (before, c2c_ns(c2c))
+    levels = {}
+    if c2c:  # a side's level: both probes on one side of the split, else "mixed"
+        for side, (b, a) in lines.items():
+            lb, la = level(b, args.c2c_split), level(a, args.c2c_split)
+            levels[side] = lb if lb == la else "mixed"
     if i == 0:
         out("# placement (clusterbench's record): " + ", ".join(
             f"rank {p.get('rank')} {p.get('node') or p.get('host')} cpu {p.get('cpus')}" for p in info["placement"]))
@@ -289,8 +307,10 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
         if info["binds"]:
             out(f"# OSU bindings (--report-bindings): {info['binds']}")
         out("# OSU datatypes: " + ", ".join(f"{op} {t}" for op, t in info["dtypes"].items()))
+    c2c_text = "".join(f"; cache line cpu0<->cpu1 {side} {lines[side][0]:.0f} ns before, {lines[side][1]:.0f} ns "
+                       f"after: {levels[side]}" for side in ("ours", "osu")) if c2c else ""
     out(f"round {i}: order {'ours, OSU' if i % 2 == 0 else 'OSU, ours'}; ours {walls['ours']:.1f} s, "
-        f"OSU {walls['osu']:.1f} s; load {os.getloadavg()[0]:.2f}")
+        f"OSU {walls['osu']:.1f} s; load {os.getloadavg()[0]:.2f}{c2c_text}")
     ratios, medians = {}, {}
     for op in args.ops:
         for s in args.sizes:
@@ -306,7 +326,8 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out) -> dict:
             out(f"r{i} {op} {s} B: ours {o['avg']:.3f} us (min {o['min']:.3f} max {o['max']:.3f}, {o['iters']} it) "
                 f"| osu {r['avg']:.3f} us (min {r['min']:.3f} max {r['max']:.3f}, {r['iters']} it) "
                 f"| ratio {ratios[(op, s)]:.3f}{tail}")
-    return {"got": got, "ratios": ratios, "medians": medians}
+    same = bool(levels) and levels["ours"] == levels["osu"] != "mixed"
+    return {"got": got, "ratios": ratios, "medians": medians, "levels": levels, "same_level": same}
 
 
 def summary(rows: list[dict], args: argparse.Namespace, out) -> None:
@@ -330,6 +351,24 @@ def summary(rows: list[dict], args: argparse.Namespace, out) -> None:
             if ms:
                 out(f"  {op} {s} B, median iteration: median {ratio_text(ms)}")
         out(f"  {op}: {inside} of {len(args.sizes)} sizes in band")
+    if args.c2c:
+        same = [r for r in rows if r["same_level"]]
+        out(f"summary, same-level rounds only (--c2c: both sides' cache-line probes, before and after, on one "
+            f"level, split at {args.c2c_split:g} ns): {len(same)} of {len(rows)} rounds kept "
+            f"({', '.join(r['levels']['ours'] for r in same) or 'none'})")
+        for op in args.ops:
+            inside = 0
+            for s in args.sizes:
+                rs = [r["ratios"][(op, s)] for r in same if (op, s) in r["ratios"]]
+                if not rs:
+                    continue
+                med = statistics.median(rs)
+                ok = BAND[0] <= med <= BAND[1]
+                inside += ok
+                ms = [r["medians"][(op, s)] for r in same if (op, s) in r.get("medians", {})]
+                tail = f"; median iteration {ratio_text(ms)}" if ms else ""
+                out(f"  same-level {op} {s} B: median {ratio_text(rs)}{tail}: {'in band' if ok else 'OUTSIDE'}")
+            out(f"  same-level {op}: {inside} of {len(args.sizes)} sizes in band")
 
 
 def quick_wall(args: argparse.Namespace, out) -> None:
@@ -379,6 +418,11 @@ def main() -> int:
     ap.add_argument("--osu-extra", default="", help="more osu_<op> options, e.g. '-T mpi_float'")
     ap.add_argument("--ours-extra", default="", help="more clusterbench options, e.g. '--validate-every 1000000'")
     ap.add_argument("--quick-wall", action="store_true", help="also time 'run coll --quick' on the same hosts")
+    ap.add_argument("--c2c", action="store_true", help="probe the two vCPUs' distance (a cache line's round trip "
+                    "between cpu 0 and 1, speed/osu_why.py's) before and after each side's launches, and summarise "
+                    "also the rounds whose two sides ran on one level")
+    ap.add_argument("--c2c-split", type=float, default=250.0, help="with --c2c: ns between the near and far level "
+                    "(default 250: 70-115 and 470-510 ns measured here)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per launch before it is killed")
     ap.add_argument("--note", default="", help="a remark for the log header (why this run)")
     ap.add_argument("--log", help="raw log (default: speed/results-<date>-<machine>-coll-osu.txt)")
@@ -416,9 +460,14 @@ def main() -> int:
             how += f", built in {time.monotonic() - t0:.0f} s"
         out(f"# OSU: {tarball.name}; {how}")
         exes = {op: where / ("osu_" + op.replace("-", "_")) for op in args.ops}
+        c2c = None
+        if args.c2c:
+            c2c = Path(tmp) / "c2c"
+            (Path(tmp) / "c2c.c").write_text(C2C_SRC)
+            bounded(["cc", "-O2", "-pthread", "-o", str(c2c), str(Path(tmp) / "c2c.c")], 120)
         rows = []
         for i in range(args.rounds):
-            rows.append(one_round(setup, exes, i, out))
+            rows.append(one_round(setup, exes, i, out, c2c))
     summary(rows, args, out)
     if args.quick_wall:
         quick_wall(args, out)

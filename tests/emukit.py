@@ -59,7 +59,8 @@ VENV = "/opt/cbvenv"
 
 
 def image_dir(arch: str) -> Path:
-    digest = hashlib.sha256(" ".join([SUITE, arch, *sorted(PACKAGES), *DPKG_EXCLUDE, *DEFERRED]).encode()).hexdigest()[:12]
+    recipe = [SUITE, arch, *sorted(PACKAGES), *DPKG_EXCLUDE, *DEFERRED]
+    digest = hashlib.sha256(" ".join(recipe).encode()).hexdigest()[:12]
     return CACHE / f"{arch}-{digest}"
 
 
@@ -197,7 +198,8 @@ def defer_natively(root: Path) -> None:
                         f"{path}.cb-deferred", "--add", path], check=True, capture_output=True, timeout=600)
         stub = root / path.lstrip("/")
         stub.parent.mkdir(parents=True, exist_ok=True)
-        stub.write_text("#!/bin/sh\n# clusterbench's emulated image: done natively after the install (tests/emukit.py)\nexit 0\n")
+        stub.write_text("#!/bin/sh\n# clusterbench's emulated image: done natively after the install "
+                        "(tests/emukit.py)\nexit 0\n")
         stub.chmod(0o755)
 
 
