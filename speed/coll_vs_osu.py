@@ -330,6 +330,16 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out, c2c: Path | None
     return {"got": got, "ratios": ratios, "medians": medians, "levels": levels, "same_level": same}
 
 
+def judged(rows: list[dict], op: str, size: int) -> tuple[list[float], list[float], bool] | None:
+    """One (op, size) over ``rows``: the per-round ratios of the averages and of the median iterations, and
+    whether the median ratio of the averages is in the band; None when no round has it."""
+    rs = [r["ratios"][(op, size)] for r in rows if (op, size) in r["ratios"]]
+    if not rs:
+        return None
+    ms = [r["medians"][(op, size)] for r in rows if (op, size) in r.get("medians", {})]
+    return rs, ms, BAND[0] <= statistics.median(rs) <= BAND[1]
+
+
 def summary(rows: list[dict], args: argparse.Namespace, out) -> None:
     out("")
     out(f"summary: per (op, size) the median over {len(rows)} rounds of ours / OSU (range), best / best; "
@@ -337,17 +347,15 @@ def summary(rows: list[dict], args: argparse.Namespace, out) -> None:
     for op in args.ops:
         inside = 0
         for s in args.sizes:
-            rs = [r["ratios"][(op, s)] for r in rows if (op, s) in r["ratios"]]
-            if not rs:
+            j = judged(rows, op, s)
+            if not j:
                 continue
+            rs, ms, ok = j
+            inside += ok
             best_o = min(r["got"]["ours"][(op, s)]["avg"] for r in rows if (op, s) in r["ratios"])
             best_r = min(r["got"]["osu"][(op, s)]["avg"] for r in rows if (op, s) in r["ratios"])
-            med = statistics.median(rs)
-            ok = BAND[0] <= med <= BAND[1]
-            inside += ok
             out(f"  {op} {s} B: median {ratio_text(rs)}, best ours {best_o:.3f} us / OSU {best_r:.3f} us = "
                 f"{best_o / best_r:.3f}: {'in band' if ok else 'OUTSIDE'}")
-            ms = [r["medians"][(op, s)] for r in rows if (op, s) in r.get("medians", {})]
             if ms:
                 out(f"  {op} {s} B, median iteration: median {ratio_text(ms)}")
         out(f"  {op}: {inside} of {len(args.sizes)} sizes in band")
@@ -359,13 +367,11 @@ def summary(rows: list[dict], args: argparse.Namespace, out) -> None:
         for op in args.ops:
             inside = 0
             for s in args.sizes:
-                rs = [r["ratios"][(op, s)] for r in same if (op, s) in r["ratios"]]
-                if not rs:
+                j = judged(same, op, s)
+                if not j:
                     continue
-                med = statistics.median(rs)
-                ok = BAND[0] <= med <= BAND[1]
+                rs, ms, ok = j
                 inside += ok
-                ms = [r["medians"][(op, s)] for r in same if (op, s) in r.get("medians", {})]
                 tail = f"; median iteration {ratio_text(ms)}" if ms else ""
                 out(f"  same-level {op} {s} B: median {ratio_text(rs)}{tail}: {'in band' if ok else 'OUTSIDE'}")
             out(f"  same-level {op}: {inside} of {len(args.sizes)} sizes in band")
