@@ -21,9 +21,10 @@ this was written on); the figures a TCG guest gives mean nothing, the mechanics 
 :func:`missing` says in one line what this machine lacks (qemu, debootstrap, root, the registry), for a
 test to skip with.
 
-The other architectures (``arch="arm64"``, ``"armhf"``, ``"ppc64el"``: :data:`ARCHES`) boot the same way on
-QEMU's own machine for each (``virt``, ``pseries``) with the emulated CPU set to the seed's core where QEMU
-has it, so the guest's /proc/cpuinfo and /sys are that CPU's (under user mode they are the host's). Their
+The other guests (``arch="arm64"``, ``"armhf"``, ``"armhf-a9"``, ``"ppc64el"``: :data:`ARCHES`) boot the same
+way on QEMU's own machine for each (``virt``, ``pseries``; ``vexpress-a9`` for the Cortex-A9, which ``virt``
+refuses) with the emulated CPU set to the seed's core where QEMU has it, so the guest's /proc/cpuinfo and
+/sys are that CPU's (under user mode they are the host's). Their
 image is the user-mode tier's (tests/emukit.py: Debian with bootstrap.sh's packages and clusterbench
 installed the README's way, editable from /src, venv /opt/cbvenv) plus Debian's kernel for the machine,
 kmod, initramfs-tools and sshd, installed in it under user-mode emulation; the repository share is bound at
@@ -77,6 +78,16 @@ class Arch:
     console: str  # the kernel's console device on that machine
     kernel_pkg: str
     stands_for: str
+    debian: str = ""  # the Debian architecture (its user-mode image) where the guest's name is not one
+    #: how the machine attaches virtio devices: "pci" (virt, pseries) or "mmio" (vexpress: no PCI; QEMU adds
+    #: its virtio-mmio transports to the board's device tree)
+    bus: str = "pci"
+    dtb: str = ""  # the device tree the kernel package ships for the board (vexpress has none built in)
+    numa: bool = True  # vexpress has no NUMA description (-numa is refused)
+
+    @property
+    def deb(self) -> str:
+        return self.debian or self.name
 
 
 ARCHES = {
@@ -85,6 +96,12 @@ ARCHES = {
                   "seed 000's Raspberry Pi 4 (Cortex-A72)"),
     "armhf": Arch("armhf", "qemu-system-arm", "virt,highmem=off", "cortex-a15", "ttyAMA0", "linux-image-armmp-lpae",
                   "seed 003's ODROID-XU (Exynos 5410: Cortex-A15, 32-bit)"),
+    # QEMU's virt refuses the Cortex-A9 ("mach-virt: CPU type cortex-a9-arm-cpu not supported": virt's device
+    # tree gives the generic timer, which the A9 lacks); the A9's own board, the Versatile Express, with Debian's
+    # non-LPAE kernel (the A9 has no LPAE) and the board's device tree; 1 GiB is the board's most
+    "armhf-a9": Arch("armhf-a9", "qemu-system-arm", "vexpress-a9", "cortex-a9", "ttyAMA0", "linux-image-armmp",
+                     "seed 003's ODROID-U2 (Exynos 4412: Cortex-A9, 32-bit)", debian="armhf", bus="mmio",
+                     dtb="vexpress-v2p-ca9.dtb", numa=False),
     # JULI's PowerPC 970MP is big-endian and 64-bit only as ppc64; Debian's ppc64el needs POWER8 or later, and
     # QEMU's pseries emulates POWER8, 9 and 10: POWER9 is the nearest it boots Debian 12 on
     "ppc64el": Arch("ppc64el", "qemu-system-ppc64", "pseries", "power9", "hvc0", "linux-image-powerpc64le",
@@ -130,7 +147,7 @@ def missing(arch: str = "amd64") -> str | None:
             return (f"no {tool} on PATH (./bootstrap.sh test installs qemu-system-x86, -arm, debootstrap and "
                     "openssh-client; test-emulated qemu-system-ppc too)")
     if arch != "amd64" and not cached:
-        why = emukit.machine_forbids(arch)  # the user-mode image it starts from, and emulated dpkg to add to it
+        why = emukit.machine_forbids(ARCHES[arch].deb)  # the user-mode image it starts from, and emulated dpkg to add to it
         if why:
             return f"the {arch} guest's image is not cached and cannot be built: {why}"
         return None
@@ -153,8 +170,9 @@ def image_dir(repo: Path = REPO, arch: str = "amd64") -> Path:
 
 def foreign_key(arch: str) -> str:
     """A foreign guest's cache key: its recipe, packages, init, and the user-mode image it starts from."""
-    blob = json.dumps([FOREIGN_RECIPE, emukit.image_dir(arch).name, ARCHES[arch].kernel_pkg, sorted(FOREIGN_PKGS),
-                       INITRAMFS_MODULES, foreign_init(arch)])
+    a = ARCHES[arch]
+    blob = json.dumps([FOREIGN_RECIPE, emukit.image_dir(a.deb).name, a.kernel_pkg, sorted(FOREIGN_PKGS),
+                       INITRAMFS_MODULES, foreign_init(arch), *([a.dtb] if a.dtb else [])])
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -167,6 +185,7 @@ class Image:
     key: Path
     info: dict = field(default_factory=dict)
     arch: str = "amd64"
+    dtb: Path | None = None
 
 
 def _run(cmd: list[str], log, timeout: float, **kw) -> None:
@@ -209,8 +228,9 @@ def build_image(repo: Path = REPO, log_path: Path | None = None, timeout_s: floa
                 _build(d, repo, log_path or d.parent / f"{d.name}.log", timeout_s)
             else:
                 _build_foreign(d, arch, log_path or d.parent / f"{d.name}.log", timeout_s)
+    dtb = ARCHES[arch].dtb if arch in ARCHES else ""
     return Image(d, d / "vmlinuz", d / "initrd.img", d / "root.ext4", d / "id_ed25519",
-                 json.loads((d / "info.json").read_text()), arch)
+                 json.loads((d / "info.json").read_text()), arch, d / dtb if dtb else None)
 
 
 def _build(d: Path, repo: Path, log_path: Path, timeout_s: float) -> None:
@@ -330,7 +350,8 @@ def _build_foreign(d: Path, arch: str, log_path: Path, timeout_s: float) -> None
     """The user-mode tier's image of ``arch`` (built first if needed), copied, with Debian's kernel for the
     machine, an initramfs, sshd and the guest's init added under user-mode emulation, packed as ext4."""
     t0 = time.monotonic()
-    base = emukit.build(arch, timeout_s)
+    a = ARCHES[arch]
+    base = emukit.build(a.deb, timeout_s)
     t_base = time.monotonic() - t0
     work = d.with_name(d.name + ".building")
     shutil.rmtree(work, ignore_errors=True)
@@ -347,7 +368,7 @@ def _build_foreign(d: Path, arch: str, log_path: Path, timeout_s: float) -> None
         shutil.copyfile("/etc/resolv.conf", root / "etc/resolv.conf")
         (root / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")  # start no service in the chroot
         (root / "usr/sbin/policy-rc.d").chmod(0o755)
-        pkgs = " ".join([ARCHES[arch].kernel_pkg, *FOREIGN_PKGS])
+        pkgs = " ".join([a.kernel_pkg, *FOREIGN_PKGS])
         # emukit's chroot: a private mount namespace with /proc, /dev, /sys; foreign binaries by binfmt
         _run(["nice", "-n", "10", *emukit._chroot_argv(root, "apt-get update -qq && apt-get install -y -q "
                                                        "--no-install-recommends -o Dpkg::Options::=--force-confold "
@@ -364,6 +385,11 @@ def _build_foreign(d: Path, arch: str, log_path: Path, timeout_s: float) -> None
             raise RuntimeError(f"no kernel and initramfs in {boot}: {sorted(p.name for p in boot.iterdir())}")
         shutil.copy(kernels[-1], work / "vmlinuz")
         shutil.copy(boot / f"initrd.img-{version}", work / "initrd.img")
+        if a.dtb:  # Debian's kernel packages ship the boards' device trees beside the modules
+            dtbs = sorted(root.glob(f"usr/lib/linux-image-{version}/**/{a.dtb}"))
+            if not dtbs:
+                raise RuntimeError(f"no {a.dtb} in {root}/usr/lib/linux-image-{version}")
+            shutil.copy(dtbs[0], work / a.dtb)
         packed = _pack(root, work, 1024, log)  # room for the kernels' builds and the store
         _finish(work, {"arch": arch, "kernel": version, "base": base.name, "packages": pkgs.split(),
                        "base_s": round(t_base, 1), "copy_done_s": round(t_copy, 1),
@@ -385,9 +411,13 @@ class Topology:
     cores: int = 2
     mem_mb: int = 2048
 
-    def args(self) -> list[str]:
+    def args(self, numa: bool = True) -> list[str]:
         cpus = self.sockets * self.cores
         out = ["-smp", f"{cpus},sockets={self.sockets},cores={self.cores},threads=1", "-m", f"{self.mem_mb}M"]
+        if not numa:
+            if self.sockets > 1:
+                raise ValueError(f"{self.sockets} sockets asked of a machine without NUMA")
+            return out
         per = self.mem_mb // self.sockets
         for s in range(self.sockets):
             first = s * self.cores
@@ -456,13 +486,21 @@ def qemu_command(image: Image, topo: Topology, port: int, console: Path, repo: P
                  extra: Sequence[str] = ()) -> list[str]:
     """qemu's command line; ``extra`` adds devices (e.g. a second NIC on a guest-to-guest link)."""
     a = ARCHES[image.arch]
+    if a.bus == "pci":
+        devices = ["-drive", f"file={image.disk},format=raw,if=virtio,snapshot=on",
+                   "-device", f"virtio-net-pci,netdev=n0,mac={USER_MAC}",
+                   "-virtfs", f"local,path={repo},mount_tag=cbrepo,security_model=none,readonly=on"]
+    else:  # virtio-mmio: the same three devices by their -device names (QEMU fills the board's transports)
+        devices = ["-drive", f"file={image.disk},format=raw,if=none,id=d0,snapshot=on",
+                   "-device", "virtio-blk-device,drive=d0",
+                   "-device", f"virtio-net-device,netdev=n0,mac={USER_MAC}",
+                   "-fsdev", f"local,id=f0,path={repo},security_model=none,readonly=on",
+                   "-device", "virtio-9p-device,fsdev=f0,mount_tag=cbrepo"]
     return ["nice", "-n", "10", a.qemu, "-machine", a.machine, "-accel", "tcg,thread=multi", "-cpu", a.cpu,
-            *topo.args(), "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+            *topo.args(a.numa), "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+            *(["-dtb", str(image.dtb)] if image.dtb else []),
             "-append", f"root=/dev/vda rw console={a.console} init=/sbin/cb-guest-init quiet loglevel=3",
-            "-drive", f"file={image.disk},format=raw,if=virtio,snapshot=on",
-            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
-            "-device", f"virtio-net-pci,netdev=n0,mac={USER_MAC}",
-            "-virtfs", f"local,path={repo},mount_tag=cbrepo,security_model=none,readonly=on",
+            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22", *devices,
             "-display", "none", "-monitor", "none", "-serial", f"file:{console}", "-no-reboot", *extra]
 
 

@@ -64,14 +64,21 @@ def test_rpeak_a72_pi4(tmp_path):
 
 
 def test_qemu_arm_virt_and_pseries_are_named_as_qemu(tmp_path):
-    """QEMU's Arm 'virt' machine (no DMI) by its device tree, its pseries by cpuinfo; a board (a Pi's own
-    compatible string) is not a VM."""
+    """QEMU's Arm 'virt' machine (no DMI) by its device tree, its vexpress-a9 by the virtio-mmio transports QEMU
+    adds to the board's tree, its pseries by cpuinfo; a board (a Pi's own compatible string) is not a VM."""
     virt = _fake_arm(tmp_path / "virt", "0xd08", max_khz=None)
     _write(virt, "sys/firmware/devicetree/base/compatible", "linux,dummy-virt\0")
     assert probe(sysfs_root=str(virt), use_hwloc=False)["environment"]["hypervisor"] == "qemu"
     pi = _fake_arm(tmp_path / "pi", "0xd08")
     _write(pi, "sys/firmware/devicetree/base/compatible", "raspberrypi,4-model-b\0brcm,bcm2711\0")
     assert probe(sysfs_root=str(pi), use_hwloc=False)["environment"]["hypervisor"] is None
+    # QEMU's vexpress-a9: the board's own tree (read in such a guest) plus QEMU's virtio-mmio transports
+    vx = _fake_arm(tmp_path / "vexpress", "0xc09", max_khz=None)
+    _write(vx, "sys/firmware/devicetree/base/compatible", "arm,vexpress,v2p-ca9\0arm,vexpress\0")
+    _write(vx, "sys/firmware/devicetree/base/timer@1e000600/compatible", "arm,cortex-a9-twd-timer\0")
+    assert probe(sysfs_root=str(vx), use_hwloc=False)["environment"]["hypervisor"] is None  # the board alone
+    _write(vx, "sys/firmware/devicetree/base/virtio_mmio@10013000/compatible", "virtio,mmio\0")
+    assert probe(sysfs_root=str(vx), use_hwloc=False)["environment"]["hypervisor"] == "qemu"
     ps = tmp_path / "pseries"
     _write(ps, "proc/cpuinfo", "processor\t: 0\ncpu\t\t: POWER9 (architected), altivec supported\nclock\t\t: "
            "1000.000000MHz\nrevision\t: 2.2 (pvr 004e 1202)\n\ntimebase\t: 512000000\nplatform\t: pSeries\n"

@@ -123,7 +123,13 @@ def _hypervisor(fs: FsRoot, flags: set[str], live: bool) -> str | None:
         if key.lower() in vendor.lower():
             return name
     # QEMU's Arm 'virt' machine has no DMI, its device tree says so; its pseries machine says so in cpuinfo
-    if "linux,dummy-virt" in (fs.read("/sys/firmware/devicetree/base/compatible") or ""):
+    dt = "/sys/firmware/devicetree/base"
+    if "linux,dummy-virt" in (fs.read(f"{dt}/compatible") or ""):
+        return "qemu"
+    # a real board's tree (QEMU's vexpress-a9 loads the Versatile Express's own) to which QEMU added its
+    # virtio-mmio transports at the root: no such board has them
+    if any(n.startswith("virtio_mmio@") and (fs.read(f"{dt}/{n}/compatible") or "").startswith("virtio,mmio")
+           for n in fs.listdir(dt)):
         return "qemu"
     if "emulated by qemu" in (fs.read("/proc/cpuinfo") or "").lower():
         return "qemu"
