@@ -84,6 +84,7 @@ class Arch:
     bus: str = "pci"
     dtb: str = ""  # the device tree the kernel package ships for the board (vexpress has none built in)
     numa: bool = True  # vexpress has no NUMA description (-numa is refused)
+    image: str = ""  # boots another guest's image (the same kernel and packages) where set
 
     @property
     def deb(self) -> str:
@@ -102,6 +103,11 @@ ARCHES = {
     "armhf-a9": Arch("armhf-a9", "qemu-system-arm", "vexpress-a9", "cortex-a9", "ttyAMA0", "linux-image-armmp",
                      "seed 003's ODROID-U2 (Exynos 4412: Cortex-A9, 32-bit)", debian="armhf", bus="mmio",
                      dtb="vexpress-v2p-ca9.dtb", numa=False),
+    # the ODROID-XU's other four cores (big.LITTLE: QEMU emulates no such pairing, so the A7s on their own),
+    # on the A15 guest's machine and image
+    "armhf-a7": Arch("armhf-a7", "qemu-system-arm", "virt,highmem=off", "cortex-a7", "ttyAMA0",
+                     "linux-image-armmp-lpae", "seed 003's ODROID-XU's little cores (Exynos 5410: Cortex-A7, 32-bit)",
+                     debian="armhf", image="armhf"),
     # JULI's PowerPC 970MP is big-endian and 64-bit only as ppc64; Debian's ppc64el needs POWER8 or later, and
     # QEMU's pseries emulates POWER8, 9 and 10: POWER9 is the nearest it boots Debian 12 on
     "ppc64el": Arch("ppc64el", "qemu-system-ppc64", "pseries", "power9", "hvc0", "linux-image-powerpc64le",
@@ -163,6 +169,8 @@ def missing(arch: str = "amd64") -> str | None:
 
 
 def image_dir(repo: Path = REPO, arch: str = "amd64") -> Path:
+    if arch in ARCHES and ARCHES[arch].image:
+        return image_dir(repo, ARCHES[arch].image)
     if arch == "amd64":
         return cache_root() / f"guest-amd64-{image_key(repo)}"
     return cache_root() / f"guest-{arch}-{foreign_key(arch)}"
@@ -227,7 +235,7 @@ def build_image(repo: Path = REPO, log_path: Path | None = None, timeout_s: floa
             if arch == "amd64":
                 _build(d, repo, log_path or d.parent / f"{d.name}.log", timeout_s)
             else:
-                _build_foreign(d, arch, log_path or d.parent / f"{d.name}.log", timeout_s)
+                _build_foreign(d, ARCHES[arch].image or arch, log_path or d.parent / f"{d.name}.log", timeout_s)
     dtb = ARCHES[arch].dtb if arch in ARCHES else ""
     return Image(d, d / "vmlinuz", d / "initrd.img", d / "root.ext4", d / "id_ed25519",
                  json.loads((d / "info.json").read_text()), arch, d / dtb if dtb else None)

@@ -1,7 +1,8 @@
 """Issue 27 section 1, full-system: the seeds' cores as QEMU emulates them, each in its own Debian 12 guest
 (tests/guestkit.py: ``qemu-system-aarch64 -M virt -cpu cortex-a72`` for the Raspberry Pi 4 of seed 000,
 ``qemu-system-arm -M virt -cpu cortex-a15`` for the ODROID-XU's big cores of seed 003, ``qemu-system-arm
--M vexpress-a9 -cpu cortex-a9`` for its ODROID-U2 (``virt`` refuses the A9), ``qemu-system-ppc64
+-M vexpress-a9 -cpu cortex-a9`` for its ODROID-U2 (``virt`` refuses the A9), ``-M virt -cpu cortex-a7`` for the
+ODROID-XU's little cores, ``qemu-system-ppc64
 -M pseries -cpu power9`` as the nearest to JULI's PowerPC 970MP that Debian ppc64el boots on). Unlike
 user mode (test_arches.py), the guest's /proc/cpuinfo and /sys are the emulated CPU's, so here the probe
 must name the core, its FLOPs/cycle and Rpeak's inputs, and the build path must take the core's own
@@ -27,18 +28,20 @@ import guestkit
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated]
 
-ARCHES = [a for a in os.environ.get("CLUSTERBENCH_EMU_GUEST_ARCHES", "arm64,armhf,armhf-a9,ppc64el").split(",")
+ARCHES = [a for a in os.environ.get("CLUSTERBENCH_EMU_GUEST_ARCHES", "arm64,armhf,armhf-a9,armhf-a7,ppc64el").split(",")
           if a]
 #: what the probe must find in each guest: uname -m, the core's name in rpeak.py's table, DP FLOPs/cycle/core
 CORE = {"arm64": ("aarch64", "Cortex-A72", 4), "armhf": ("armv7l", "Cortex-A15", 2),
-        "armhf-a9": ("armv7l", "Cortex-A9", 1), "ppc64el": ("ppc64le", "POWER9", 8)}
+        "armhf-a9": ("armv7l", "Cortex-A9", 1), "armhf-a7": ("armv7l", "Cortex-A7", 1), "ppc64el": ("ppc64le", "POWER9", 8)}
 #: the core gcc's -mcpu=native resolves to inside the guest
-GCC_CPU = {"arm64": "cortex-a72", "armhf": "cortex-a15", "armhf-a9": "cortex-a9", "ppc64el": "power9"}
+GCC_CPU = {"arm64": "cortex-a72", "armhf": "cortex-a15", "armhf-a9": "cortex-a9", "armhf-a7": "cortex-a7",
+           "ppc64el": "power9"}
 #: the path peak takes: NEON on arm64, VSX on POWER; ARMv7's NEON has no doubles: scalar there, named
-PEAK_PATH = {"arm64": "neon", "armhf": "scalar", "armhf-a9": "scalar", "ppc64el": "vsx"}
+PEAK_PATH = {"arm64": "neon", "armhf": "scalar", "armhf-a9": "scalar", "armhf-a7": "scalar",
+             "ppc64el": "vsx"}
 #: Arm's MIDR part number of the core (/proc/cpuinfo's "CPU part")
-ARM_PART = {"arm64": "0xd08", "armhf": "0xc0f", "armhf-a9": "0xc09"}
-CPUS = 4  # a Pi 4, an ODROID-XU's big cluster and an ODROID-U2 have four cores
+ARM_PART = {"arm64": "0xd08", "armhf": "0xc0f", "armhf-a9": "0xc09", "armhf-a7": "0xc07"}
+CPUS = 4  # a Pi 4, an ODROID-XU's big and little clusters and an ODROID-U2 have four cores
 CB = ("cd /root && CLUSTERBENCH_ALLOW_RUN_AS_ROOT=1 CLUSTERBENCH_DB=/root/cbt/results.db "
       "CLUSTERBENCH_CACHE=/root/cbt/cache /opt/cbvenv/bin/clusterbench")
 TIMES = guestkit.cache_root() / "arch-guest-times.json"
@@ -86,7 +89,7 @@ def test_guest_is_the_emulated_core(vm):
     cpuinfo = vm.run("cat /proc/cpuinfo").stdout
     if vm.arch == "ppc64el":
         assert re.search(r"^cpu\s*:\s*POWER9", cpuinfo, re.M), cpuinfo[:600]
-    else:  # Arm's implementer 0x41, part 0xd08 (A72) / 0xc0f (A15) / 0xc09 (A9)
+    else:  # Arm's implementer 0x41, part 0xd08 (A72) / 0xc0f (A15) / 0xc09 (A9) / 0xc07 (A7)
         assert re.search(r"^CPU part\s*:\s*" + ARM_PART[vm.arch], cpuinfo, re.M), cpuinfo[:600]
     assert int(vm.run("nproc").stdout) == CPUS
 
