@@ -21,10 +21,10 @@ this was written on); the figures a TCG guest gives mean nothing, the mechanics 
 :func:`missing` says in one line what this machine lacks (qemu, debootstrap, root, the registry), for a
 test to skip with.
 
-The other guests (``arch="arm64"``, ``"armhf"``, ``"armhf-a9"``, ``"ppc64el"``: :data:`ARCHES`) boot the same
-way on QEMU's own machine for each (``virt``, ``pseries``; ``vexpress-a9`` for the Cortex-A9, which ``virt``
-refuses) with the emulated CPU set to the seed's core where QEMU has it, so the guest's /proc/cpuinfo and
-/sys are that CPU's (under user mode they are the host's). Their
+The other guests (``arch="arm64"``, ``"armhf"``, ``"armhf-a7"``, ``"armhf-a9"``, ``"ppc64el"``: :data:`ARCHES`)
+boot the same way on QEMU's own machine for each (``virt``, ``pseries``; ``vexpress-a9`` for the Cortex-A9,
+which ``virt`` refuses) with the emulated CPU set to the seed's core where QEMU has it, so the guest's
+/proc/cpuinfo and /sys are that CPU's (under user mode they are the host's). Their
 image is the user-mode tier's (tests/emukit.py: Debian with bootstrap.sh's packages and clusterbench
 installed the README's way, editable from /src, venv /opt/cbvenv) plus Debian's kernel for the machine,
 kmod, initramfs-tools and sshd, installed in it under user-mode emulation; the repository share is bound at
@@ -153,7 +153,8 @@ def missing(arch: str = "amd64") -> str | None:
             return (f"no {tool} on PATH (./bootstrap.sh test installs qemu-system-x86, -arm, debootstrap and "
                     "openssh-client; test-emulated qemu-system-ppc too)")
     if arch != "amd64" and not cached:
-        why = emukit.machine_forbids(ARCHES[arch].deb)  # the user-mode image it starts from, and emulated dpkg to add to it
+        # the user-mode image it starts from, and emulated dpkg to add to it
+        why = emukit.machine_forbids(ARCHES[arch].deb)
         if why:
             return f"the {arch} guest's image is not cached and cannot be built: {why}"
         return None
