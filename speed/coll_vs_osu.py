@@ -16,7 +16,10 @@ Per round, both sides on the same MPI, ranks, placement, transport and sizes:
   COLL_LOOP_SMALL/COLL_SKIP_SMALL and COLL_LOOP_LARGE/COLL_SKIP_LARGE, switched above
   LARGE_MESSAGE_SIZE = 8192 B), ``--time-budget 60`` so the count is never cut by time; or, with
   ``--iters N --warmup W``, N and W at every size on both sides (OSU ``-i N -x W``; one launch of
-  ours), for the virtual cluster where 1000 iterations of every small size take minutes;
+  ours), for the virtual cluster where 1000 iterations of every small size take minutes; with
+  ``--ours-per-op``, those launches once per op, as OSU's (else an op runs after the ones before it in
+  the same process: alltoall after allreduce and bcast was 0.8-0.9 of OSU's at most sizes, alone in band,
+  speed/logs/coll-osu-alltoall-alone.txt);
 * OSU: ``osu_<op> -f -m MIN:MAX`` (its defaults otherwise), one launch per op, started by
   clusterbench's own launcher code from the same LaunchSpec its run used (the same rankfile and
   ``rmaps_rank_file_physical`` for Open MPI, the same taskset wrapper per rank for MPICH, the same
@@ -201,9 +204,10 @@ class Setup:
 
 # -- clusterbench's side -----------------------------------------------------------------------------
 
-def ours_command(args: argparse.Namespace, sizes: list[int], counts: tuple[int, int]) -> list[str]:
+def ours_command(args: argparse.Namespace, sizes: list[int], counts: tuple[int, int],
+                 ops: list[str] | None = None) -> list[str]:
     iters, warm = counts
-    cmd = [sys.executable, "-m", "clusterbench", "run", "coll", "--ops", ",".join(args.ops),
+    cmd = [sys.executable, "-m", "clusterbench", "run", "coll", "--ops", ",".join(ops or args.ops),
            "--sizes", ",".join(map(str, sizes)), "--max-iters", str(iters), "--warmup", str(warm),
            "--time-budget", "60", "--allow-root", "--json", "--no-store", "--transport", args.transport]
     if args.ranks:
@@ -217,9 +221,10 @@ def ours_command(args: argparse.Namespace, sizes: list[int], counts: tuple[int, 
     return cmd + shlex.split(args.ours_extra)
 
 
-def ours(args: argparse.Namespace, sizes: list[int], counts: tuple[int, int]) -> tuple[dict, list]:
+def ours(args: argparse.Namespace, sizes: list[int], counts: tuple[int, int],
+         ops: list[str] | None = None) -> tuple[dict, list]:
     """clusterbench's OSU-convention latency: {(op, size): {avg, min, max, iters}} and the placement."""
-    r = bounded(ours_command(args, sizes, counts), args.timeout,
+    r = bounded(ours_command(args, sizes, counts, ops), args.timeout,
                 env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     if r.returncode:
         raise RuntimeError(f"clusterbench run coll failed ({r.returncode}): {r.stderr[-1500:]}")
@@ -270,10 +275,11 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out, c2c: Path | None
 
     def run_ours() -> None:
         t0 = time.monotonic()
-        for regime, sizes in split_sizes(args.sizes, args.iters is not None):
-            res, placement = ours(args, sizes, counts(args, regime))
-            got["ours"].update(res)
-            info["placement"] = placement
+        for ops in ([[op] for op in args.ops] if args.ours_per_op else [args.ops]):
+            for regime, sizes in split_sizes(args.sizes, args.iters is not None):
+                res, placement = ours(args, sizes, counts(args, regime), ops)
+                got["ours"].update(res)
+                info["placement"] = placement
         walls["ours"] = time.monotonic() - t0
 
     def run_osu() -> None:
@@ -423,6 +429,8 @@ def main() -> int:
                     "reduces over ranks by the max as ours does, not the average)")
     ap.add_argument("--osu-extra", default="", help="more osu_<op> options, e.g. '-T mpi_float'")
     ap.add_argument("--ours-extra", default="", help="more clusterbench options, e.g. '--validate-every 1000000'")
+    ap.add_argument("--ours-per-op", action="store_true", help="launch clusterbench once per op, as OSU is (by "
+                    "default one launch runs every op, in --ops order: an op then runs after the others)")
     ap.add_argument("--quick-wall", action="store_true", help="also time 'run coll --quick' on the same hosts")
     ap.add_argument("--c2c", action="store_true", help="probe the two vCPUs' distance (a cache line's round trip "
                     "between cpu 0 and 1, speed/osu_why.py's) before and after each side's launches, and summarise "
@@ -453,7 +461,9 @@ def main() -> int:
              f"OSU 7.4's: <= {LARGE} B {OSU_COUNTS['small'][0]} timed + {OSU_COUNTS['small'][1]} warm-up, above "
              f"{OSU_COUNTS['large'][0]} + {OSU_COUNTS['large'][1]}")
     out(f"# iterations (both sides): {iters}; "
-        f"OSU extra '{args.osu_extra}', ours extra '{args.ours_extra}'" + (f"; note: {args.note}" if args.note else ""))
+        f"OSU extra '{args.osu_extra}', ours extra '{args.ours_extra}'"
+        + ("; ours: one launch per op (--ours-per-op)" if args.ours_per_op else "")
+        + (f"; note: {args.note}" if args.note else ""))
     with tempfile.TemporaryDirectory(prefix="coll-osu-build-") as tmp:
         if args.osu_build:
             where, how = Path(args.osu_build), f"reused build {args.osu_build}"

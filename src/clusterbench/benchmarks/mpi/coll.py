@@ -291,6 +291,11 @@ class CollBase(MpiBenchmark):
         }
         by_op = params["sizes_by_op"]
         ctx.progress.start(self.name, total=sum(len(by_op[o]) for o in ops))
+        # a size's figures are made (statistics, limits, the store) once the kernel has ended: made as each
+        # record arrived, that work (milliseconds a size) fell inside the next size's timed loop, and where the
+        # ranks have every cpu it took one from them (reduce 4-8 KiB on 2 ranks on 2 cpus: the average 2-4x
+        # the median iteration; speed/logs/coll-osu-per-op.txt, docs/collectives.md)
+        pending: list[tuple[str, int, dict, list]] = []
 
         def on_result(rec: dict) -> None:
             kp = rec.get("params") or {}
@@ -300,7 +305,7 @@ class CollBase(MpiBenchmark):
             size = int(kp["size"])
             if size not in by_op[op]:  # the set's one size list: this op's own sizes only
                 return
-            out.extend(self.figures(ctx, op, size, kp, rec["samples"], base))
+            pending.append((op, size, kp, rec["samples"]))
             ctx.progress.advance(1)
 
         first_host = params["places"][0][0]
@@ -309,6 +314,8 @@ class CollBase(MpiBenchmark):
                               allow_shared_cpu=bool(params["shared_cpus"]))
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         session.run([str(b.path), *self.kernel_args(params, ops)], params["launch_timeout"], proof_ranks=(0, n - 1))
+        for op, size, kp, samples in pending:
+            out.extend(self.figures(ctx, op, size, kp, samples, base))
         note = slow_node_note(self.name, base.get("links"), out)
         if note:
             ctx.note(note)

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Does clusterbench's own process disturb the collective it runs? (issue 26; docs/collectives.md)
+
+``run coll`` once per round from each of two source trees (``--tree LABEL=PATH``, PATH's ``src`` on
+PYTHONPATH; e.g. a worktree of the commit before a change and this tree), rounds interleaved and the
+order flipped each round, and per size the OSU-convention average beside the median iteration (p50 of the
+max over ranks). A tail that only the average carries, in one tree and not the other, is time taken from
+the ranks during the timed loop. The raw log keeps every launch's figures.
+
+Usage::
+
+    .venv/bin/python speed/coll_parent_tail.py --tree before=/tmp/wt --tree after=. [--op reduce]
+        [--sizes 1024,2048,4096,8192] [--rounds 8] --log speed/logs/coll-parent-tail.txt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def one(tree: Path, op: str, sizes: str, iters: int, warmup: int) -> dict[int, tuple[float, float]]:
+    cmd = [sys.executable, "-m", "clusterbench", "run", "coll", "--ops", op, "--sizes", sizes,
+           "--max-iters", str(iters), "--warmup", str(warmup), "--time-budget", "60", "--allow-root",
+           "--json", "--no-store"]
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode:
+        raise SystemExit(f"{tree}: run coll failed ({r.returncode}): {r.stderr[-800:]}")
+    out = {}
+    for res in json.loads(r.stdout)["results"]:
+        if res["metric"] == "latency" and res["benchmark"] == op:
+            out[int(res["params"]["size_bytes"])] = (float(res["value"]), float(res["params"]["p50_us"]))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", action="append", required=True, help="LABEL=PATH of a source tree (twice)")
+    ap.add_argument("--op", default="reduce")
+    ap.add_argument("--sizes", default="1024,2048,4096,8192")
+    ap.add_argument("--iters", type=int, default=1000)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--log", required=True)
+    a = ap.parse_args()
+    trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1]).resolve()) for t in a.tree]
+    with open(a.log, "w") as log:
+        def say(line: str) -> None:
+            print(line)
+            log.write(line + "\n")
+            log.flush()
+        say(f"# coll_parent_tail.py {time.strftime('%Y-%m-%d %H:%M:%S')}, load {os.getloadavg()[0]:.2f}; "
+            f"{a.op} {a.sizes} B, {a.iters} timed + {a.warmup} warm-up, 2 ranks; trees "
+            + ", ".join(f"{lab}={p}" for lab, p in trees))
+        say("# per launch and size: average / median iteration, us; tail = average / median iteration")
+        tails: dict[str, list[float]] = {lab: [] for lab, _ in trees}
+        for i in range(a.rounds):
+            for lab, tree in (trees if i % 2 == 0 else trees[::-1]):
+                got = one(tree, a.op, a.sizes, a.iters, a.warmup)
+                worst = max(avg / p50 for avg, p50 in got.values())
+                tails[lab].append(worst)
+                say(f"r{i} {lab}: " + " ".join(f"{s}:{avg:.2f}/{p50:.2f}" for s, (avg, p50) in sorted(got.items()))
+                    + f" | largest tail {worst:.2f} (load {os.getloadavg()[0]:.2f})")
+        for lab, v in tails.items():
+            say(f"summary {lab}: launches with a tail above 1.3 at some size: {sum(t > 1.3 for t in v)} of {len(v)}; "
+                f"largest tail per launch {min(v):.2f}-{max(v):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
