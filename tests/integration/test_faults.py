@@ -155,25 +155,65 @@ def _rank_pids(proc: subprocess.Popen, want: int = 2, limit: float = 60) -> list
     return sorted(pids)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system cpu time of a process (0 once it is gone)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_measured(proc: subprocess.Popen, seconds: float = 1.2, limit: float = 60) -> list[int]:
+    """The ranks' pids once each has run ``seconds`` of cpu: pingpong's ranks spin through every timed
+    loop and a size lasts its --time-budget (0.4 s), so by then sizes have been measured, whatever the
+    load. (The figures reach the store when the launch ends, or fails: not while it runs.)"""
+    pids = _rank_pids(proc)
+    deadline = time.monotonic() + limit
+    while min(_cpu_seconds(p) for p in pids) < seconds:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the ranks did not run"
+        time.sleep(0.02)
+    return pids
+
+
 def _no_mpi_left() -> bool:
     """Neither a rank nor mpirun nor an Open MPI daemon of this test is left (after up to 5 s)."""
     return not prockit.gone_within(lambda: _kernel_pids() + prockit.named({"orted", "mpirun", "prterun"}))
 
 
 def test_mpi_rank_killed_mid_run_keeps_results():
-    """One rank is SIGKILLed after the first sizes were stored: a one-line error, the run is
-    incomplete with what it measured, and neither rank, mpirun nor a daemon is left."""
+    """One rank is SIGKILLed after the first sizes were measured: a one-line error, the run is
+    incomplete with what it measured (the figures the kernel printed before it failed), and neither rank, mpirun nor a daemon is left."""
     _mpi_or_skip()
     db = os.environ["CLUSTERBENCH_DB"]
     proc = _start(*PINGPONG)
-    _wait_results(db, 2, proc)
-    os.kill(_rank_pids(proc)[-1], signal.SIGKILL)
+    os.kill(_wait_measured(proc)[-1], signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err
     assert "pingpong" in err and len(err.strip().splitlines()) <= 2, err
     status, error, n = _run_row(db)
     assert status == "incomplete" and error and n >= 2
     assert n < 16  # it did stop: 8 sizes x 2 metrics would be 16
+    assert _no_mpi_left()
+
+
+def test_mpi_run_interrupted_keeps_what_the_kernel_finished():
+    """Ctrl-C while pingpong's kernel runs: the figures are made once the launch ends (none while the
+    ranks are timed, where making them took a rank's cpu); interrupted, the sizes it finished are stored,
+    the run is incomplete, and nothing is left."""
+    _mpi_or_skip()
+    db = os.environ["CLUSTERBENCH_DB"]
+    proc = _start(*PINGPONG)
+    _wait_measured(proc)
+    held = _count(db, "results")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert held == 0, f"{held} figures were made while the kernel ran"
+    status, error, n = _run_row(db)
+    assert status == "incomplete" and error == "interrupted (Ctrl-C)", (status, error)
+    assert 2 <= n < 16 and f"kept {n} result(s)" in err, (n, err)
     assert _no_mpi_left()
 
 
@@ -211,10 +251,10 @@ def test_mpi_rank_hanging_mid_run_is_bounded():
     run's timeout ends it, the results before the hang are kept, nothing is left."""
     _mpi_or_skip()
     db = os.environ["CLUSTERBENCH_DB"]
-    proc = _start(*PINGPONG, "--timeout", "7")  # its first two sizes are stored within about 2 s
-    _wait_results(db, 2, proc)
+    proc = _start(*PINGPONG, "--timeout", "7")  # its first sizes are measured within about 2 s
+    pids = _wait_measured(proc)
     t0 = time.monotonic()
-    os.kill(_rank_pids(proc)[-1], signal.SIGSTOP)
+    os.kill(pids[-1], signal.SIGSTOP)
     out, err = proc.communicate(timeout=60)
     assert time.monotonic() - t0 < 20
     assert proc.returncode == 4, err

@@ -239,7 +239,8 @@ class Pdes(MpiBenchmark):
         else:
             places, hosts = p["places"], p["host_list"]
         self.launch(ctx, p, self._args(p, sync, repeat), base, on_result, places=places, host_list=hosts,
-                    proof_ranks=(0, 1) if len(places) > 1 else (0,), name=f"pdes {sync}")
+                    proof_ranks=(0, 1) if len(places) > 1 else (0,), name=f"pdes {sync}",
+                    hold=False)  # on_result collects only: the figures are made after the launch
         if len(recs) != repeat:
             raise KernelFailed(f"pdes {sync} printed {len(recs)} of {repeat} runs", "rerun; report it if it persists")
         return recs

@@ -193,9 +193,9 @@ class Ptrans(MpiBenchmark):
                    "threshold": kp.get("threshold", THRESHOLD), "eps": kp.get("eps"), "peers": kp.get("peers"),
                    "times_s": times, "time_s_best": min(times) if times else None}
             out.append(ctx.emit(self, "gbs", rec["samples"], prm, times_s=times or None))
-            ctx.progress.advance(1)
 
-        self.launch(ctx, params, args, base, on_result, proof_ranks=(0, 1) if params["ranks"] > 1 else (0,))
+        self.launch(ctx, params, args, base, on_result, proof_ranks=(0, 1) if params["ranks"] > 1 else (0,),
+                    on_arrival=lambda _rec: ctx.progress.advance(1))
         if not out:
             raise KernelFailed("ptrans printed no results", "rerun; report it if it persists")
         return out

@@ -80,7 +80,7 @@ class BuiltinEngine:
         def on_result(rec: dict) -> None:
             got["result"] = rec
 
-        session = KernelSession(ctx, "hpl", spec, mpi, base, on_result)
+        session = KernelSession(ctx, "hpl", spec, mpi, base, on_result, hold=False)  # on_result collects only
 
         def on(rec: dict) -> None:
             session(rec)

@@ -338,8 +338,8 @@ class AllPairs(MpiBenchmark):
             # ranks pinned to a shared core must yield while they wait (as ring does)
             spec.yield_when_idle = True
         b_ = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
-        run = KernelSession(ctx, self.kernel, spec, mpi, base, on_result, different,
-                            allow_shared_cpu=bool(params["shared_cpus"])).run(
+        run = KernelSession(ctx, self.kernel, spec, mpi, base, on_result, different,  # on_result collects only
+                            allow_shared_cpu=bool(params["shared_cpus"]), hold=False).run(
             [str(b_.path), *self.kernel_args(params)], params["launch_timeout"])
         missing = [pair for pair in expected if len(got.get(pair, ())) != passes]
         if missing:

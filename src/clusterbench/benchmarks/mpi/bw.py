@@ -109,8 +109,7 @@ class Bw(MpiBenchmark):
             # samples are single iterations: their spread is reported (median, p99), not a defect
             out.append(ctx.emit(self, metric, samples, prm, times_s=times or None, value=pair.get("mbs"),
                                 check_cv=False, extra_warnings=[crowded]))
-            ctx.progress.advance(1)
 
-        self.launch(ctx, params, args, base, on_result, mpi=mpi,
+        self.launch(ctx, params, args, base, on_result, mpi=mpi, on_arrival=lambda _rec: ctx.progress.advance(1),
                     different_nodes=[(0, 1)] if params["pair"] == "inter-node" else ())
         return out

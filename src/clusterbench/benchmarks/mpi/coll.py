@@ -291,31 +291,31 @@ class CollBase(MpiBenchmark):
         }
         by_op = params["sizes_by_op"]
         ctx.progress.start(self.name, total=sum(len(by_op[o]) for o in ops))
-        # a size's figures are made (statistics, limits, the store) once the kernel has ended: made as each
-        # record arrived, that work (milliseconds a size) fell inside the next size's timed loop, and where the
-        # ranks have every cpu it took one from them (reduce 4-8 KiB on 2 ranks on 2 cpus: the average 2-4x
-        # the median iteration; speed/logs/coll-osu-per-op.txt, docs/collectives.md)
-        pending: list[tuple[str, int, dict, list]] = []
+        # each size's figures are made once the kernel has ended (KernelSession holds the records: made as
+        # each arrived, that work fell inside the next size's timed loop; docs/collectives.md)
 
-        def on_result(rec: dict) -> None:
+        def wanted(rec: dict) -> tuple[str, int] | None:
             kp = rec.get("params") or {}
             op = kp.get("op")
-            if op not in ops:
-                return
-            size = int(kp["size"])
-            if size not in by_op[op]:  # the set's one size list: this op's own sizes only
-                return
-            pending.append((op, size, kp, rec["samples"]))
-            ctx.progress.advance(1)
+            if op not in ops or int(kp["size"]) not in by_op[op]:  # the set's one size list: this op's own only
+                return None
+            return op, int(kp["size"])
+
+        def on_result(rec: dict) -> None:
+            got = wanted(rec)
+            if got:
+                out.extend(self.figures(ctx, got[0], got[1], rec.get("params") or {}, rec["samples"], base))
+
+        def on_arrival(rec: dict) -> None:
+            if wanted(rec):
+                ctx.progress.advance(1)
 
         first_host = params["places"][0][0]
         different = [(0, n - 1)] if params["host_list"] and params["places"][-1][0] != first_host else []
         session = CollSession(ctx, self.name, self.launch_spec(ctx, params), mpi, base, on_result, different,
-                              allow_shared_cpu=bool(params["shared_cpus"]))
+                              allow_shared_cpu=bool(params["shared_cpus"]), on_arrival=on_arrival)
         b = ctx.build(self.kernel, openmp=False, cc=mpi.mpicc)
         session.run([str(b.path), *self.kernel_args(params, ops)], params["launch_timeout"], proof_ranks=(0, n - 1))
-        for op, size, kp, samples in pending:
-            out.extend(self.figures(ctx, op, size, kp, samples, base))
         note = slow_node_note(self.name, base.get("links"), out)
         if note:
             ctx.note(note)

@@ -402,13 +402,26 @@ class KernelSession:
     """Handles the mpibw kernel's records for one launch: checks the placement report before
     any figure (:func:`mpimod.verify_placement`), records placement, MPI library and the
     transport proof into ``base`` (the params every figure carries) and notes the transport
-    once; result records go to ``on_result``."""
+    once; result records go to ``on_result``.
+
+    ``hold`` (the default): result records are held while the kernel runs and handed to
+    ``on_result`` once the launch has ended. Making a figure (statistics, limits, the store) takes
+    this process milliseconds of cpu; done as each record arrived it fell inside the kernel's next
+    timed loop, and where the ranks have every cpu it was a rank's time (a tail in the average of
+    up to 6x the median iteration; speed/logs/coll-parent-tail.txt, docs/collectives.md). A launch
+    that fails or is interrupted still hands over what arrived before it ended, so what finished
+    is kept. ``on_arrival`` sees each result record as it arrives (progress only: it must be cheap).
+    ``hold=False`` for a caller whose ``on_result`` only collects records and makes its figures
+    after the launch itself."""
 
     def __init__(self, ctx: RunContext, bench: str, spec: mpimod.LaunchSpec, mpi: mpimod.MpiInstall,
                  base: dict[str, Any], on_result: Callable[[dict], None],
                  different_nodes: Sequence[tuple[int, int]] = (), placement_key: str = "placement",
-                 allow_shared_cpu: bool = False, note: bool = True) -> None:
+                 allow_shared_cpu: bool = False, note: bool = True, hold: bool = True,
+                 on_arrival: Callable[[dict], None] | None = None) -> None:
         self.allow_shared_cpu = allow_shared_cpu
+        self.hold, self.on_arrival = hold, on_arrival
+        self.held: list[dict] = []
         self.placement_key = placement_key
         self.ctx, self.bench, self.spec, self.mpi = ctx, bench, spec, mpi
         self.base, self.on_result = base, on_result
@@ -448,11 +461,30 @@ class KernelSession:
             if self.write_note:
                 self.ctx.note(transport_note(self.bench, self.spec, self.mpi, proof))
             self.noted = True
-        self.on_result(rec)
+        if not self.hold:
+            self.on_result(rec)
+            return
+        self.held.append(rec)
+        if self.on_arrival:
+            self.on_arrival(rec)
+
+    def release(self) -> None:
+        """Hand the held result records to ``on_result``, in the order they arrived."""
+        held, self.held = self.held, []
+        for rec in held:
+            self.on_result(rec)
 
     def run(self, args: Sequence[str], launch_timeout: float, proof_ranks: Sequence[int] = (0, 1)) -> mpimod.MpiRun:
-        run = mpimod.run_mpi(self.mpi, self.spec, args, timeout=self.ctx.timeout, launch_timeout=launch_timeout,
-                             on_record=self, name=self.bench, proof_ranks=proof_ranks, proof_out=self.proof)
+        try:
+            run = mpimod.run_mpi(self.mpi, self.spec, args, timeout=self.ctx.timeout, launch_timeout=launch_timeout,
+                                 on_record=self, name=self.bench, proof_ranks=proof_ranks, proof_out=self.proof)
+        except BaseException:
+            try:  # what the kernel finished before it failed or was interrupted is kept, as it was measured
+                self.release()
+            except Exception:  # noqa: BLE001 -- the launch's own failure is the one to report
+                pass
+            raise
+        self.release()
         for why in run.restarts:
             self.ctx.note(why)
         if run.finalize_hung:

@@ -250,10 +250,10 @@ class MultiPair(MpiBenchmark):
                                     value=sum(lats) / k, check_cv=False, extra_warnings=extra))
             else:
                 raise KernelFailed(f"multipair: unexpected metric {metric!r} from the kernel", "report this as a bug")
-            ctx.progress.advance(1)
 
         inter = params["placement"] == "inter-node"
         session = KernelSession(ctx, self.name, spec, mpi, base, on_result,
-                                [(i, i + k) for i in range(k)] if inter else (), placement_key="rank_placement")
+                                [(i, i + k) for i in range(k)] if inter else (), placement_key="rank_placement",
+                                on_arrival=lambda _rec: ctx.progress.advance(1))
         session.run(args, params["launch_timeout"], proof_ranks=(0, k))
         return out

@@ -139,9 +139,11 @@ class PingPong(MpiBenchmark):
             # samples are single iterations: their spread is reported (min/median/p99), not a defect
             out.append(ctx.emit(self, metric, rec["samples"], {**base, **figure}, times_s=times or None, value=value,
                                 check_cv=False))
-            if metric == "latency" and size == 0 or metric == "bandwidth":
+
+        def on_arrival(rec: dict) -> None:  # one step a size: its latency, or its bandwidth when it has one
+            if rec["metric"] == "bandwidth" or int((rec.get("params") or {}).get("size", 0)) == 0:
                 ctx.progress.advance(1)
 
-        self.launch(ctx, params, args, base, on_result, mpi=mpi, name=self.kernel,
+        self.launch(ctx, params, args, base, on_result, mpi=mpi, name=self.kernel, on_arrival=on_arrival,
                     different_nodes=[(0, 1)] if params["pair"] == "inter-node" else ())
         return out

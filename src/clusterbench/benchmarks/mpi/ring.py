@@ -185,10 +185,10 @@ class Ring(MpiBenchmark):
             prm = {**base, "size_bytes": size, **{k: v for k, v in kp.items() if k not in ("measurements", "random_rings", "seed")}}
             out.append(ctx.emit(self, rec["metric"], rec["samples"], prm, times_s=rec.get("times_s"),
                                 value=float(value) if value is not None else None))
-            ctx.progress.advance(1)
 
         KernelSession(ctx, self.kernel, spec, mpi, base, on_result, different,
-                      allow_shared_cpu=bool(params["shared_cpus"])).run(args, params["launch_timeout"])
+                      allow_shared_cpu=bool(params["shared_cpus"]),
+                      on_arrival=lambda _rec: ctx.progress.advance(1)).run(args, params["launch_timeout"])
         got = {r.metric for r in out}
         if {"natural_ring_latency", "random_ring_latency"} <= got:
             nat = next(r for r in out if r.metric == "natural_ring_latency").value
