@@ -20,6 +20,8 @@ Per round, both sides on the same MPI, ranks, placement, transport and sizes:
   ``--ours-per-op``, those launches once per op, as OSU's (else an op runs after the ones before it in
   the same process: alltoall after allreduce and bcast was 0.8-0.9 of OSU's at most sizes, alone in band,
   speed/logs/coll-osu-alltoall-alone.txt);
+* with ``--control``, "ours" is OSU itself launched a second time the same way: the agreement two
+  launches of one tool reach on this machine, the floor any two tools can be judged against;
 * OSU: ``osu_<op> -f -m MIN:MAX`` (its defaults otherwise), one launch per op, started by
   clusterbench's own launcher code from the same LaunchSpec its run used (the same rankfile and
   ``rmaps_rank_file_physical`` for Open MPI, the same taskset wrapper per rank for MPICH, the same
@@ -275,6 +277,16 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out, c2c: Path | None
 
     def run_ours() -> None:
         t0 = time.monotonic()
+        if args.control:  # OSU against itself: the "ours" side is a second OSU launch
+            for op in args.ops:
+                fixed = ["-i", str(args.iters), "-x", str(args.warmup)] if args.iters is not None else []
+                fixed += ["-z"] if args.median else []
+                rows, _dtype, _cmd, _binds = setup.osu(exes[op], args.sizes, fixed + shlex.split(args.osu_extra),
+                                                       args.timeout)
+                for s, row in rows.items():
+                    got["ours"][(op, s)] = row
+            walls["ours"] = time.monotonic() - t0
+            return
         for ops in ([[op] for op in args.ops] if args.ours_per_op else [args.ops]):
             for regime, sizes in split_sizes(args.sizes, args.iters is not None):
                 res, placement = ours(args, sizes, counts(args, regime), ops)
@@ -308,7 +320,8 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out, c2c: Path | None
             levels[side] = lb if lb == la else "mixed"
     if i == 0:
         out("# placement (clusterbench's record): " + ", ".join(
-            f"rank {p.get('rank')} {p.get('node') or p.get('host')} cpu {p.get('cpus')}" for p in info["placement"]))
+            f"rank {p.get('rank')} {p.get('node') or p.get('host')} cpu {p.get('cpus')}" for p in info.get("placement") or
+            [{"rank": r, "node": h or "this node", "cpus": c} for r, (h, c) in enumerate(setup.places)]))
         out(f"# OSU launch (the same LaunchSpec): {info['cmd']}")
         if info["binds"]:
             out(f"# OSU bindings (--report-bindings): {info['binds']}")
@@ -431,6 +444,8 @@ def main() -> int:
     ap.add_argument("--ours-extra", default="", help="more clusterbench options, e.g. '--validate-every 1000000'")
     ap.add_argument("--ours-per-op", action="store_true", help="launch clusterbench once per op, as OSU is (by "
                     "default one launch runs every op, in --ops order: an op then runs after the others)")
+    ap.add_argument("--control", action="store_true", help="OSU against itself: the 'ours' side is a second "
+                    "OSU launch, interleaved the same way (how far two launches of one tool agree on this machine)")
     ap.add_argument("--quick-wall", action="store_true", help="also time 'run coll --quick' on the same hosts")
     ap.add_argument("--c2c", action="store_true", help="probe the two vCPUs' distance (a cache line's round trip "
                     "between cpu 0 and 1, speed/osu_why.py's) before and after each side's launches, and summarise "
@@ -463,6 +478,7 @@ def main() -> int:
     out(f"# iterations (both sides): {iters}; "
         f"OSU extra '{args.osu_extra}', ours extra '{args.ours_extra}'"
         + ("; ours: one launch per op (--ours-per-op)" if args.ours_per_op else "")
+        + ("; CONTROL: 'ours' is a second OSU launch (--control)" if args.control else "")
         + (f"; note: {args.note}" if args.note else ""))
     with tempfile.TemporaryDirectory(prefix="coll-osu-build-") as tmp:
         if args.osu_build:
