@@ -40,7 +40,8 @@ iterations then ranks, ``pure_comm_us`` and ``compute_us`` beside it (OSU 7.4's 
 no MPI_Test probes in the compute).
 
 ``params.p2p``: a ping-pong sweep between rank 0 and rank P-1 (0 B, then powers of two up to the
-largest size) by the same kernel run on the same placement: the network model's input.
+largest size) by the same kernel run on the same placement, after the collectives (run before, it and
+the links changed what the collectives measured): the network model's input.
 ``params.links`` (runs across 2 or more nodes): a ping-pong between every pair of nodes (one rank
 each, one pair at a time) at 8 B and 256 KiB, with the nodes ``sweep network``'s judge calls slow
 (``slow_nodes``) and why (``evidence``): the per-node evidence the model check names in its
@@ -361,8 +362,6 @@ class CollSession(KernelSession):
         if rec.get("type") == "link":
             self.links.append(rec)
             return
-        if rec.get("type") == "result" and self.links and "links" not in self.base:
-            self.base["links"] = colllinks.links_doc(self.links, self.base.get("placement"))
         if rec.get("type") == "p2p":
             self.base["p2p"] = {"pair": rec.get("pair"), "size_bytes": [int(s) for s in rec.get("size_bytes", [])],
                                 "half_rtt_us": rec.get("half_rtt_us"), "definition": rec.get("definition")}
@@ -371,6 +370,12 @@ class CollSession(KernelSession):
             self.debug.append(rec)
             return
         super().__call__(rec)
+
+    def release(self) -> None:
+        """The links (printed after the collectives) go into ``base`` before the figures are made."""
+        if self.links and "links" not in self.base:
+            self.base["links"] = colllinks.links_doc(self.links, self.base.get("placement"))
+        super().release()
 
 
 def link_ranks(rank_hosts: list | None) -> list[int]:

@@ -49,9 +49,12 @@
  * print_stats_nbc, without probes so its MPI_Test time is 0). The latency is then t_total (OSU's
  * "Overall"); min/max/percentiles are of t_total.
  *
- * --p2p=1: before the collectives, a ping-pong sweep between rank 0 and rank P-1 (0 B and the
+ * --p2p=1: after the collectives, a ping-pong sweep between rank 0 and rank P-1 (0 B and the
  * powers of two up to the largest size), half round trip in us (the network model's input; the
- * other ranks wait asleep, see sleepy_barrier);
+ * other ranks wait asleep, see sleepy_barrier). After, not before: run first, this traffic and the
+ * links' changed what the collectives measured (8 virtual nodes over TCP: reduce from 256 KiB in
+ * half the time a fresh launch such as OSU's takes; speed/logs/coll-osu-8-reduce-*.txt), so the
+ * collectives start from the launch's own state, as a peer's do;
  * printed as {"type":"p2p","pair":[0,P-1],"size_bytes":[...],"half_rtt_us":[...]}.
  *
  * --links=R0,R1,...: (one rank per node, given by the caller) after the p2p sweep, a ping-pong
@@ -638,6 +641,16 @@ int main(int argc, char **argv) {
     memset(b.recv, 0, big);
     if (c.nonblocking) calibrate();
 
+    for (int k = 0; k < nops; k++) {
+        if (ops[k] == BARRIER) {
+            run_size(BARRIER, 0, &b, &c, t, tc, tmax, sub);
+            continue;
+        }
+        for (int i = 0; i < nsizes; i++) /* one size list for every op: 0 B (a barrier-only list) is
+                                    * skipped, and by reductions what is not whole doubles */
+            if (sizes[i] > 0 && (!is_reduction(ops[k]) || sizes[i] % 8 == 0)) run_size(ops[k], sizes[i], &b, &c, t, tc, tmax, sub);
+    }
+    /* the model's input and the per-node evidence after the collectives (see --p2p above) */
     if (p2p) p2p_sweep(maxb, p2p_budget, b.recv);
     if (nreps >= 2) {
         unsigned char *lbuf = cb_alloc(LINK_BYTES, -1);
@@ -647,15 +660,6 @@ int main(int argc, char **argv) {
         link_pairs(reps, nreps, p2p_budget, lbuf, rt);
         free(rt);
         free(lbuf);
-    }
-    for (int k = 0; k < nops; k++) {
-        if (ops[k] == BARRIER) {
-            run_size(BARRIER, 0, &b, &c, t, tc, tmax, sub);
-            continue;
-        }
-        for (int i = 0; i < nsizes; i++) /* one size list for every op: 0 B (a barrier-only list) is
-                                    * skipped, and by reductions what is not whole doubles */
-            if (sizes[i] > 0 && (!is_reduction(ops[k]) || sizes[i] % 8 == 0)) run_size(ops[k], sizes[i], &b, &c, t, tc, tmax, sub);
     }
     cb_mpi_finish(rank, -1);
     return 0;
