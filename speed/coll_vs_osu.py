@@ -275,18 +275,26 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out, c2c: Path | None
     info: dict = {}
     lines: dict[str, tuple] = {}  # --c2c: side -> (ns before, ns after)
 
-    def run_ours() -> None:
+    def osu_side(side: str) -> None:
+        """OSU's launches, one per op, into ``got[side]`` (``ours`` too with --control)."""
         t0 = time.monotonic()
+        for op in args.ops:
+            fixed = ["-i", str(args.iters), "-x", str(args.warmup)] if args.iters is not None else []
+            fixed += ["-z"] if args.median else []
+            rows, dtype, cmd, binds = setup.osu(exes[op], args.sizes, fixed + shlex.split(args.osu_extra),
+                                                args.timeout)
+            for s, row in rows.items():
+                got[side][(op, s)] = row
+            info.setdefault("dtypes", {})[op] = dtype
+            info.setdefault("cmd", cmd)
+            info.setdefault("binds", binds)
+        walls[side] = time.monotonic() - t0
+
+    def run_ours() -> None:
         if args.control:  # OSU against itself: the "ours" side is a second OSU launch
-            for op in args.ops:
-                fixed = ["-i", str(args.iters), "-x", str(args.warmup)] if args.iters is not None else []
-                fixed += ["-z"] if args.median else []
-                rows, _dtype, _cmd, _binds = setup.osu(exes[op], args.sizes, fixed + shlex.split(args.osu_extra),
-                                                       args.timeout)
-                for s, row in rows.items():
-                    got["ours"][(op, s)] = row
-            walls["ours"] = time.monotonic() - t0
+            osu_side("ours")
             return
+        t0 = time.monotonic()
         for ops in ([[op] for op in args.ops] if args.ours_per_op else [args.ops]):
             for regime, sizes in split_sizes(args.sizes, args.iters is not None):
                 res, placement = ours(args, sizes, counts(args, regime), ops)
@@ -295,18 +303,7 @@ def one_round(setup: Setup, exes: dict[str, Path], i: int, out, c2c: Path | None
         walls["ours"] = time.monotonic() - t0
 
     def run_osu() -> None:
-        t0 = time.monotonic()
-        for op in args.ops:
-            fixed = ["-i", str(args.iters), "-x", str(args.warmup)] if args.iters is not None else []
-            fixed += ["-z"] if args.median else []
-            rows, dtype, cmd, binds = setup.osu(exes[op], args.sizes, fixed + shlex.split(args.osu_extra),
-                                                args.timeout)
-            for s, row in rows.items():
-                got["osu"][(op, s)] = row
-            info.setdefault("dtypes", {})[op] = dtype
-            info.setdefault("cmd", cmd)
-            info.setdefault("binds", binds)
-        walls["osu"] = time.monotonic() - t0
+        osu_side("osu")
 
     order = [("ours", run_ours), ("osu", run_osu)] if i % 2 == 0 else [("osu", run_osu), ("ours", run_ours)]
     for side, step in order:
