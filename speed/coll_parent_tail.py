@@ -23,15 +23,11 @@ import time
 from pathlib import Path
 
 
-#: more options for pingpong and bw (``--extra``, e.g. a shorter ``--time-budget``)
-EXTRA: list[str] = []
-
-
-def command(bench: str, op: str, sizes: str, iters: int, warmup: int) -> list[str]:
+def command(bench: str, op: str, sizes: str, iters: int, warmup: int, extra: list[str]) -> list[str]:
     if bench == "coll":
         return ["run", "coll", "--ops", op, "--sizes", sizes, "--max-iters", str(iters), "--warmup", str(warmup),
                 "--time-budget", "60"]
-    return ["run", bench, "--sizes", sizes, "--transport", "shm", *EXTRA]  # pingpong, bw: --extra or their defaults
+    return ["run", bench, "--sizes", sizes, "--transport", "shm", *extra]  # pingpong, bw: --extra or their defaults
 
 
 def pair(bench: str, op: str, res: dict) -> tuple[int, float, float] | None:
@@ -47,8 +43,9 @@ def pair(bench: str, op: str, res: dict) -> tuple[int, float, float] | None:
     return None
 
 
-def one(tree: Path, bench: str, op: str, sizes: str, iters: int, warmup: int) -> dict[int, tuple[float, float]]:
-    cmd = [sys.executable, "-m", "clusterbench", *command(bench, op, sizes, iters, warmup), "--allow-root",
+def one(tree: Path, bench: str, op: str, sizes: str, iters: int, warmup: int,
+        extra: list[str]) -> dict[int, tuple[float, float]]:
+    cmd = [sys.executable, "-m", "clusterbench", *command(bench, op, sizes, iters, warmup, extra), "--allow-root",
            "--json", "--no-store"]
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "CLUSTERBENCH_ALLOW_RUN_AS_ROOT": "1"}
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -74,7 +71,6 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--log", required=True)
     a = ap.parse_args()
-    EXTRA[:] = a.extra.split()
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1]).resolve()) for t in a.tree]
     with open(a.log, "w") as log:
         def say(line: str) -> None:
@@ -91,7 +87,7 @@ def main() -> int:
         tails: dict[str, list[float]] = {lab: [] for lab, _ in trees}
         for i in range(a.rounds):
             for lab, tree in (trees if i % 2 == 0 else trees[::-1]):
-                got = one(tree, a.bench, a.op, a.sizes, a.iters, a.warmup)
+                got = one(tree, a.bench, a.op, a.sizes, a.iters, a.warmup, a.extra.split())
                 worst = max(avg / p50 for avg, p50 in got.values())
                 tails[lab].append(worst)
                 say(f"r{i} {lab}: " + " ".join(f"{s}:{avg:.4g}/{p50:.4g}" for s, (avg, p50) in sorted(got.items()))
