@@ -1,7 +1,8 @@
 """Why clusterbench's collectives and OSU 7.4's differ where they do (issue 26, "Agreement with the
 peers"): controlled A/B runs, one thing changed on one side, interleaved round by round.
 
-Each ``--variant LABEL=SIDE[+PATCH...] [ARGS] [-- MPIRUN-ARGS]`` is a program run the same way (``mpirun -np 2 --bind-to
+Each ``--variant LABEL=SIDE[+PATCH...] [ARGS] [-- MPIRUN-ARGS]`` is a program run the same way (with ``--hosts``: as
+clusterbench launches ``run coll --hosts ... --oversubscribe`` there; else ``mpirun -np 2 --bind-to
 core``: rank 0 on cpu 0, rank 1 on cpu 1, as clusterbench's rankfile places them on 2 cpus):
 
 * SIDE ``ours``: clusterbench's kernel (src/clusterbench/kernels/mpi/coll.c of this tree), built with the
@@ -10,6 +11,9 @@ core``: rank 0 on cpu 0, rank 1 on cpu 1, as clusterbench's rankfile places them
   into a temporary folder, run with ``--ops=OP --sizes=<every power of
   two MIN..MAX> --min_iters=N --max_iters=N --warmup=W --time_budget=1000`` (so N is never cut) and
   ARGS (e.g. ``--p2p=0``, ``--validate_every=1000000``);
+* SIDE ``cb``: clusterbench's own ``run coll --ops OP --sizes ... --max-iters N --warmup W`` (as
+  speed/coll_vs_osu.py runs it: through its Python parent, with the transport proof's verbose switches, the
+  kernel built by clusterbench, its p2p sweep and links after the collectives) and ARGS as its options;
 * SIDE ``osu``: OSU 7.4's ``osu_OP -f -z -m MIN:MAX -i N -x W`` and ARGS, built from the reference tarball;
 * ``+PATCH``: the side's source changed by one of the named patches below before the build (a text
   replacement that must apply; each variant builds once).
@@ -83,6 +87,9 @@ PATCHES: dict[str, list[tuple[str, str, str]]] = {
               ("coll.c", "first[k] = dbl ? ((double *)p)[k]", "first[k] = dbl ? ((real *)p)[k]"),
               ("coll.c", "static double expected(int op, long size, long k, long it) {\n    long n = size / 8;",
                "static double expected(int op, long size, long k, long it) {\n    long n = size / 4;")],
+    # ours: no MPI_Bcast of the iteration count between the warm-up and the timed loop (OSU has none; with
+    # --min_iters = --max_iters and a large --time_budget every rank already holds the same count)
+    "nobcast": [("coll.c", "    MPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD);\n", "")],
     # OSU: -T mpi_float runs MPI_DOUBLE instead (size/8 elements), the datatype clusterbench's reductions use
     "double": [("c/util/osu_util_mpi.c", "mpi_type_list[i] = MPI_FLOAT;", "mpi_type_list[i] = MPI_DOUBLE;")],
     # OSU: -z's percentiles over iterations of the max over ranks of each iteration's time (OSU sums
@@ -127,10 +134,11 @@ int main(void) {
 """
 
 
-def bounded(cmd: list[str], timeout: float, cwd: str | None = None) -> subprocess.CompletedProcess:
+def bounded(cmd: list[str], timeout: float, cwd: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``cmd`` in a session of its own, its process group killed on timeout."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -183,15 +191,24 @@ def run(side: str, exe: Path, extra: list[str], args: argparse.Namespace) -> dic
     of the max over ranks of each iteration's time (clusterbench's p50_us; OSU's -z P50, patched
     'tailmax' to reduce by the max over ranks, not the average)."""
     extra, mpirun_extra = split_args(extra)
-    mpirun = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core", *mpirun_extra]
     lo, hi = min(args.sizes), max(args.sizes)
+    if side == "cb":
+        import coll_vs_osu  # here: coll_vs_osu imports this module
+        if mpirun_extra:
+            raise SystemExit("side 'cb' takes clusterbench's options, not mpirun's (no '--')")
+        ns = argparse.Namespace(ops=[args.op], transport="auto", ranks=None if args.hosts else 2, hosts=args.hosts,
+                                mpi=None, oversubscribe=bool(args.hosts), ours_extra=shlex.join(extra),
+                                timeout=args.timeout)
+        got, _ = coll_vs_osu.ours(ns, args.sizes, (args.iters, args.warmup))
+        return {s: (row["avg"], row["p50"]) for (_, s), row in got.items()}
     if side == "osu":
-        r = bounded([*mpirun, str(exe), "-f", "-z", "-m", f"{lo}:{hi}", "-i", str(args.iters), "-x",
-                     str(args.warmup), *extra], args.timeout)
+        r = launch([str(exe), "-f", "-z", "-m", f"{lo}:{hi}", "-i", str(args.iters), "-x", str(args.warmup), *extra],
+                   mpirun_extra, args)
         return {int(m[1]): (float(m[2]), float(m[6])) for m in map(ROW.match, r.stdout.splitlines()) if m}
     sizes = ",".join(str(1 << k) for k in range(lo.bit_length() - 1, hi.bit_length()))
-    r = bounded([*mpirun, str(exe), f"--ops={args.op}", f"--sizes={sizes}", f"--min_iters={args.iters}",
-                 f"--max_iters={args.iters}", f"--warmup={args.warmup}", "--time_budget=1000", *extra], args.timeout)
+    r = launch([str(exe), f"--ops={args.op}", f"--sizes={sizes}", f"--min_iters={args.iters}",
+                f"--max_iters={args.iters}", f"--warmup={args.warmup}", "--time_budget=1000", *extra],
+               mpirun_extra, args)
     got = {}
     for line in r.stdout.splitlines():
         rec = json.loads(line) if line.startswith("{") else {}
@@ -201,6 +218,22 @@ def run(side: str, exe: Path, extra: list[str], args: argparse.Namespace) -> dic
             p = rec["params"]
             got[int(p["size"])] = (float(p["avg_us"]), float(p["p50_us"]))
     return got
+
+
+def launch(program: list[str], mpirun_extra: list[str], args: argparse.Namespace) -> subprocess.CompletedProcess:
+    """One launch of ``program``: 2 ranks on cpus 0 and 1 here, or with ``--hosts`` clusterbench's own launch
+    of ``run coll --hosts ... --oversubscribe`` (speed/coll_vs_osu.py's Setup: its rankfile, the virtual
+    cluster's agent and network, ranks yielding when idle; without the transport proof's verbose switches,
+    which a variant can add after its ``--``)."""
+    if not args.hosts:
+        return bounded(["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core", *mpirun_extra, *program],
+                       args.timeout)
+    import dataclasses
+    from clusterbench.launch import mpi as mpimod
+    spec = dataclasses.replace(args.setup.spec, extra_args=[*args.setup.spec.extra_args, *mpirun_extra])
+    with tempfile.TemporaryDirectory(prefix="osu-why-launch-") as wd:
+        cmd, env_add = mpimod.build_command(args.setup.mpi, spec, program, wd)
+        return bounded([*spec.prefix, *cmd], args.timeout, env={**os.environ, **env_add})
 
 
 def levels(exe: Path, extra: list[str], args: argparse.Namespace, say) -> None:
@@ -250,8 +283,10 @@ def parse_variant(text: str) -> tuple[str, str, list[str], list[str]]:
     if not label or not words:
         raise SystemExit(f"--variant '{text}': give LABEL=SIDE[+PATCH...] [ARGS], e.g. 'ours-p=ours+pagealign'")
     side, *patches = words[0].split("+")
-    if side not in ("ours", "osu"):
-        raise SystemExit(f"--variant '{text}': the side is 'ours' or 'osu', not '{side}'")
+    if side not in ("ours", "osu", "cb"):
+        raise SystemExit(f"--variant '{text}': the side is 'ours', 'osu' or 'cb', not '{side}'")
+    if side == "cb" and patches:
+        raise SystemExit(f"--variant '{text}': side 'cb' (clusterbench's run coll) takes no patch")
     return label, side, patches, words[1:]
 
 
@@ -271,10 +306,18 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--levels", type=int, default=0, help="instead of rounds: N launches of the first variant "
                     f"(ours), each size {REPEAT} times in a row, every repetition's median iteration logged")
+    ap.add_argument("--hosts", help="run every variant on these nodes (e.g. the virtual cluster's cbsim-n1,...), "
+                    "launched as clusterbench launches run coll there (with --oversubscribe)")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--note", default="")
     ap.add_argument("--log", required=True)
     args = ap.parse_args()
+    if args.hosts:
+        if args.levels:
+            raise SystemExit("--levels runs on this node only: leave out --hosts")
+        from coll_vs_osu import Setup  # here: coll_vs_osu imports this module
+        args.setup = Setup(argparse.Namespace(ops=[args.op], sizes=args.sizes, ranks=None, hosts=args.hosts,
+                                              mpi=None, transport="auto", oversubscribe=True))
     variants = [parse_variant(v) for v in args.variant]
     tarball = Path(sorted(glob.glob(str(TARBALLS / "osu-micro-benchmarks-7.4-*.tar.gz")))[-1])
     out = open(args.log, "a")
@@ -285,7 +328,8 @@ def main() -> int:
         out.flush()
 
     mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    say(f"# osu_why.py {time.strftime('%Y-%m-%d %H:%M:%S')}; {mpi}; {len(os.sched_getaffinity(0))} cpus; "
+    placed = f"nodes {args.hosts}" if args.hosts else "2 ranks on cpus 0 and 1"
+    say(f"# osu_why.py {time.strftime('%Y-%m-%d %H:%M:%S')}; {mpi}; {len(os.sched_getaffinity(0))} cpus; {placed}; "
         f"load {os.getloadavg()[0]:.2f}; op {args.op}; sizes {args.sizes[0]}..{args.sizes[-1]} B; "
         f"{args.iters} timed + {args.warmup} warm-up iterations; "
         + (f"levels: {args.levels} launches" if args.levels else f"rounds {args.rounds}"))
@@ -299,7 +343,7 @@ def main() -> int:
         exes = {}
         for label, side, patches, _ in variants:
             where = Path(tmp) / label
-            exes[label] = (build_ours(where, patches) if side == "ours"
+            exes[label] = (build_ours(where, patches) if side == "ours" else Path(sys.executable) if side == "cb"
                            else build_osu(where, [*patches, "tailmax"], args.op, tarball))
         if args.levels:
             label, side, _, extra = variants[0]

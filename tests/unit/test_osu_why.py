@@ -22,7 +22,7 @@ def _load():
 
 
 osu_why = _load()
-OURS = ("pagealign", "float")
+OURS = ("pagealign", "float", "nobcast")
 OSU = ("double", "tailmax", "align2m")
 
 
@@ -80,8 +80,11 @@ def test_osu_rows_with_and_without_percentiles():
 def test_variants_and_sizes_are_parsed_or_refused():
     assert osu_why.parse_variant("osu-dbl=osu+double -T mpi_float") == ("osu-dbl", "osu", ["double"],
                                                                         ["-T", "mpi_float"])
-    with pytest.raises(SystemExit, match="the side is 'ours' or 'osu'"):
+    with pytest.raises(SystemExit, match="the side is 'ours', 'osu' or 'cb'"):
         osu_why.parse_variant("x=imb")
+    assert osu_why.parse_variant("cb=cb --validate-every 100") == ("cb", "cb", [], ["--validate-every", "100"])
+    with pytest.raises(SystemExit, match="takes no patch"):  # clusterbench's own run coll: nothing to patch
+        osu_why.parse_variant("cb=cb+float")
     with pytest.raises(SystemExit, match="give LABEL=SIDE"):
         osu_why.parse_variant("ours")
     assert osu_why.sizes_arg("2048:16384") == [2048, 4096, 8192, 16384]
