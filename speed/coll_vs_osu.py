@@ -437,6 +437,8 @@ def main() -> int:
     ap.add_argument("--median", action="store_true", help="also the median iteration of both sides (of the max "
                     "over ranks: ours p50_us; OSU -z, built with speed/osu_why.py's 'tailmax' patch so that it "
                     "reduces over ranks by the max as ours does, not the average)")
+    ap.add_argument("--osu-patch", action="append", default=[], help="build OSU with this speed/osu_why.py patch "
+                    "too (repeatable; e.g. 'double': -T mpi_float then sums MPI_DOUBLEs, as clusterbench does)")
     ap.add_argument("--osu-extra", default="", help="more osu_<op> options, e.g. '-T mpi_float'")
     ap.add_argument("--ours-extra", default="", help="more clusterbench options, e.g. '--validate-every 1000000'")
     ap.add_argument("--ours-per-op", action="store_true", help="launch clusterbench once per op, as OSU is (by "
@@ -457,6 +459,8 @@ def main() -> int:
         args.ranks = 2
     if args.median and args.osu_build:
         ap.error("--median needs OSU built by this run (its 'tailmax' patch): drop --osu-build")
+    if args.osu_patch and args.osu_build:
+        ap.error("--osu-patch needs OSU built by this run: drop --osu-build")
     out = RawLog(log_file(args.log, f"{machine_name()}-coll-osu"))
 
     setup = Setup(args)
@@ -483,9 +487,10 @@ def main() -> int:
             where = where / OSU_DIR if (where / OSU_DIR).is_dir() else where
         else:
             t0 = time.monotonic()
-            where, how = build_osu(tarball, Path(args.keep_build or tmp), setup.mpi.mpicc, args.ops,
-                                   ("tailmax",) if args.median else ())
-            how += "; patched 'tailmax' (speed/osu_why.py), run with -z" if args.median else ""
+            patches = (("tailmax",) if args.median else ()) + tuple(args.osu_patch)
+            where, how = build_osu(tarball, Path(args.keep_build or tmp), setup.mpi.mpicc, args.ops, patches)
+            how += f"; patched {', '.join(repr(p) for p in patches)} (speed/osu_why.py)" if patches else ""
+            how += ", run with -z" if args.median else ""
             how += f", built in {time.monotonic() - t0:.0f} s"
         out(f"# OSU: {tarball.name}; {how}")
         exes = {op: where / ("osu_" + op.replace("-", "_")) for op in args.ops}

@@ -2,7 +2,8 @@
 peers"): controlled A/B runs, one thing changed on one side, interleaved round by round.
 
 Each ``--variant LABEL=SIDE[+PATCH...] [ARGS] [-- MPIRUN-ARGS]`` is a program run the same way (with ``--hosts``: as
-clusterbench launches ``run coll --hosts ... --oversubscribe`` there; else ``mpirun -np 2 --bind-to
+clusterbench launches ``run coll --hosts ... --oversubscribe`` there; with ``--ranks N``: as it launches ``run coll
+--ranks N`` on this node; else ``mpirun -np 2 --bind-to
 core``: rank 0 on cpu 0, rank 1 on cpu 1, as clusterbench's rankfile places them on 2 cpus):
 
 * SIDE ``ours``: clusterbench's kernel (src/clusterbench/kernels/mpi/coll.c of this tree), built with the
@@ -162,22 +163,23 @@ def patch(root: Path, names: list[str]) -> None:
             f.write_text(text.replace(old, new))
 
 
-def build_ours(where: Path, patches: list[str]) -> Path:
+def build_ours(where: Path, patches: list[str], mpicc: str = "mpicc") -> Path:
     where.mkdir(parents=True)
     src = where / "coll.c"
     src.write_text(KERNEL.read_text())
     patch(where, patches)
     exe = where / "coll"
-    bounded(["mpicc", *FLAGS, "-I", str(INCLUDE), "-o", str(exe), str(src), "-lm"], 300)
+    bounded([mpicc, *FLAGS, "-I", str(INCLUDE), "-o", str(exe), str(src), "-lm"], 300)
     return exe
 
 
-def build_osu(where: Path, patches: list[str], op: str, tarball: Path) -> Path:
+def build_osu(where: Path, patches: list[str], op: str, tarball: Path, mpicc: str = "mpicc") -> Path:
     where.mkdir(parents=True)
     subprocess.run(["tar", "xzf", str(tarball), "-C", str(where), "--strip-components=1"], check=True)
     patch(where, patches)
     env = f"CFLAGS='{' '.join(FLAGS)}' CXXFLAGS='{' '.join(FLAGS)}'"
-    bounded(["sh", "-c", f"{env} ./configure CC=mpicc CXX=mpicxx >/dev/null"], 900, cwd=str(where))
+    cxx = re.sub(r"mpicc(?=[^/]*$)", "mpicxx", mpicc)
+    bounded(["sh", "-c", f"{env} ./configure CC={mpicc} CXX={cxx} >/dev/null"], 900, cwd=str(where))
     bounded(["make", "-C", OSU_DIR, f"osu_{op}"], 900, cwd=str(where))
     return where / OSU_DIR / f"osu_{op}"
 
@@ -196,8 +198,8 @@ def run(side: str, exe: Path, extra: list[str], args: argparse.Namespace) -> dic
         import coll_vs_osu  # here: coll_vs_osu imports this module
         if mpirun_extra:
             raise SystemExit("side 'cb' takes clusterbench's options, not mpirun's (no '--')")
-        ns = argparse.Namespace(ops=[args.op], transport="auto", ranks=None if args.hosts else 2, hosts=args.hosts,
-                                mpi=None, oversubscribe=bool(args.hosts), ours_extra=shlex.join(extra),
+        ns = argparse.Namespace(ops=[args.op], transport="auto", ranks=None if args.hosts else args.ranks or 2,
+                                hosts=args.hosts, mpi=args.mpi, oversubscribe=bool(args.hosts), ours_extra=shlex.join(extra),
                                 timeout=args.timeout)
         got, _ = coll_vs_osu.ours(ns, args.sizes, (args.iters, args.warmup))
         return {s: (row["avg"], row["p50"]) for (_, s), row in got.items()}
@@ -221,11 +223,11 @@ def run(side: str, exe: Path, extra: list[str], args: argparse.Namespace) -> dic
 
 
 def launch(program: list[str], mpirun_extra: list[str], args: argparse.Namespace) -> subprocess.CompletedProcess:
-    """One launch of ``program``: 2 ranks on cpus 0 and 1 here, or with ``--hosts`` clusterbench's own launch
-    of ``run coll --hosts ... --oversubscribe`` (speed/coll_vs_osu.py's Setup: its rankfile, the virtual
-    cluster's agent and network, ranks yielding when idle; without the transport proof's verbose switches,
-    which a variant can add after its ``--``)."""
-    if not args.hosts:
+    """One launch of ``program``: 2 ranks on cpus 0 and 1 here, or with ``--hosts``/``--ranks`` clusterbench's
+    own launch of ``run coll --hosts ... --oversubscribe`` or ``run coll --ranks N`` (speed/coll_vs_osu.py's
+    Setup: its rankfile; on the virtual cluster its agent and network, ranks yielding when idle; without the
+    transport proof's verbose switches, which a variant can add after its ``--``)."""
+    if args.setup is None:
         return bounded(["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core", *mpirun_extra, *program],
                        args.timeout)
     import dataclasses
@@ -308,16 +310,25 @@ def main() -> int:
                     f"(ours), each size {REPEAT} times in a row, every repetition's median iteration logged")
     ap.add_argument("--hosts", help="run every variant on these nodes (e.g. the virtual cluster's cbsim-n1,...), "
                     "launched as clusterbench launches run coll there (with --oversubscribe)")
+    ap.add_argument("--ranks", type=int, help="run every variant on N ranks of this node, launched as clusterbench "
+                    "launches run coll --ranks N (its rankfile and options; without it: mpirun -np 2 --bind-to core)")
+    ap.add_argument("--mpi", help="with --hosts or --ranks: openmpi or mpich (default: mpirun on PATH); both sides "
+                    "built with its mpicc, launched as clusterbench launches it")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--note", default="")
     ap.add_argument("--log", required=True)
     args = ap.parse_args()
-    if args.hosts:
+    if args.hosts and args.ranks:
+        raise SystemExit("give --hosts (one rank per node) or --ranks (this node), not both")
+    args.setup = None
+    if args.mpi and not (args.hosts or args.ranks):
+        raise SystemExit("--mpi needs --hosts or --ranks (clusterbench's launch of that MPI)")
+    if args.hosts or args.ranks:
         if args.levels:
-            raise SystemExit("--levels runs on this node only: leave out --hosts")
+            raise SystemExit("--levels runs mpirun -np 2 --bind-to core: leave out --hosts and --ranks")
         from coll_vs_osu import Setup  # here: coll_vs_osu imports this module
-        args.setup = Setup(argparse.Namespace(ops=[args.op], sizes=args.sizes, ranks=None, hosts=args.hosts,
-                                              mpi=None, transport="auto", oversubscribe=True))
+        args.setup = Setup(argparse.Namespace(ops=[args.op], sizes=args.sizes, ranks=args.ranks, hosts=args.hosts,
+                                              mpi=args.mpi, transport="auto", oversubscribe=bool(args.hosts)))
     variants = [parse_variant(v) for v in args.variant]
     tarball = Path(sorted(glob.glob(str(TARBALLS / "osu-micro-benchmarks-7.4-*.tar.gz")))[-1])
     out = open(args.log, "a")
@@ -327,8 +338,10 @@ def main() -> int:
         out.write(line + "\n")
         out.flush()
 
-    mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    placed = f"nodes {args.hosts}" if args.hosts else "2 ranks on cpus 0 and 1"
+    mpi = (f"{args.setup.mpi.name} {args.setup.mpi.version}" if args.setup else
+           subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0])
+    placed = (f"nodes {args.hosts}" if args.hosts else f"{args.ranks} ranks as run coll --ranks places them"
+              if args.ranks else "2 ranks on cpus 0 and 1 (mpirun -np 2 --bind-to core)")
     say(f"# osu_why.py {time.strftime('%Y-%m-%d %H:%M:%S')}; {mpi}; {len(os.sched_getaffinity(0))} cpus; {placed}; "
         f"load {os.getloadavg()[0]:.2f}; op {args.op}; sizes {args.sizes[0]}..{args.sizes[-1]} B; "
         f"{args.iters} timed + {args.warmup} warm-up iterations; "
@@ -343,8 +356,9 @@ def main() -> int:
         exes = {}
         for label, side, patches, _ in variants:
             where = Path(tmp) / label
-            exes[label] = (build_ours(where, patches) if side == "ours" else Path(sys.executable) if side == "cb"
-                           else build_osu(where, [*patches, "tailmax"], args.op, tarball))
+            mpicc = args.setup.mpi.mpicc if args.setup else "mpicc"
+            exes[label] = (build_ours(where, patches, mpicc) if side == "ours" else Path(sys.executable) if side == "cb"
+                           else build_osu(where, [*patches, "tailmax"], args.op, tarball, mpicc))
         if args.levels:
             label, side, _, extra = variants[0]
             if side != "ours":
