@@ -91,6 +91,9 @@ PATCHES: dict[str, list[tuple[str, str, str]]] = {
     # ours: no MPI_Bcast of the iteration count between the warm-up and the timed loop (OSU has none; with
     # --min_iters = --max_iters and a large --time_budget every rank already holds the same count)
     "nobcast": [("coll.c", "    MPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD);\n", "")],
+    # ours: alltoall on MPI_CHARs, OSU's datatype, not MPI_BYTEs (the same bytes)
+    "char": [("coll.c", "MPI_Alltoall(b->send, nbyte, MPI_BYTE, b->recv, nbyte, MPI_BYTE, w)",
+              "MPI_Alltoall(b->send, nbyte, MPI_CHAR, b->recv, nbyte, MPI_CHAR, w)")],
     # OSU: -T mpi_float runs MPI_DOUBLE instead (size/8 elements), the datatype clusterbench's reductions use
     "double": [("c/util/osu_util_mpi.c", "mpi_type_list[i] = MPI_FLOAT;", "mpi_type_list[i] = MPI_DOUBLE;")],
     # OSU: -z's percentiles over iterations of the max over ranks of each iteration's time (OSU sums

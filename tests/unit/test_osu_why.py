@@ -22,7 +22,7 @@ def _load():
 
 
 osu_why = _load()
-OURS = ("pagealign", "float", "nobcast")
+OURS = ("pagealign", "float", "nobcast", "char")
 OSU = ("double", "tailmax", "align2m")
 
 
