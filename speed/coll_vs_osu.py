@@ -66,6 +66,7 @@ summary prints is computed from the round lines above it (speed/claims.toml read
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -182,13 +183,20 @@ class Setup:
         self.spec.report_bindings = self.mpi.name == "openmpi"
         self.places = [(h, c) for h, c in self.params["places"]]
 
+    def command(self, program: list[str], wd: str, mpirun_extra: list[str] | tuple[str, ...] = ()
+                ) -> tuple[list[str], dict[str, str]]:
+        """The launch of ``program`` as clusterbench's own (its prefix, e.g. the virtual cluster's head
+        namespace, included), with ``mpirun_extra`` among the launcher's options; (argv, environment to add)."""
+        spec = dataclasses.replace(self.spec, extra_args=[*self.spec.extra_args, *mpirun_extra])
+        cmd, env_add = mpimod.build_command(self.mpi, spec, program, wd)
+        return [*spec.prefix, *cmd], env_add
+
     def osu(self, exe: Path, sizes: list[int], extra: list[str], timeout: float) -> tuple[dict, str, str, str]:
         """One OSU launch over ``sizes``: (rows, datatype, command, binding lines)."""
         program = [str(exe), "-f", "-m", f"{min(sizes)}:{max(sizes)}", *extra]
         for attempt in range(2):  # the virtual cluster: a launch that hangs is tried once more
             with tempfile.TemporaryDirectory(prefix="cb-osu-") as wd:
-                cmd, env_add = mpimod.build_command(self.mpi, self.spec, program, wd)
-                cmd = [*self.spec.prefix, *cmd]
+                cmd, env_add = self.command(program, wd)
                 try:
                     r = bounded(cmd, timeout, env={**os.environ, **env_add})
                 except RuntimeError:

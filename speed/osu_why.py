@@ -181,8 +181,9 @@ def build_osu(where: Path, patches: list[str], op: str, tarball: Path, mpicc: st
     subprocess.run(["tar", "xzf", str(tarball), "-C", str(where), "--strip-components=1"], check=True)
     patch(where, patches)
     env = f"CFLAGS='{' '.join(FLAGS)}' CXXFLAGS='{' '.join(FLAGS)}'"
-    cxx = re.sub(r"mpicc(?=[^/]*$)", "mpicxx", mpicc)
-    bounded(["sh", "-c", f"{env} ./configure CC={mpicc} CXX={cxx} >/dev/null"], 900, cwd=str(where))
+    from coll_vs_osu import wrappers  # here: coll_vs_osu imports this module
+    cc, cxx = wrappers(mpicc)
+    bounded(["sh", "-c", f"{env} ./configure CC={cc} CXX={cxx} >/dev/null"], 900, cwd=str(where))
     bounded(["make", "-C", OSU_DIR, f"osu_{op}"], 900, cwd=str(where))
     return where / OSU_DIR / f"osu_{op}"
 
@@ -233,12 +234,9 @@ def launch(program: list[str], mpirun_extra: list[str], args: argparse.Namespace
     if args.setup is None:
         return bounded(["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core", *mpirun_extra, *program],
                        args.timeout)
-    import dataclasses
-    from clusterbench.launch import mpi as mpimod
-    spec = dataclasses.replace(args.setup.spec, extra_args=[*args.setup.spec.extra_args, *mpirun_extra])
     with tempfile.TemporaryDirectory(prefix="osu-why-launch-") as wd:
-        cmd, env_add = mpimod.build_command(args.setup.mpi, spec, program, wd)
-        return bounded([*spec.prefix, *cmd], args.timeout, env={**os.environ, **env_add})
+        cmd, env_add = args.setup.command(program, wd, mpirun_extra)
+        return bounded(cmd, args.timeout, env={**os.environ, **env_add})
 
 
 def levels(exe: Path, extra: list[str], args: argparse.Namespace, say) -> None:
