@@ -373,11 +373,17 @@ def explaining(slowdowns: Sequence[tuple[str, float, float, str]], op: str, p: i
                model: NetModel) -> list[str]:
     """The per-node evidence (``(metric, factor, value, line)``,
     :func:`clusterbench.analysis.colllinks.slowdowns`) that explains a figure: where the model on the
-    network that node or link makes (:func:`slowed`) is within :data:`FAR_OFF` of the measured time.
-    A node slow on bandwidth does not explain an 8 B figure far off the model (its bytes cost next to
-    nothing even on the slow link)."""
-    return [line for metric, factor, value, line in slowdowns
-            if lower_bound(op, p, n, slowed(model, metric, factor, value))[1] >= FAR_OFF * measured_us]
+    network that node or link makes (:func:`slowed`) is within :data:`FAR_OFF` of the measured time and
+    accounts for at least half of the gap between the model and the measured time. A node slow on
+    bandwidth does not explain an 8 B figure far off the model (its bytes cost next to nothing even on
+    the slow link: a figure just past :data:`FAR_OFF` is not pushed over it by that microsecond)."""
+    base = lower_bound(op, p, n, model)[1]
+    out = []
+    for metric, factor, value, line in slowdowns:
+        us = lower_bound(op, p, n, slowed(model, metric, factor, value))[1]
+        if us >= FAR_OFF * measured_us and us - base >= 0.5 * (measured_us - base):
+            out.append(line)
+    return out
 
 
 def findings(results: list[Any]) -> list[str]:
